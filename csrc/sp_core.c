@@ -1,0 +1,1327 @@
+/*
+ * sp_core.c -- see sp_core.h. Plain C11 + POSIX; no Python, no torch.
+ *
+ * Concurrency: one mutex per profiler guards its file, tables and counters;
+ * the operator registry has its own mutex; the hot-path "is a logged pass
+ * open" test is one atomic load. Only sp_emergency_close_all runs without
+ * locks (it is called from fatal-signal handlers).
+ */
+#define _GNU_SOURCE
+#include "sp_core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SP_FILE_GROW ((size_t)1 << 20)     /* file grows 1 MiB at a time */
+#define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
+#define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
+#define SP_ERRMSG_CAP 512
+
+/* ======================================================================
+ * Growable byte buffer and JSON helpers
+ * ====================================================================== */
+typedef struct sp_buf {
+  char *p;
+  size_t n, cap;
+  int failed;
+} sp_buf;
+
+static int buf_reserve(sp_buf *b, size_t extra) {
+  if (b->n + extra <= b->cap) return 1;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->n + extra) cap *= 2;
+  char *q = realloc(b->p, cap);
+  if (!q) {
+    b->failed = 1;
+    return 0;
+  }
+  b->p = q;
+  b->cap = cap;
+  return 1;
+}
+
+static void buf_put(sp_buf *b, const char *s, size_t n) {
+  if (!buf_reserve(b, n)) return;
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+#define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
+
+static size_t fmt_i64(char *out, int64_t v) {
+  char tmp[24];
+  size_t n = 0;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  size_t k = 0;
+  if (v < 0) out[k++] = '-';
+  while (n) out[k++] = tmp[--n];
+  return k;
+}
+
+static void buf_i64(sp_buf *b, int64_t v) {
+  if (!buf_reserve(b, 24)) return;
+  b->n += fmt_i64(b->p + b->n, v);
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+static size_t utf8_seq_len(const unsigned char *s, size_t left) {
+  unsigned c = s[0];
+  size_t n;
+  unsigned min;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) n = 2, min = 0x80;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, min = 0x800;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, min = 0x10000;
+  else return 0;
+  if (left < n) return 0;
+  unsigned cp = c & (0xFF >> (n + 1));
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+/* A JSON string literal (quotes included). Invalid UTF-8 becomes U+FFFD so
+ * every line stays readable by json.loads. */
+static void buf_json_str(sp_buf *b, const char *s, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *u = (const unsigned char *)s;
+  if (!buf_reserve(b, len + 2)) return;
+  b->p[b->n++] = '"';
+  size_t i = 0;
+  while (i < len) {
+    unsigned char c = u[i];
+    if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+      size_t j = i + 1;
+      while (j < len && u[j] >= 0x20 && u[j] != '"' && u[j] != '\\' &&
+             u[j] < 0x80)
+        j++;
+      buf_put(b, s + i, j - i);
+      i = j;
+      continue;
+    }
+    if (c >= 0x80) {
+      size_t k = utf8_seq_len(u + i, len - i);
+      if (k) {
+        buf_put(b, s + i, k);
+        i += k;
+      } else {
+        BUF_LIT(b, "\\ufffd");
+        i++;
+      }
+      continue;
+    }
+    char esc[6] = {'\\', 0, 0, 0, 0, 0};
+    size_t en = 2;
+    switch (c) {
+      case '"': esc[1] = '"'; break;
+      case '\\': esc[1] = '\\'; break;
+      case '\n': esc[1] = 'n'; break;
+      case '\r': esc[1] = 'r'; break;
+      case '\t': esc[1] = 't'; break;
+      case '\b': esc[1] = 'b'; break;
+      case '\f': esc[1] = 'f'; break;
+      default:
+        esc[1] = 'u';
+        esc[2] = '0';
+        esc[3] = '0';
+        esc[4] = hex[c >> 4];
+        esc[5] = hex[c & 15];
+        en = 6;
+    }
+    buf_put(b, esc, en);
+    i++;
+  }
+  buf_put(b, "\"", 1);
+}
+
+static char *dup_buf(const sp_buf *b) {
+  char *s = malloc(b->n + 1);
+  if (!s) return NULL;
+  memcpy(s, b->p, b->n);
+  s[b->n] = 0;
+  return s;
+}
+
+/* Writes one message line to stderr with write(2): usable anywhere. */
+static void say(const char *a, const char *b, const char *c) {
+  const char *parts[4] = {"sgl_shapeprof: ", a, b, c};
+  for (int i = 0; i < 4; i++)
+    if (parts[i]) {
+      ssize_t r = write(2, parts[i], strlen(parts[i]));
+      (void)r;
+    }
+  ssize_t r = write(2, "\n", 1);
+  (void)r;
+}
+
+/* ======================================================================
+ * dtype names
+ * ====================================================================== */
+static pthread_mutex_t g_dtype_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **g_dtype_json; /* pre-quoted: "\"torch.float32\"" */
+static int g_dtype_n;
+static atomic_int g_dtype_warned;
+
+int sp_set_dtype_names(const char *const *names, int n) {
+  if (n < 0 || (n && !names)) return SP_ERROR;
+  char **v = calloc((size_t)(n ? n : 1), sizeof *v);
+  if (!v) return SP_NOMEM;
+  for (int i = 0; i < n; i++) {
+    if (!names[i] || !names[i][0]) continue;
+    sp_buf b = {0};
+    buf_json_str(&b, names[i], strlen(names[i]));
+    if (b.failed || !(v[i] = dup_buf(&b))) {
+      free(b.p);
+      for (int j = 0; j < i; j++) free(v[j]);
+      free(v);
+      return SP_NOMEM;
+    }
+    free(b.p);
+  }
+  pthread_mutex_lock(&g_dtype_lock);
+  /* Old tables stay allocated: a writer may be reading one right now. */
+  g_dtype_json = v;
+  g_dtype_n = n;
+  pthread_mutex_unlock(&g_dtype_lock);
+  return SP_OK;
+}
+
+static void buf_dtype(sp_buf *b, int64_t code) {
+  if (code >= 0 && code < g_dtype_n && g_dtype_json[code]) {
+    const char *s = g_dtype_json[code];
+    buf_put(b, s, strlen(s));
+    return;
+  }
+  BUF_LIT(b, "\"torch.unknown");
+  buf_i64(b, code);
+  BUF_LIT(b, "\"");
+  if (!atomic_exchange(&g_dtype_warned, 1))
+    say("a tensor has a dtype this build does not know; it is written as "
+        "\"torch.unknown<code>\"",
+        NULL, NULL);
+}
+
+/* ======================================================================
+ * Operator registry (process-wide)
+ * ====================================================================== */
+typedef struct sp_op {
+  char *name;       /* aten.mm.default */
+  char *json_head;  /* "operation": "aten.mm.default", "inputs": { */
+  char **arg_keys;  /* "self": */
+  int n_args;
+  int n_returns;
+} sp_op;
+
+typedef struct op_slot {
+  const void *key;
+  int id;
+} op_slot;
+
+#define SP_MAX_OPS 65536
+static pthread_mutex_t g_ops_lock = PTHREAD_MUTEX_INITIALIZER;
+/* By id. Published once, never moved or freed: readers need no lock. */
+static _Atomic(sp_op *) g_ops[SP_MAX_OPS];
+static int g_ops_n;
+static op_slot *g_op_map; /* key -> id, open addressing */
+static size_t g_op_map_cap, g_op_map_used;
+static atomic_uint g_op_epoch; /* bumped when a key is forgotten */
+static const void *const OP_TOMBSTONE = &g_op_map_cap;
+
+static size_t ptr_hash(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static op_slot *op_map_find(const void *key) {
+  if (!g_op_map_cap) return NULL;
+  size_t mask = g_op_map_cap - 1;
+  for (size_t i = ptr_hash(key) & mask;; i = (i + 1) & mask) {
+    if (g_op_map[i].key == key) return &g_op_map[i];
+    if (!g_op_map[i].key) return NULL;
+  }
+}
+
+static int op_map_put(const void *key, int id) {
+  if ((g_op_map_used + 1) * 2 > g_op_map_cap) {
+    size_t cap = g_op_map_cap ? g_op_map_cap * 2 : 256;
+    op_slot *m = calloc(cap, sizeof *m);
+    if (!m) return 0;
+    size_t used = 0;
+    for (size_t i = 0; i < g_op_map_cap; i++) {
+      const void *k = g_op_map[i].key;
+      if (!k || k == OP_TOMBSTONE) continue;
+      size_t j = ptr_hash(k) & (cap - 1);
+      while (m[j].key) j = (j + 1) & (cap - 1);
+      m[j] = g_op_map[i];
+      used++;
+    }
+    free(g_op_map);
+    g_op_map = m;
+    g_op_map_cap = cap;
+    g_op_map_used = used;
+  }
+  size_t mask = g_op_map_cap - 1;
+  size_t i = ptr_hash(key) & mask;
+  while (g_op_map[i].key && g_op_map[i].key != OP_TOMBSTONE) i = (i + 1) & mask;
+  if (!g_op_map[i].key) g_op_map_used++;
+  g_op_map[i].key = key;
+  g_op_map[i].id = id;
+  return 1;
+}
+
+static void op_free(sp_op *op) {
+  if (!op) return;
+  free(op->name);
+  free(op->json_head);
+  if (op->arg_keys)
+    for (int i = 0; i < op->n_args; i++) free(op->arg_keys[i]);
+  free(op->arg_keys);
+  free(op);
+}
+
+static sp_op *op_build(const char *qualified, const char *overload, int n_args,
+                       const char *const *arg_names, int n_returns) {
+  sp_op *op = calloc(1, sizeof *op);
+  if (!op) return NULL;
+  sp_buf name = {0}, head = {0};
+  /* str(OpOverload): "ns::name" -> "ns.name", then ".overload" or ".default" */
+  for (const char *s = qualified; *s; s++) {
+    if (s[0] == ':' && s[1] == ':') {
+      buf_put(&name, ".", 1);
+      s++;
+    } else {
+      buf_put(&name, s, 1);
+    }
+  }
+  buf_put(&name, ".", 1);
+  if (overload && overload[0]) buf_put(&name, overload, strlen(overload));
+  else BUF_LIT(&name, "default");
+  BUF_LIT(&head, "\"operation\": ");
+  buf_json_str(&head, name.p, name.n);
+  BUF_LIT(&head, ", \"inputs\": {");
+  op->name = dup_buf(&name);
+  op->json_head = dup_buf(&head);
+  op->n_args = n_args;
+  op->n_returns = n_returns;
+  int ok = !name.failed && !head.failed && op->name && op->json_head;
+  free(name.p);
+  free(head.p);
+  if (ok && n_args > 0) {
+    op->arg_keys = calloc((size_t)n_args, sizeof *op->arg_keys);
+    ok = op->arg_keys != NULL;
+    for (int i = 0; ok && i < n_args; i++) {
+      sp_buf k = {0};
+      const char *a = arg_names && arg_names[i] ? arg_names[i] : "";
+      buf_json_str(&k, a, strlen(a));
+      BUF_LIT(&k, ": ");
+      op->arg_keys[i] = k.failed ? NULL : dup_buf(&k);
+      ok = op->arg_keys[i] != NULL;
+      free(k.p);
+    }
+  }
+  if (!ok) {
+    op_free(op);
+    return NULL;
+  }
+  return op;
+}
+
+int sp_op_intern(const void *key, const char *qualified, const char *overload,
+                 int n_args, const char *const *arg_names, int n_returns) {
+  if (!key || !qualified || n_args < 0 || n_returns < 0) return -1;
+  pthread_mutex_lock(&g_ops_lock);
+  op_slot *s = op_map_find(key);
+  if (s) {
+    int id = s->id;
+    pthread_mutex_unlock(&g_ops_lock);
+    return id;
+  }
+  int id = -1;
+  sp_op *op = op_build(qualified, overload, n_args, arg_names, n_returns);
+  if (op && g_ops_n < SP_MAX_OPS && op_map_put(key, g_ops_n)) {
+    atomic_store_explicit(&g_ops[g_ops_n], op, memory_order_release);
+    id = g_ops_n++;
+  } else {
+    op_free(op);
+  }
+  pthread_mutex_unlock(&g_ops_lock);
+  return id;
+}
+
+void sp_op_forget(const void *key) {
+  pthread_mutex_lock(&g_ops_lock);
+  op_slot *s = op_map_find(key);
+  if (s) {
+    s->key = OP_TOMBSTONE;
+    atomic_fetch_add(&g_op_epoch, 1);
+  }
+  pthread_mutex_unlock(&g_ops_lock);
+}
+
+static sp_op *op_get(int64_t id) {
+  if (id < 0 || id >= SP_MAX_OPS) return NULL;
+  return atomic_load_explicit(&g_ops[id], memory_order_acquire);
+}
+
+/* ======================================================================
+ * Per-thread scratch
+ * ====================================================================== */
+typedef struct opcache_slot {
+  const void *key;
+  int id;
+} opcache_slot;
+
+struct sp_thread {
+  struct sp_thread_public pub; /* must stay first: see sp_thread_enc */
+  unsigned epoch;
+  opcache_slot cache[SP_OPCACHE_SIZE];
+  /* The call in flight. */
+  sp_op *op;
+  uint64_t sig_hash;
+  int seen_before; /* signature already written (dedupe on) */
+  int spec;        /* our prefix sits speculatively at the file's tail */
+  size_t spec_at;  /* where it starts */
+  sp_buf prefix;   /* the record after '{"call_id": N' up to the inputs' '}' */
+  sp_buf line;     /* scratch for one whole record */
+};
+
+sp_thread *sp_thread_new(void) {
+  sp_thread *t = calloc(1, sizeof *t);
+  if (t) t->epoch = atomic_load(&g_op_epoch);
+  return t;
+}
+
+void sp_thread_free(sp_thread *t) {
+  if (!t) return;
+  free(t->pub.in.w);
+  free(t->pub.out.w);
+  free(t->prefix.p);
+  free(t->line.p);
+  free(t);
+}
+
+int sp_thread_op(sp_thread *t, const void *key) {
+  unsigned e = atomic_load_explicit(&g_op_epoch, memory_order_acquire);
+  if (e != t->epoch) {
+    memset(t->cache, 0, sizeof t->cache);
+    t->epoch = e;
+    return -1;
+  }
+  opcache_slot *s = &t->cache[ptr_hash(key) & (SP_OPCACHE_SIZE - 1)];
+  return s->key == key ? s->id : -1;
+}
+
+void sp_thread_cache_op(sp_thread *t, const void *key, int op_id) {
+  opcache_slot *s = &t->cache[ptr_hash(key) & (SP_OPCACHE_SIZE - 1)];
+  s->key = key;
+  s->id = op_id;
+}
+
+int sp_enc_grow(sp_enc *e, size_t extra) {
+  size_t cap = e->cap ? e->cap : 64;
+  while (cap < e->n + extra) cap *= 2;
+  int64_t *w = realloc(e->w, cap * sizeof *w);
+  if (!w) {
+    e->failed = 1;
+    return SP_NOMEM;
+  }
+  e->w = w;
+  e->cap = cap;
+  return SP_OK;
+}
+
+/* ======================================================================
+ * Records file: a MAP_SHARED window over a file grown with fallocate
+ * ====================================================================== */
+typedef struct sp_file {
+  int fd;
+  char *map;
+  size_t map_off, map_len;
+  size_t size;      /* bytes allocated on disk */
+  size_t len;       /* bytes of complete records */
+  size_t spec_end;  /* end of an in-flight call's prefix (>= len) */
+  const sp_thread *spec_owner;
+} sp_file;
+
+static size_t g_page;
+
+static int file_grow(sp_file *f, size_t need) {
+  if (need <= f->size) return 0;
+  size_t size = (need + SP_FILE_GROW - 1) / SP_FILE_GROW * SP_FILE_GROW;
+  /* fallocate reserves the blocks, so a full disk fails here, not as a
+   * SIGBUS when a mapped page is first touched. */
+  int r = fallocate(f->fd, 0, (off_t)f->size, (off_t)(size - f->size));
+  if (r != 0 && (errno == EOPNOTSUPP || errno == ENOSYS))
+    r = ftruncate(f->fd, (off_t)size);
+  if (r != 0) return errno ? errno : EIO;
+  f->size = size;
+  return 0;
+}
+
+static int file_map(sp_file *f, size_t off, size_t n) {
+  if (f->map && off >= f->map_off && off + n <= f->map_off + f->map_len)
+    return 0;
+  if (f->map) munmap(f->map, f->map_len);
+  f->map = NULL;
+  size_t start = off / g_page * g_page;
+  size_t len = SP_MAP_WINDOW;
+  if (off + n - start > len) len = (off + n - start + g_page - 1) / g_page * g_page;
+  void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, (off_t)start);
+  if (m == MAP_FAILED) return errno ? errno : EIO;
+  f->map = m;
+  f->map_off = start;
+  f->map_len = len;
+  return 0;
+}
+
+/* Copies data to file offset off. Returns 0 or an errno value. */
+static int file_write_at(sp_file *f, size_t off, const char *data, size_t n) {
+  int e = file_grow(f, off + n);
+  if (!e) e = file_map(f, off, n);
+  if (e) return e;
+  memcpy(f->map + (off - f->map_off), data, n);
+  return 0;
+}
+
+/* ======================================================================
+ * Profiler
+ * ====================================================================== */
+typedef struct sig_slot {
+  uint64_t hash;
+  size_t at;  /* offset in the arena, in words; 0 = empty (arena[0] unused) */
+  size_t n;
+} sig_slot;
+
+struct sp_profiler {
+  pthread_mutex_t lock;
+  sp_config cfg;
+  char *path, *summary_path, *phases;
+  char errmsg[SP_ERRMSG_CAP];
+  pid_t owner_pid;
+  atomic_int logging;   /* a logged pass is open and all is well */
+  atomic_int orphaned;  /* we are a forked child: hands off the file */
+  int closed, failed;
+  const char *ended_by; /* "close", "SIGSEGV", ... */
+  sp_file file;
+  /* passes */
+  long long passes, logged_passes;
+  int in_pass;
+  sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"]' */
+  /* counters */
+  long long records, dedupe_skipped, signatures, errors, ops_seen_order;
+  long long *op_counts, *op_first; /* by op id */
+  int *op_order;                   /* scratch for sorting, same size */
+  int op_cap;
+  /* signature table */
+  sig_slot *sigs;
+  size_t sig_cap;
+  int64_t *arena;
+  size_t arena_n, arena_cap;
+  struct sp_profiler *next_open; /* in g_open */
+};
+
+static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
+static sp_profiler *g_open;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void at_fork_prepare(void) {
+  pthread_mutex_lock(&g_open_lock);
+  pthread_mutex_lock(&g_ops_lock);
+  pthread_mutex_lock(&g_dtype_lock);
+}
+static void at_fork_parent(void) {
+  pthread_mutex_unlock(&g_dtype_lock);
+  pthread_mutex_unlock(&g_ops_lock);
+  pthread_mutex_unlock(&g_open_lock);
+}
+static void at_fork_child(void) {
+  /* A child must never write into its parent's files. Another thread may
+   * have held a profiler's lock at fork time, so the child never takes it. */
+  for (sp_profiler *p = g_open; p; p = p->next_open) {
+    atomic_store(&p->orphaned, 1);
+    atomic_store(&p->logging, 0);
+  }
+  at_fork_parent();
+}
+static void global_init(void) {
+  long pg = sysconf(_SC_PAGESIZE);
+  g_page = pg > 0 ? (size_t)pg : 4096;
+  pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
+}
+
+static void set_err(sp_profiler *p, const char *a, const char *b, int err) {
+  snprintf(p->errmsg, sizeof p->errmsg, "%s%s%s%s", a, b ? b : "",
+           err ? ": " : "", err ? strerror(err) : "");
+}
+
+/* A failure while running: say it once, stop logging, keep what was written. */
+static void fail(sp_profiler *p, const char *what, int err) {
+  if (p->failed) return;
+  p->failed = 1;
+  atomic_store(&p->logging, 0);
+  set_err(p, what, p->path, err);
+  char n[32];
+  n[fmt_i64(n, p->records)] = 0;
+  say(p->errmsg, "; profiling stopped, records kept: ", n);
+}
+
+int sp_summary_path_for(const char *path, char *buf, size_t cap) {
+  if (!path || !buf) return SP_ERROR;
+  size_t n = strlen(path);
+  static const char *const exts[] = {".jsonl", ".json"};
+  for (int i = 0; i < 2; i++) {
+    size_t k = strlen(exts[i]);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (n > k && strcmp(path + n - k, exts[i]) == 0 &&
+        (size_t)(path + n - k - base) > 0) {
+      n -= k;
+      break;
+    }
+  }
+  static const char tail[] = "_summary.json";
+  if (n + sizeof tail > cap) return SP_ERROR;
+  memcpy(buf, path, n);
+  memcpy(buf + n, tail, sizeof tail);
+  return SP_OK;
+}
+
+static char *xstrdup(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+int sp_open(const sp_config *cfg, sp_profiler **out) {
+  if (!out) return SP_ERROR;
+  *out = NULL;
+  pthread_once(&g_once, global_init);
+  sp_profiler *p = calloc(1, sizeof *p);
+  if (!p) return SP_NOMEM;
+  *out = p;
+  pthread_mutex_init(&p->lock, NULL);
+  p->file.fd = -1;
+  p->closed = 1; /* until it opens */
+  if (!cfg || !cfg->path || !cfg->path[0]) {
+    set_err(p, "no records file path given", NULL, 0);
+    return SP_ERROR;
+  }
+  if (cfg->skip_warmup < 0 || cfg->log_n_passes < 0) {
+    set_err(p, "skip_warmup and log_n_passes must be >= 0", NULL, 0);
+    return SP_ERROR;
+  }
+  p->cfg = *cfg;
+  p->path = xstrdup(cfg->path);
+  size_t cap = strlen(cfg->path) + 32;
+  p->summary_path = malloc(cap);
+  p->phases = cfg->phases && cfg->phases[0] ? xstrdup(cfg->phases) : NULL;
+  if (!p->path || !p->summary_path || (cfg->phases && cfg->phases[0] && !p->phases)) {
+    set_err(p, "out of memory", NULL, 0);
+    return SP_NOMEM;
+  }
+  sp_summary_path_for(p->path, p->summary_path, cap);
+  p->cfg.path = p->path;
+  p->cfg.phases = p->phases;
+  int fd = open(p->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    set_err(p, "cannot open records file ", p->path, errno);
+    return SP_IOERR;
+  }
+  p->file.fd = fd;
+  p->owner_pid = getpid();
+  p->closed = 0;
+  p->ended_by = "close";
+  pthread_mutex_lock(&g_open_lock);
+  p->next_open = g_open;
+  g_open = p;
+  pthread_mutex_unlock(&g_open_lock);
+  return SP_OK;
+}
+
+const char *sp_errmsg(const sp_profiler *p) {
+  if (!p) return "out of memory";
+  return p->errmsg[0] ? p->errmsg : "not an error";
+}
+const char *sp_records_path(const sp_profiler *p) { return p ? p->path : NULL; }
+const char *sp_summary_path(const sp_profiler *p) {
+  return p ? p->summary_path : NULL;
+}
+
+int sp_logging(const sp_profiler *p) {
+  return atomic_load_explicit(&p->logging, memory_order_relaxed);
+}
+
+static int phase_wanted(const sp_profiler *p, const char *phase) {
+  if (!p->phases) return 1;
+  if (!phase || !phase[0]) return 0;
+  size_t n = strlen(phase);
+  for (const char *s = p->phases; *s;) {
+    const char *e = strchr(s, ',');
+    size_t k = e ? (size_t)(e - s) : strlen(s);
+    if (k == n && memcmp(s, phase, n) == 0) return 1;
+    if (!e) break;
+    s = e + 1;
+  }
+  return 0;
+}
+
+int sp_pass_begin(sp_profiler *p, const char *phase) {
+  if (!p || atomic_load(&p->orphaned)) return 0;
+  pthread_mutex_lock(&p->lock);
+  int logged = 0;
+  if (!p->closed) {
+    p->passes++;
+    if (p->passes > p->cfg.skip_warmup && phase_wanted(p, phase) &&
+        (p->cfg.log_n_passes == 0 || p->logged_passes < p->cfg.log_n_passes) &&
+        !p->failed) {
+      logged = 1;
+      p->logged_passes++;
+      p->pass_json.n = 0;
+      BUF_LIT(&p->pass_json, ", \"forward_pass\": ");
+      buf_i64(&p->pass_json, p->passes);
+      if (phase && phase[0]) {
+        BUF_LIT(&p->pass_json, ", \"phase\": ");
+        buf_json_str(&p->pass_json, phase, strlen(phase));
+      }
+      if (p->pass_json.failed) {
+        fail(p, "out of memory formatting a pass header for ", 0);
+        logged = 0;
+      }
+    }
+    p->in_pass = 1;
+  }
+  atomic_store(&p->logging, logged);
+  pthread_mutex_unlock(&p->lock);
+  return logged;
+}
+
+void sp_pass_end(sp_profiler *p) {
+  if (!p || atomic_load(&p->orphaned)) return;
+  pthread_mutex_lock(&p->lock);
+  p->in_pass = 0;
+  atomic_store(&p->logging, 0);
+  pthread_mutex_unlock(&p->lock);
+}
+
+void sp_get_stats(sp_profiler *p, sp_stats *o) {
+  memset(o, 0, sizeof *o);
+  if (!p) return;
+  int locked = !atomic_load(&p->orphaned);
+  if (locked) pthread_mutex_lock(&p->lock);
+  o->records = p->records;
+  o->passes = p->passes;
+  o->logged_passes = p->logged_passes;
+  o->dedupe_skipped = p->dedupe_skipped;
+  o->signatures = p->signatures;
+  o->errors = p->errors;
+  o->bytes = (long long)p->file.len;
+  if (locked) pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- signatures -------------------------------------------------------- */
+static uint64_t sig_hash(const int64_t *w, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (uint64_t)w[i];
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+  }
+  return h ? h : 1;
+}
+
+static sig_slot *sig_find(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
+  if (!p->sig_cap) return NULL;
+  size_t mask = p->sig_cap - 1;
+  for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+    sig_slot *s = &p->sigs[i];
+    if (!s->at) return NULL;
+    if (s->hash == h && s->n == n && memcmp(p->arena + s->at, w, n * sizeof *w) == 0)
+      return s;
+  }
+}
+
+/* Adds a signature known to be absent. Returns 0 on NOMEM. */
+static int sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
+  if ((size_t)(p->signatures + 1) * 2 > p->sig_cap) {
+    size_t cap = p->sig_cap ? p->sig_cap * 2 : 1024;
+    sig_slot *t = calloc(cap, sizeof *t);
+    if (!t) return 0;
+    for (size_t i = 0; i < p->sig_cap; i++) {
+      if (!p->sigs[i].at) continue;
+      size_t j = (size_t)p->sigs[i].hash & (cap - 1);
+      while (t[j].at) j = (j + 1) & (cap - 1);
+      t[j] = p->sigs[i];
+    }
+    free(p->sigs);
+    p->sigs = t;
+    p->sig_cap = cap;
+  }
+  if (p->arena_n + n + 1 > p->arena_cap) {
+    size_t cap = p->arena_cap ? p->arena_cap : 4096;
+    while (cap < p->arena_n + n + 1) cap *= 2;
+    int64_t *a = realloc(p->arena, cap * sizeof *a);
+    if (!a) return 0;
+    p->arena = a;
+    p->arena_cap = cap;
+    if (!p->arena_n) p->arena_n = 1; /* offset 0 marks an empty slot */
+  }
+  memcpy(p->arena + p->arena_n, w, n * sizeof *w);
+  size_t mask = p->sig_cap - 1;
+  size_t i = (size_t)h & mask;
+  while (p->sigs[i].at) i = (i + 1) & mask;
+  p->sigs[i].hash = h;
+  p->sigs[i].at = p->arena_n;
+  p->sigs[i].n = n;
+  p->arena_n += n;
+  p->signatures++;
+  return 1;
+}
+
+static int count_op(sp_profiler *p, int id) {
+  if (id >= p->op_cap) {
+    int cap = p->op_cap ? p->op_cap : 256;
+    while (cap <= id) cap *= 2;
+    long long *c = realloc(p->op_counts, (size_t)cap * sizeof *c);
+    if (c) p->op_counts = c;
+    long long *f = realloc(p->op_first, (size_t)cap * sizeof *f);
+    if (f) p->op_first = f;
+    int *o = realloc(p->op_order, (size_t)cap * sizeof *o);
+    if (o) p->op_order = o;
+    if (!c || !f || !o) return 0;
+    memset(c + p->op_cap, 0, (size_t)(cap - p->op_cap) * sizeof *c);
+    p->op_cap = cap;
+  }
+  if (p->op_counts[id]++ == 0) p->op_first[id] = p->ops_seen_order++;
+  return 1;
+}
+
+/* ---- formatting -------------------------------------------------------- */
+/* Formats one <tensor> or <entry> at w[*i]. */
+static void fmt_tensor(sp_buf *b, const int64_t *w, size_t *i) {
+  int64_t dtype = w[(*i)++];
+  if (dtype < 0) {
+    BUF_LIT(b, "null");
+    return;
+  }
+  int64_t ndim = w[(*i)++];
+  BUF_LIT(b, "{\"shape\": [");
+  for (int64_t d = 0; d < ndim; d++) {
+    if (d) BUF_LIT(b, ", ");
+    buf_i64(b, w[(*i)++]);
+  }
+  BUF_LIT(b, "], \"dtype\": ");
+  buf_dtype(b, dtype);
+  BUF_LIT(b, "}");
+}
+
+static void fmt_list(sp_buf *b, const int64_t *w, size_t *i) {
+  int64_t n = w[(*i)++];
+  BUF_LIT(b, "[");
+  for (int64_t k = 0; k < n; k++) {
+    if (k) BUF_LIT(b, ", ");
+    fmt_tensor(b, w, i);
+  }
+  BUF_LIT(b, "]");
+}
+
+/* The part after '{"call_id": N': pass, operation, inputs. */
+static void fmt_prefix(sp_profiler *p, sp_thread *t) {
+  sp_buf *b = &t->prefix;
+  const sp_enc *in = &t->pub.in;
+  b->n = 0;
+  buf_put(b, p->pass_json.p, p->pass_json.n);
+  BUF_LIT(b, ", ");
+  buf_put(b, t->op->json_head, strlen(t->op->json_head));
+  int first = 1;
+  for (size_t i = 1; i < in->n;) {
+    int64_t tag = in->w[i++];
+    int64_t arg = in->w[i++];
+    if (!first) BUF_LIT(b, ", ");
+    first = 0;
+    const char *key = arg >= 0 && arg < t->op->n_args ? t->op->arg_keys[arg] : "\"?\": ";
+    buf_put(b, key, strlen(key));
+    if (tag == SP_ENC_TENSOR) fmt_tensor(b, in->w, &i);
+    else fmt_list(b, in->w, &i);
+  }
+  BUF_LIT(b, "}");
+}
+
+static void fmt_outputs(sp_buf *b, const sp_thread *t) {
+  const sp_enc *out = &t->pub.out;
+  BUF_LIT(b, ", \"outputs\": ");
+  if (!out->tensors) {
+    BUF_LIT(b, "null");
+    return;
+  }
+  int many = t->op->n_returns != 1;
+  if (many) BUF_LIT(b, "[");
+  size_t i = 0;
+  for (int r = 0; i < out->n; r++) {
+    if (r) BUF_LIT(b, ", ");
+    int64_t tag = out->w[i++];
+    if (tag == SP_ENC_TENSOR) fmt_tensor(b, out->w, &i);
+    else if (tag == SP_ENC_LIST) fmt_list(b, out->w, &i);
+    else BUF_LIT(b, "null");
+  }
+  if (many) BUF_LIT(b, "]");
+}
+
+static void fmt_call_id(sp_buf *b, long long id) {
+  BUF_LIT(b, "{\"call_id\": ");
+  buf_i64(b, id);
+}
+
+/* ---- the call protocol -------------------------------------------------- */
+int sp_call_begin(sp_profiler *p, sp_thread *t) {
+  sp_enc *in = &t->pub.in;
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) return 0;
+  if (in->failed || in->n < 1) return 0;
+  t->op = op_get(in->w[0]);
+  if (!t->op) return 0;
+  t->sig_hash = sig_hash(in->w, in->n);
+  t->spec = 0;
+  pthread_mutex_lock(&p->lock);
+  if (!atomic_load(&p->logging)) {
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+  }
+  t->seen_before = p->cfg.dedupe && sig_find(p, t->sig_hash, in->w, in->n);
+  if (!t->seen_before) {
+    /* Put the inputs on disk before the kernel runs: if it kills the
+     * process, this half line is what is left of the call. */
+    fmt_prefix(p, t);
+    sp_buf *l = &t->line;
+    l->n = 0;
+    fmt_call_id(l, p->records + 1);
+    buf_put(l, t->prefix.p, t->prefix.n);
+    if (t->prefix.failed || l->failed) {
+      fail(p, "out of memory formatting a record for ", 0);
+    } else {
+      int e = file_write_at(&p->file, p->file.len, l->p, l->n);
+      if (e) {
+        fail(p, "cannot write records file ", e);
+      } else {
+        t->spec = 1;
+        t->spec_at = p->file.len;
+        p->file.spec_end = p->file.len + l->n;
+        p->file.spec_owner = t;
+      }
+    }
+  }
+  pthread_mutex_unlock(&p->lock);
+  return 1;
+}
+
+/* Writes the rest of the record (suffix) and commits it. Lock held. */
+static void commit(sp_profiler *p, sp_thread *t, const sp_buf *suffix) {
+  sp_file *f = &p->file;
+  size_t at = f->len;
+  int e = 0;
+  if (t->spec && f->spec_owner == t && t->spec_at == f->len) {
+    /* Our prefix is still at the tail: add the suffix behind it. */
+    e = file_write_at(f, f->spec_end, suffix->p, suffix->n);
+    if (!e) f->len = f->spec_end + suffix->n;
+  } else {
+    sp_buf *l = &t->line;
+    l->n = 0;
+    fmt_call_id(l, p->records + 1);
+    if (!t->prefix.n || t->seen_before) fmt_prefix(p, t);
+    buf_put(l, t->prefix.p, t->prefix.n);
+    buf_put(l, suffix->p, suffix->n);
+    if (l->failed || t->prefix.failed) {
+      fail(p, "out of memory formatting a record for ", 0);
+      return;
+    }
+    e = file_write_at(f, at, l->p, l->n);
+    if (!e) f->len = at + l->n;
+  }
+  if (f->spec_owner == t || f->spec_end < f->len) {
+    f->spec_owner = NULL;
+    f->spec_end = f->len;
+  }
+  if (e) {
+    fail(p, "cannot write records file ", e);
+    return;
+  }
+  p->records++;
+}
+
+static void drop_spec(sp_profiler *p, sp_thread *t) {
+  sp_file *f = &p->file;
+  if (t->spec && f->spec_owner == t) {
+    /* Blank the half line, so that a crash now does not show a call that
+     * did not crash. Zeros read as the file's unused tail. */
+    if (f->map && t->spec_at >= f->map_off && f->spec_end <= f->map_off + f->map_len)
+      memset(f->map + (t->spec_at - f->map_off), 0, f->spec_end - t->spec_at);
+    p->file.spec_owner = NULL;
+    p->file.spec_end = p->file.len;
+  }
+  t->spec = 0;
+}
+
+/* Counts the call as observed; returns 1 if it should be written. */
+static int observe(sp_profiler *p, sp_thread *t, int raised) {
+  const sp_enc *in = &t->pub.in;
+  if (!count_op(p, (int)in->w[0])) {
+    fail(p, "out of memory counting operators for ", 0);
+    return 0;
+  }
+  int known = t->seen_before || sig_find(p, t->sig_hash, in->w, in->n) != NULL;
+  if (!known && !sig_add(p, t->sig_hash, in->w, in->n)) {
+    fail(p, "out of memory recording signatures for ", 0);
+    return 0;
+  }
+  if (known && p->cfg.dedupe && !raised) {
+    p->dedupe_skipped++;
+    return 0;
+  }
+  return 1;
+}
+
+void sp_call_end(sp_profiler *p, sp_thread *t) {
+  sp_enc *out = &t->pub.out;
+  pthread_mutex_lock(&p->lock);
+  if (!atomic_load(&p->logging) || p->closed) {
+    drop_spec(p, t);
+    pthread_mutex_unlock(&p->lock);
+    return;
+  }
+  int has_tensor = t->pub.in.tensors > 0 || (!out->failed && out->tensors > 0);
+  if (!has_tensor || !observe(p, t, 0)) {
+    drop_spec(p, t);
+    pthread_mutex_unlock(&p->lock);
+    return;
+  }
+  sp_buf s = {0};
+  if (out->failed) {
+    BUF_LIT(&s, ", \"outputs\": null}\n");
+  } else {
+    fmt_outputs(&s, t);
+    BUF_LIT(&s, "}\n");
+  }
+  if (s.failed) fail(p, "out of memory formatting a record for ", 0);
+  else commit(p, t, &s);
+  free(s.p);
+  t->prefix.n = 0;
+  pthread_mutex_unlock(&p->lock);
+}
+
+void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type,
+                  const char *msg) {
+  pthread_mutex_lock(&p->lock);
+  if (!atomic_load(&p->logging) || p->closed || !observe(p, t, 1)) {
+    drop_spec(p, t);
+    pthread_mutex_unlock(&p->lock);
+    return;
+  }
+  sp_buf s = {0};
+  BUF_LIT(&s, ", \"outputs\": null, \"error\": {\"error_type\": ");
+  type = type && type[0] ? type : "RuntimeError";
+  buf_json_str(&s, type, strlen(type));
+  BUF_LIT(&s, ", \"error_message\": ");
+  msg = msg ? msg : "";
+  buf_json_str(&s, msg, strlen(msg));
+  BUF_LIT(&s, "}}\n");
+  if (s.failed) {
+    fail(p, "out of memory formatting a record for ", 0);
+  } else {
+    commit(p, t, &s);
+    p->errors++;
+  }
+  free(s.p);
+  t->prefix.n = 0;
+  pthread_mutex_unlock(&p->lock);
+}
+
+/* ======================================================================
+ * Summary and close
+ * ====================================================================== */
+/* A tiny buffered writer over a file descriptor: no malloc, so that the
+ * fatal-signal path can use it. */
+typedef struct fdw {
+  int fd, err;
+  size_t n;
+  char b[4096];
+} fdw;
+
+static void fdw_flush(fdw *w) {
+  size_t off = 0;
+  while (off < w->n && !w->err) {
+    ssize_t r = write(w->fd, w->b + off, w->n - off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) w->err = r < 0 ? errno : EIO;
+    else off += (size_t)r;
+  }
+  w->n = 0;
+}
+static void fdw_put(fdw *w, const char *s, size_t n) {
+  while (n) {
+    if (w->n == sizeof w->b) fdw_flush(w);
+    size_t k = sizeof w->b - w->n < n ? sizeof w->b - w->n : n;
+    memcpy(w->b + w->n, s, k);
+    w->n += k;
+    s += k;
+    n -= k;
+  }
+}
+static void fdw_str(fdw *w, const char *s) { fdw_put(w, s, strlen(s)); }
+static void fdw_i64(fdw *w, int64_t v) {
+  char t[24];
+  fdw_put(w, t, fmt_i64(t, v));
+}
+/* Op names and paths: quote, escaping '"', '\\' and control characters. */
+static void fdw_json_str(fdw *w, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  fdw_put(w, "\"", 1);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      char e[2] = {'\\', (char)c};
+      fdw_put(w, e, 2);
+    } else if (c < 0x20) {
+      char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+      fdw_put(w, e, 6);
+    } else {
+      fdw_put(w, (const char *)&c, 1);
+    }
+  }
+  fdw_put(w, "\"", 1);
+}
+
+static int order_before(const sp_profiler *p, int a, int b) {
+  if (p->op_counts[a] != p->op_counts[b]) return p->op_counts[a] > p->op_counts[b];
+  return p->op_first[a] < p->op_first[b];
+}
+
+/* Writes the summary to a temporary file and renames it into place. Uses no
+ * malloc and no locks (the caller holds what it can). */
+static int write_summary(sp_profiler *p) {
+  char tmp[4096];
+  size_t n = strlen(p->summary_path);
+  if (n + 16 > sizeof tmp) return ENAMETOOLONG;
+  memcpy(tmp, p->summary_path, n);
+  memcpy(tmp + n, ".tmp", 5);
+  fdw w;
+  w.n = 0;
+  w.err = 0;
+  w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w.fd < 0) return errno;
+  /* Most frequent first; ties in the order first seen. Shell sort: no
+   * allocation, fine for thousands of operators. */
+  int k = 0;
+  for (int id = 0; id < p->op_cap; id++)
+    if (p->op_counts[id]) p->op_order[k++] = id;
+  for (int gap = k / 2; gap > 0; gap /= 2)
+    for (int i = gap; i < k; i++)
+      for (int j = i; j >= gap && order_before(p, p->op_order[j], p->op_order[j - gap]); j -= gap) {
+        int x = p->op_order[j];
+        p->op_order[j] = p->op_order[j - gap];
+        p->op_order[j - gap] = x;
+      }
+  fdw_str(&w, "{\n  \"rank\": ");
+  fdw_i64(&w, p->cfg.rank);
+  fdw_str(&w, ",\n  \"total_operations\": ");
+  fdw_i64(&w, p->records);
+  fdw_str(&w, ",\n  \"forward_passes\": ");
+  fdw_i64(&w, p->passes);
+  fdw_str(&w, ",\n  \"unique_operations\": ");
+  fdw_i64(&w, k);
+  fdw_str(&w, ",\n  \"operation_counts\": {");
+  for (int i = 0; i < k; i++) {
+    fdw_str(&w, i ? ",\n    " : "\n    ");
+    sp_op *op = op_get(p->op_order[i]);
+    fdw_json_str(&w, op->name);
+    fdw_str(&w, ": ");
+    fdw_i64(&w, p->op_counts[p->op_order[i]]);
+  }
+  fdw_str(&w, k ? "\n  },\n" : "},\n");
+  fdw_str(&w, "  \"dedupe_enabled\": ");
+  fdw_str(&w, p->cfg.dedupe ? "true" : "false");
+  fdw_str(&w, ",\n  \"dedupe_skipped_count\": ");
+  fdw_i64(&w, p->dedupe_skipped);
+  fdw_str(&w, ",\n  \"unique_op_signatures\": ");
+  fdw_i64(&w, p->signatures);
+  fdw_str(&w, ",\n  \"format_version\": 1");
+  fdw_str(&w, ",\n  \"logged_forward_passes\": ");
+  fdw_i64(&w, p->logged_passes);
+  fdw_str(&w, ",\n  \"error_count\": ");
+  fdw_i64(&w, p->errors);
+  fdw_str(&w, ",\n  \"records_bytes\": ");
+  fdw_i64(&w, (int64_t)p->file.len);
+  fdw_str(&w, ",\n  \"records_file\": ");
+  fdw_json_str(&w, p->path);
+  fdw_str(&w, ",\n  \"ended_by\": ");
+  fdw_json_str(&w, p->ended_by);
+  fdw_str(&w, ",\n  \"profiler_failed\": ");
+  fdw_str(&w, p->failed ? "true" : "false");
+  fdw_str(&w, "\n}\n");
+  fdw_flush(&w);
+  int err = w.err;
+  if (close(w.fd) != 0 && !err) err = errno;
+  if (!err && rename(tmp, p->summary_path) != 0) err = errno;
+  if (err) unlink(tmp);
+  return err;
+}
+
+static void unlink_open(sp_profiler *p) {
+  pthread_mutex_lock(&g_open_lock);
+  for (sp_profiler **q = &g_open; *q; q = &(*q)->next_open)
+    if (*q == p) {
+      *q = p->next_open;
+      break;
+    }
+  pthread_mutex_unlock(&g_open_lock);
+}
+
+static void release_file(sp_file *f) {
+  if (f->map) munmap(f->map, f->map_len);
+  f->map = NULL;
+  if (f->fd >= 0) close(f->fd);
+  f->fd = -1;
+}
+
+int sp_close(sp_profiler *p) {
+  if (!p) return SP_OK;
+  if (atomic_load(&p->orphaned) || p->owner_pid != getpid()) {
+    /* Forked child: let go of the parent's file without touching it. */
+    if (!p->closed) {
+      p->closed = 1;
+      release_file(&p->file);
+      unlink_open(p);
+    }
+    return SP_OK;
+  }
+  pthread_mutex_lock(&p->lock);
+  if (p->closed) {
+    pthread_mutex_unlock(&p->lock);
+    return SP_OK;
+  }
+  atomic_store(&p->logging, 0);
+  p->closed = 1;
+  int rc = SP_OK;
+  if (ftruncate(p->file.fd, (off_t)p->file.len) != 0) {
+    set_err(p, "cannot trim records file ", p->path, errno);
+    rc = SP_IOERR;
+  }
+  release_file(&p->file);
+  int e = write_summary(p);
+  if (e) {
+    set_err(p, "cannot write summary file ", p->summary_path, e);
+    rc = SP_IOERR;
+  }
+  pthread_mutex_unlock(&p->lock);
+  unlink_open(p);
+  return rc;
+}
+
+void sp_free(sp_profiler *p) {
+  if (!p) return;
+  if (!p->closed) sp_close(p);
+  release_file(&p->file);
+  unlink_open(p);
+  pthread_mutex_destroy(&p->lock);
+  free(p->path);
+  free(p->summary_path);
+  free(p->phases);
+  free(p->pass_json.p);
+  free(p->op_counts);
+  free(p->op_first);
+  free(p->op_order);
+  free(p->sigs);
+  free(p->arena);
+  free(p);
+}
+
+/* ======================================================================
+ * Fatal signals
+ * ====================================================================== */
+static const char *signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGTERM: return "SIGTERM";
+    default: return "signal";
+  }
+}
+
+static atomic_int g_emergency_sig;
+
+void sp_emergency_close_all(void) {
+  pid_t me = getpid();
+  int sig = atomic_load(&g_emergency_sig);
+  for (sp_profiler *p = g_open; p; p = p->next_open) {
+    if (p->closed || p->owner_pid != me || atomic_load(&p->orphaned)) continue;
+    /* If this thread was interrupted while holding the lock, go on without
+     * it: a dying process wants its data more than consistency. */
+    int locked = pthread_mutex_trylock(&p->lock) == 0;
+    atomic_store(&p->logging, 0);
+    p->closed = 1;
+    p->ended_by = sig ? signal_name(sig) : "emergency";
+    /* Keep an in-flight call's inputs: they are the point of a crash. */
+    size_t keep = p->file.spec_end > p->file.len ? p->file.spec_end : p->file.len;
+    if (ftruncate(p->file.fd, (off_t)keep) != 0) { /* nothing more to do */
+    }
+    write_summary(p);
+    if (locked) pthread_mutex_unlock(&p->lock);
+  }
+}
+
+static const int k_fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM};
+#define N_FATAL (sizeof k_fatal / sizeof k_fatal[0])
+static struct sigaction g_old_action[N_FATAL];
+static atomic_int g_handlers_installed;
+
+static void on_fatal_signal(int sig) {
+  size_t i = 0;
+  while (i < N_FATAL && k_fatal[i] != sig) i++;
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&g_emergency_sig, &expected, sig))
+    sp_emergency_close_all();
+  /* Hand the signal to whoever had it before (the default: die). It is
+   * blocked while we run, so it arrives as soon as we return. */
+  if (i < N_FATAL) sigaction(sig, &g_old_action[i], NULL);
+  raise(sig);
+}
+
+void sp_install_signal_handlers(void) {
+  if (atomic_exchange(&g_handlers_installed, 1)) return;
+  for (size_t i = 0; i < N_FATAL; i++) {
+    struct sigaction cur;
+    if (sigaction(k_fatal[i], NULL, &cur) != 0) continue;
+    /* SIGTERM with a handler of its own (Python's, SGLang's) is not fatal:
+     * the program shuts down and closes us itself. */
+    if (k_fatal[i] == SIGTERM && cur.sa_handler != SIG_DFL) continue;
+    if (cur.sa_handler == SIG_IGN) continue;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_ONSTACK;
+    if (sigaction(k_fatal[i], &sa, &g_old_action[i]) != 0)
+      g_old_action[i] = cur;
+  }
+}

@@ -1,0 +1,165 @@
+/*
+ * sp_core.h -- the plain C core of sgl_shapeprof.
+ *
+ * Knows neither Python nor torch. The torch side (sp_fallback.cpp) describes
+ * each operator call as a flat array of integers (an "encoding", below); the
+ * core hashes it, deduplicates it, counts it, turns it into a JSON Lines
+ * record and writes that record into a MAP_SHARED window of the records file,
+ * so that a SIGKILL loses nothing that was written.
+ *
+ * Handles are opaque; functions return SP_OK or an SP_* code, and
+ * sp_errmsg() says what went wrong.
+ */
+#ifndef SP_CORE_H
+#define SP_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SP_OK 0
+#define SP_ERROR 1  /* bad argument or state; see sp_errmsg */
+#define SP_NOMEM 2
+#define SP_IOERR 3  /* open/grow/map/write of an output file failed */
+
+typedef struct sp_profiler sp_profiler;
+typedef struct sp_thread sp_thread;
+
+typedef struct sp_config {
+  const char *path;        /* records file; the summary goes beside it */
+  long long rank;          /* written to the summary */
+  long long skip_warmup;   /* passes 1..skip_warmup are not logged */
+  long long log_n_passes;  /* logged passes at most; 0 = unlimited */
+  int dedupe;              /* write each input signature once */
+  const char *phases;      /* comma list of phases to log; NULL/"" = all */
+} sp_config;
+
+/* Opens (truncates) the records file. On failure other than SP_NOMEM, *out
+ * still holds a handle whose sp_errmsg() explains; sp_free() it. */
+int sp_open(const sp_config *cfg, sp_profiler **out);
+/* Ends profiling: trims the records file, writes the summary. Idempotent.
+ * In a forked child it only lets go of the parent's file. */
+int sp_close(sp_profiler *p);
+void sp_free(sp_profiler *p);
+const char *sp_errmsg(const sp_profiler *p);
+const char *sp_records_path(const sp_profiler *p);
+const char *sp_summary_path(const sp_profiler *p);
+/* Writes the summary path for a records path into buf (NUL-terminated). */
+int sp_summary_path_for(const char *records_path, char *buf, size_t cap);
+
+/* Passes. sp_pass_begin returns 1 when the pass is logged, 0 when not (warm-up,
+ * past the pass limit, phase filtered out, profiler closed or failed). A begin
+ * while a pass is open ends that pass first. */
+int sp_pass_begin(sp_profiler *p, const char *phase);
+void sp_pass_end(sp_profiler *p);
+/* True while a logged pass is open and the profiler works. Lock-free. */
+int sp_logging(const sp_profiler *p);
+
+/* Counters, as the summary reports them. */
+typedef struct sp_stats {
+  long long records;          /* total_operations */
+  long long passes;           /* forward_passes */
+  long long logged_passes;
+  long long dedupe_skipped;   /* dedupe_skipped_count */
+  long long signatures;       /* unique_op_signatures */
+  long long errors;           /* records of calls that raised */
+  long long bytes;            /* bytes of records written */
+} sp_stats;
+void sp_get_stats(sp_profiler *p, sp_stats *out);
+
+/* ---- dtype names (process-wide) ---------------------------------------- */
+/* names[i] is the Python spelling ("torch.float32") of dtype code i. Copied.
+ * A code without a name is written as "torch.unknown<code>" and reported
+ * once on stderr. */
+int sp_set_dtype_names(const char *const *names, int n);
+
+/* ---- operators (process-wide registry) -------------------------------- */
+/* key: any pointer that identifies the operator while it is registered.
+ * qualified: "ns::name"; overload: "" for the default overload. Returns the
+ * operator id (>= 0) or -1 on NOMEM. */
+int sp_op_intern(const void *key, const char *qualified, const char *overload,
+                 int n_args, const char *const *arg_names, int n_returns);
+/* The operator behind key was deregistered; key may come back as another. */
+void sp_op_forget(const void *key);
+
+/* ---- one thread's scratch: op cache and the call being described -------- */
+/*
+ * The call encoding, an int64 array built by the caller:
+ *   inputs:  [op_id] then per logged argument:
+ *              SP_ENC_TENSOR, arg_index, <tensor>
+ *              SP_ENC_LIST,   arg_index, n, <entry> x n
+ *   outputs: per return, in schema order:
+ *              SP_ENC_TENSOR, <tensor> | SP_ENC_LIST, n, <entry> x n |
+ *              SP_ENC_NONE
+ *   <tensor> = dtype_code, ndim, size x ndim;  <entry> = <tensor> or -1 (None)
+ * The inputs part is also the deduplication signature.
+ */
+enum { SP_ENC_NONE = 0, SP_ENC_TENSOR = 1, SP_ENC_LIST = 2 };
+
+typedef struct sp_enc {
+  int64_t *w;
+  size_t n, cap;
+  int tensors; /* tensors seen so far */
+  int failed;  /* an allocation failed; the call is not recorded */
+} sp_enc;
+
+struct sp_thread_public {
+  sp_enc in, out;
+};
+
+sp_thread *sp_thread_new(void);
+void sp_thread_free(sp_thread *t);
+static inline struct sp_thread_public *sp_thread_enc(sp_thread *t) {
+  return (struct sp_thread_public *)t; /* first member of sp_thread */
+}
+/* Op id cached for key on this thread, or -1. */
+int sp_thread_op(sp_thread *t, const void *key);
+void sp_thread_cache_op(sp_thread *t, const void *key, int op_id);
+
+int sp_enc_grow(sp_enc *e, size_t extra);
+static inline void sp_enc_reset(sp_enc *e) {
+  e->n = 0;
+  e->tensors = 0;
+  e->failed = 0;
+}
+static inline void sp_enc_push(sp_enc *e, int64_t v) {
+  if (e->n == e->cap && sp_enc_grow(e, 1) != SP_OK) return;
+  e->w[e->n++] = v;
+}
+static inline void sp_enc_tensor(sp_enc *e, int dtype, int ndim,
+                                 const int64_t *sizes) {
+  if (e->n + 2 + (size_t)ndim > e->cap &&
+      sp_enc_grow(e, 2 + (size_t)ndim) != SP_OK)
+    return;
+  e->w[e->n++] = dtype;
+  e->w[e->n++] = ndim;
+  for (int i = 0; i < ndim; i++) e->w[e->n++] = sizes[i];
+  e->tensors++;
+}
+
+/* ---- calls ------------------------------------------------------------- */
+/* The caller has filled t's inputs. Returns 1 if the call is being recorded:
+ * then exactly one of sp_call_end / sp_call_fail must follow on this thread,
+ * with no other sp_call_begin in between. Returns 0: nothing to do. */
+int sp_call_begin(sp_profiler *p, sp_thread *t);
+/* The call returned; t's outputs are filled. */
+void sp_call_end(sp_profiler *p, sp_thread *t);
+/* The call raised error_type(message). */
+void sp_call_fail(sp_profiler *p, sp_thread *t, const char *error_type,
+                  const char *message);
+
+/* ---- process-wide ------------------------------------------------------ */
+/* Closes every open profiler's files as far as a dying process can (called
+ * from fatal-signal handlers; async-signal-safe as far as the core goes). */
+void sp_emergency_close_all(void);
+/* Installs the fatal-signal handlers once (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ * SIGABRT, and SIGTERM where nobody else handles it). */
+void sp_install_signal_handlers(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SP_CORE_H */

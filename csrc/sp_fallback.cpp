@@ -1,0 +1,348 @@
+// sp_fallback.cpp -- the c10 side of sgl_shapeprof: a boxed fallback on one
+// dispatch key that describes each call to the C core and forwards it.
+//
+// Knows c10 and sp_core.h only. The key sits in the calling thread's TLS
+// "included" set only while that thread runs a logged pass, so nothing else
+// is slowed down. Every failure here is contained: the host sees its own
+// results and exceptions, never ours.
+#include "sp_hook.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+namespace {
+
+// Fake sits between the backends and Python (or just above Python on older
+// torch): it sees exactly what a TorchDispatchMode sees. See README.
+constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
+
+std::atomic<sp_profiler*> g_inherited{nullptr};  // for threads that inherit TLS
+
+struct ThreadState {
+  sp_thread* scratch = nullptr;
+  sp_profiler* profiler = nullptr;  // the pass this thread started
+  ~ThreadState() { sp_thread_free(scratch); }
+};
+thread_local ThreadState t_state;
+
+void set_key(bool on) {
+  if (c10::impl::tls_is_dispatch_key_included(kKey) != on)
+    c10::impl::tls_set_dispatch_key_included(kKey, on);
+}
+
+int64_t dtype_code(const at::Tensor& t) {
+  return static_cast<int64_t>(t.scalar_type());
+}
+
+// Appends <tensor>; returns false when the call must not be logged (a meta
+// tensor or symbolic sizes: someone is tracing, not running the model).
+bool encode_tensor(sp_enc* e, const at::Tensor& t) {
+  if (t.is_meta()) return false;
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->has_symbolic_sizes_strides() || impl->is_nested()) return false;
+  c10::IntArrayRef sizes = impl->sizes();
+  sp_enc_tensor(e, static_cast<int>(dtype_code(t)),
+                static_cast<int>(sizes.size()), sizes.data());
+  return true;
+}
+
+// A list argument or return: Tensor[] or Tensor?[]. Returns -1 to skip the
+// call, 0 if v holds no tensor (nothing appended), 1 if appended.
+int encode_list(sp_enc* e, const c10::IValue& v) {
+  if (!v.isList()) return 0;
+  c10::ArrayRef<c10::IValue> list = v.toListRef();  // no copy
+  bool any = false;
+  for (const c10::IValue& x : list) any = any || (x.isTensor() && x.toTensor().defined());
+  if (!any) return 0;
+  sp_enc_push(e, static_cast<int64_t>(list.size()));
+  for (const c10::IValue& x : list) {
+    if (x.isTensor() && x.toTensor().defined()) {
+      if (!encode_tensor(e, x.toTensor())) return -1;
+    } else {
+      sp_enc_push(e, -1);
+    }
+  }
+  return 1;
+}
+
+// Inputs: [op_id] then each argument that is a tensor or holds one.
+bool encode_inputs(sp_enc* e, int op_id, const c10::IValue* args, size_t n) {
+  sp_enc_reset(e);
+  sp_enc_push(e, op_id);
+  for (size_t i = 0; i < n; i++) {
+    const c10::IValue& v = args[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) continue;
+      sp_enc_push(e, SP_ENC_TENSOR);
+      sp_enc_push(e, static_cast<int64_t>(i));
+      if (!encode_tensor(e, t)) return false;
+    } else if (v.isList()) {
+      size_t mark = e->n;
+      sp_enc_push(e, SP_ENC_LIST);
+      sp_enc_push(e, static_cast<int64_t>(i));
+      int r = encode_list(e, v);
+      if (r < 0) return false;
+      if (r == 0) e->n = mark;
+    }
+  }
+  return true;
+}
+
+bool encode_outputs(sp_enc* e, const c10::IValue* rets, size_t n) {
+  sp_enc_reset(e);
+  for (size_t i = 0; i < n; i++) {
+    const c10::IValue& v = rets[i];
+    if (v.isTensor() && v.toTensor().defined()) {
+      sp_enc_push(e, SP_ENC_TENSOR);
+      if (!encode_tensor(e, v.toTensor())) return false;
+      continue;
+    }
+    if (v.isList()) {
+      size_t mark = e->n;
+      sp_enc_push(e, SP_ENC_LIST);
+      int r = encode_list(e, v);
+      if (r < 0) return false;
+      if (r == 1) continue;
+      if (v.isTensorList()) {  // an empty Tensor[] is still a list
+        sp_enc_push(e, 0);
+        continue;
+      }
+      e->n = mark;
+    }
+    sp_enc_push(e, SP_ENC_NONE);
+  }
+  return true;
+}
+
+int intern_op(sp_thread* t, const c10::OperatorHandle& op) {
+  const void* key = &op.operator_name();
+  int id = sp_thread_op(t, key);
+  if (id >= 0) return id;
+  if (!op.hasSchema()) return -1;
+  const c10::FunctionSchema& schema = op.schema();
+  std::vector<const char*> names;
+  names.reserve(schema.arguments().size());
+  for (const auto& a : schema.arguments()) names.push_back(a.name().c_str());
+  id = sp_op_intern(key, op.operator_name().name.c_str(),
+                    op.operator_name().overload_name.c_str(),
+                    static_cast<int>(names.size()), names.data(),
+                    static_cast<int>(schema.returns().size()));
+  if (id >= 0) sp_thread_cache_op(t, key, id);
+  return id;
+}
+
+// The Python class name the caller will see, as torch's exception translation
+// (torch/csrc/Exceptions.h) would choose it.
+const char* c10_error_type(const c10::Error& e) {
+  if (dynamic_cast<const c10::IndexError*>(&e)) return "IndexError";
+  if (dynamic_cast<const c10::ValueError*>(&e)) return "ValueError";
+  if (dynamic_cast<const c10::TypeError*>(&e)) return "TypeError";
+  if (dynamic_cast<const c10::NotImplementedError*>(&e)) return "NotImplementedError";
+  if (dynamic_cast<const c10::BufferError*>(&e)) return "BufferError";
+  if (dynamic_cast<const c10::SyntaxError*>(&e)) return "SyntaxError";
+  if (dynamic_cast<const c10::LinAlgError*>(&e)) return "_LinAlgError";
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return "OutOfMemoryError";
+  if (dynamic_cast<const c10::DistBackendError*>(&e)) return "DistBackendError";
+  if (dynamic_cast<const c10::DistNetworkError*>(&e)) return "DistNetworkError";
+  if (dynamic_cast<const c10::DistQueueEmptyError*>(&e)) return "DistQueueEmptyError";
+  if (dynamic_cast<const c10::DistStoreError*>(&e)) return "DistStoreError";
+  if (dynamic_cast<const c10::DistError*>(&e)) return "DistError";
+  if (dynamic_cast<const c10::AcceleratorError*>(&e)) return "AcceleratorError";
+  return "RuntimeError";
+}
+
+// Python errors raised inside a kernel travel as pybind11::error_already_set,
+// whose what() is "TypeName: message" (plus "\n\nAt:\n<traceback>" when
+// there is one). Splits that; false if it is not of that form.
+bool split_python_error(const char* what, std::string& type, std::string& msg) {
+  const char* colon = std::strstr(what, ": ");
+  if (!colon || colon == what) return false;
+  for (const char* c = what; c < colon; c++)
+    if (!(std::isalnum(static_cast<unsigned char>(*c)) || *c == '_' || *c == '.'))
+      return false;
+  type.assign(what, colon);
+  size_t dot = type.rfind('.');
+  if (dot != std::string::npos) type.erase(0, dot + 1);
+  msg.assign(colon + 2);
+  size_t at = msg.find("\n\nAt:\n");
+  if (at != std::string::npos) msg.resize(at);
+  return true;
+}
+
+void record_exception(sp_profiler* p, sp_thread* t, std::exception_ptr ex) {
+  try {
+    std::rethrow_exception(ex);
+  } catch (const c10::Error& e) {
+    // str(e) in Python; TORCH_SHOW_CPP_STACKTRACES=1 adds the C++ trace.
+    sp_call_fail(p, t, c10_error_type(e), e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    std::string name = c10::demangle(typeid(e).name());
+    std::string type, msg;
+    if (name == "pybind11::error_already_set" && split_python_error(e.what(), type, msg)) {
+      sp_call_fail(p, t, type.c_str(), msg.c_str());
+    } else if (name == "torch::PythonError" || name == "python_error") {
+      sp_call_fail(p, t, "Exception", e.what());  // class unknown here
+    } else {
+      sp_call_fail(p, t, "RuntimeError", e.what());
+    }
+  } catch (...) {
+    sp_call_fail(p, t, "RuntimeError", "unknown C++ exception");
+  }
+}
+
+std::atomic<bool> g_internal_warned{false};
+
+void internal_error(const char* what) {
+  if (!g_internal_warned.exchange(true))
+    TORCH_WARN("sgl_shapeprof: internal error, calls are no longer described: ", what);
+}
+
+void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                torch::jit::Stack* stack) {
+  // Ops a kernel calls are not the model's: TorchDispatchMode does not see
+  // them either.
+  c10::impl::ExcludeDispatchKeyGuard guard(kKey);
+  op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kKey), stack);
+}
+
+void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+              torch::jit::Stack* stack) {
+  ThreadState& ts = t_state;
+  sp_profiler* p = ts.profiler ? ts.profiler : g_inherited.load(std::memory_order_relaxed);
+  if (!p || !sp_logging(p)) {
+    if (!ts.profiler || !sp_logging(ts.profiler)) set_key(false);  // lingering key
+    return redispatch(op, ks, stack);
+  }
+  bool recording = false;
+  sp_thread* t = ts.scratch;
+  try {
+    if (!t) t = ts.scratch = sp_thread_new();
+    if (t) {
+      int id = intern_op(t, op);
+      size_t n_args = op.schema().arguments().size();
+      if (id >= 0 && stack->size() >= n_args &&
+          encode_inputs(&sp_thread_enc(t)->in, id, stack->data() + stack->size() - n_args, n_args))
+        recording = sp_call_begin(p, t) != 0;
+    }
+  } catch (const std::exception& e) {
+    internal_error(e.what());
+  }
+  if (!recording) return redispatch(op, ks, stack);
+  try {
+    redispatch(op, ks, stack);
+  } catch (...) {
+    record_exception(p, t, std::current_exception());
+    throw;
+  }
+  size_t n_rets = op.schema().returns().size();
+  sp_enc* out = &sp_thread_enc(t)->out;
+  bool ok = false;
+  try {
+    ok = stack->size() >= n_rets &&
+         encode_outputs(out, stack->data() + stack->size() - n_rets, n_rets);
+  } catch (const std::exception& e) {
+    internal_error(e.what());
+  }
+  if (!ok) out->failed = 1;  // written with "outputs": null
+  sp_call_end(p, t);
+}
+
+std::mutex g_install_mu;
+c10::RegistrationHandleRAII* g_fallback_handle = nullptr;
+c10::RegistrationHandleRAII* g_listener_handle = nullptr;
+std::string g_install_error;
+
+class ForgetDeregistered final : public c10::OpRegistrationListener {
+ public:
+  void onOperatorRegistered(const c10::OperatorHandle&) override {}
+  void onOperatorDeregistered(const c10::OperatorHandle& op) override {
+    sp_op_forget(&op.operator_name());
+  }
+};
+
+int set_dtype_names() {
+  constexpr int n = static_cast<int>(c10::ScalarType::NumOptions);
+  std::vector<std::string> names(n);
+  std::vector<const char*> ptrs(n, nullptr);
+  for (int i = 0; i < n; i++) {
+    try {
+      auto pair = c10::getDtypeNames(static_cast<c10::ScalarType>(i));
+      if (pair.first.empty()) continue;
+      names[i] = "torch." + std::string(pair.first);
+      ptrs[i] = names[i].c_str();
+    } catch (const std::exception&) {
+      // A code without a Python name: written as torch.unknown<code>.
+    }
+  }
+  return sp_set_dtype_names(ptrs.data(), n);
+}
+
+}  // namespace
+
+extern "C" {
+
+int sp_hook_install(void) {
+  std::lock_guard<std::mutex> lock(g_install_mu);
+  if (g_fallback_handle) return SP_OK;
+  try {
+    auto& d = c10::Dispatcher::singleton();
+    if (d.hasBackendFallbackForDispatchKey(kKey)) {
+      g_install_error = "this torch already has a fallback on DispatchKey::Fake; "
+                        "sgl_shapeprof cannot hook this build";
+      return SP_ERROR;
+    }
+    if (set_dtype_names() != SP_OK) {
+      g_install_error = "out of memory";
+      return SP_NOMEM;
+    }
+    g_listener_handle = new c10::RegistrationHandleRAII(
+        d.addRegistrationListener(std::make_unique<ForgetDeregistered>()));
+    g_fallback_handle = new c10::RegistrationHandleRAII(d.registerFallback(
+        kKey, c10::KernelFunction::makeFromBoxedFunction<&fallback>(),
+        "sgl_shapeprof shape profiler"));
+  } catch (const std::exception& e) {
+    g_install_error = c10::str("cannot register the dispatch hook: ", e.what());
+    return SP_ERROR;
+  }
+  return SP_OK;
+}
+
+const char* sp_hook_error(void) { return g_install_error.c_str(); }
+
+void sp_hook_enable(sp_profiler* p) {
+  t_state.profiler = p;
+  g_inherited.store(p, std::memory_order_relaxed);
+  set_key(true);
+}
+
+void sp_hook_disable(sp_profiler* p) {
+  if (t_state.profiler == p || !p) {
+    t_state.profiler = nullptr;
+    set_key(false);
+  }
+  sp_profiler* expected = p;
+  g_inherited.compare_exchange_strong(expected, nullptr);
+}
+
+int sp_hook_thread_enabled(void) {
+  return c10::impl::tls_is_dispatch_key_included(kKey) ? 1 : 0;
+}
+
+int sp_hook_installed(void) {
+  std::lock_guard<std::mutex> lock(g_install_mu);
+  return g_fallback_handle != nullptr;
+}
+
+}  // extern "C"

@@ -1,0 +1,240 @@
+/*
+ * sp_module.c -- sgl_shapeprof._C, the CPython binding (plain C API).
+ *
+ * One type, Profiler, owning one sp_profiler. This is the one place where
+ * profiler errors become Python exceptions (OSError, ValueError,
+ * MemoryError); nothing raised here ever reaches the model's own calls.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "sp_core.h"
+#include "sp_hook.h"
+
+typedef struct {
+  PyObject_HEAD
+  sp_profiler *p;
+  int pass_open; /* this object's pass is open on some thread */
+} ProfilerObject;
+
+static PyObject *raise_for(int rc, const char *msg) {
+  PyObject *type = rc == SP_NOMEM ? PyExc_MemoryError
+                   : rc == SP_IOERR ? PyExc_OSError
+                                    : PyExc_ValueError;
+  PyErr_SetString(type, msg);
+  return NULL;
+}
+
+static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  static char *kwlist[] = {"path", "rank", "skip_warmup", "log_n_passes",
+                           "dedupe", "phases", NULL};
+  PyObject *path_obj = NULL;
+  long long rank = 0, skip = 0, limit = 0;
+  int dedupe = 0;
+  const char *phases = NULL;
+  if (self->p) {
+    PyErr_SetString(PyExc_RuntimeError, "Profiler is already initialised");
+    return -1;
+  }
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpz", kwlist,
+                                   PyUnicode_FSConverter, &path_obj, &rank,
+                                   &skip, &limit, &dedupe, &phases))
+    return -1;
+  sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases};
+  int rc = sp_hook_install();
+  if (rc != SP_OK) {
+    Py_DECREF(path_obj);
+    raise_for(SP_ERROR, sp_hook_error());
+    return -1;
+  }
+  sp_profiler *p = NULL;
+  Py_BEGIN_ALLOW_THREADS
+  rc = sp_open(&cfg, &p);
+  Py_END_ALLOW_THREADS
+  Py_DECREF(path_obj);
+  if (rc != SP_OK) {
+    raise_for(rc, sp_errmsg(p));
+    sp_free(p);
+    return -1;
+  }
+  sp_install_signal_handlers();
+  self->p = p;
+  return 0;
+}
+
+static void Profiler_dealloc(PyObject *self_) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  if (self->p) {
+    sp_hook_disable(self->p);
+    sp_close(self->p);
+    /* A thread that started a pass and never ended it may still point at
+     * p; keep the (small, closed) handle alive rather than risk it. */
+    if (!self->pass_open) sp_free(self->p);
+  }
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int check(ProfilerObject *self) {
+  if (!self->p) {
+    PyErr_SetString(PyExc_RuntimeError, "Profiler is not initialised");
+    return 0;
+  }
+  return 1;
+}
+
+static PyObject *Profiler_pass_begin(PyObject *self_, PyObject *args) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  const char *phase = NULL;
+  if (!check(self) || !PyArg_ParseTuple(args, "|z", &phase)) return NULL;
+  int logged = sp_pass_begin(self->p, phase);
+  self->pass_open = 1;
+  if (logged) sp_hook_enable(self->p);
+  else sp_hook_disable(self->p);
+  return PyBool_FromLong(logged);
+}
+
+static PyObject *Profiler_pass_end(PyObject *self_, PyObject *noargs) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  (void)noargs;
+  if (!check(self)) return NULL;
+  sp_hook_disable(self->p);
+  sp_pass_end(self->p);
+  self->pass_open = 0;
+  Py_RETURN_NONE;
+}
+
+static PyObject *Profiler_close(PyObject *self_, PyObject *noargs) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  (void)noargs;
+  if (!check(self)) return NULL;
+  sp_hook_disable(self->p);
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = sp_close(self->p);
+  Py_END_ALLOW_THREADS
+  self->pass_open = 0;
+  if (rc != SP_OK) return raise_for(rc, sp_errmsg(self->p));
+  Py_RETURN_NONE;
+}
+
+static PyObject *Profiler_stats(PyObject *self_, PyObject *noargs) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  (void)noargs;
+  if (!check(self)) return NULL;
+  sp_stats s;
+  sp_get_stats(self->p, &s);
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "records", s.records,
+                       "passes", s.passes, "logged_passes", s.logged_passes,
+                       "dedupe_skipped", s.dedupe_skipped, "signatures",
+                       s.signatures, "errors", s.errors, "bytes", s.bytes);
+}
+
+static PyObject *Profiler_get_logging(PyObject *self_, void *c) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  (void)c;
+  return PyBool_FromLong(self->p && sp_logging(self->p));
+}
+static PyObject *Profiler_get_path(PyObject *self_, void *c) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  (void)c;
+  if (!check(self)) return NULL;
+  return PyUnicode_DecodeFSDefault(sp_records_path(self->p));
+}
+static PyObject *Profiler_get_summary_path(PyObject *self_, void *c) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  (void)c;
+  if (!check(self)) return NULL;
+  return PyUnicode_DecodeFSDefault(sp_summary_path(self->p));
+}
+
+static PyMethodDef Profiler_methods[] = {
+    {"pass_begin", Profiler_pass_begin, METH_VARARGS,
+     "pass_begin(phase=None) -> bool: start a forward pass; True if logged."},
+    {"pass_end", Profiler_pass_end, METH_NOARGS,
+     "End the forward pass."},
+    {"close", Profiler_close, METH_NOARGS,
+     "Trim the records file and write the summary (idempotent)."},
+    {"stats", Profiler_stats, METH_NOARGS,
+     "Counters so far, as a dict."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Profiler_getset[] = {
+    {"logging", Profiler_get_logging, NULL,
+     "True while a logged pass is open.", NULL},
+    {"path", Profiler_get_path, NULL, "The records file.", NULL},
+    {"summary_path", Profiler_get_summary_path, NULL,
+     "The summary file.", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject ProfilerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sgl_shapeprof._C.Profiler",
+    .tp_basicsize = sizeof(ProfilerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Profiler(path, rank=0, skip_warmup=0, log_n_passes=0, "
+              "dedupe=False, phases=None): the native profiler.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = Profiler_init,
+    .tp_dealloc = Profiler_dealloc,
+    .tp_methods = Profiler_methods,
+    .tp_getset = Profiler_getset,
+};
+
+static PyObject *mod_summary_path_for(PyObject *m, PyObject *arg) {
+  (void)m;
+  PyObject *b = NULL;
+  if (!PyUnicode_FSConverter(arg, &b)) return NULL;
+  Py_ssize_t n = PyBytes_GET_SIZE(b) + 32;
+  char *buf = PyMem_Malloc((size_t)n);
+  PyObject *r = NULL;
+  if (!buf) {
+    PyErr_NoMemory();
+  } else if (sp_summary_path_for(PyBytes_AS_STRING(b), buf, (size_t)n) == SP_OK) {
+    r = PyUnicode_DecodeFSDefault(buf);
+  } else {
+    PyErr_SetString(PyExc_ValueError, "bad records path");
+  }
+  PyMem_Free(buf);
+  Py_DECREF(b);
+  return r;
+}
+
+static PyObject *mod_thread_enabled(PyObject *m, PyObject *noargs) {
+  (void)m;
+  (void)noargs;
+  return PyBool_FromLong(sp_hook_thread_enabled());
+}
+
+static PyObject *mod_hook_installed(PyObject *m, PyObject *noargs) {
+  (void)m;
+  (void)noargs;
+  return PyBool_FromLong(sp_hook_installed());
+}
+
+static PyMethodDef module_methods[] = {
+    {"summary_path_for", mod_summary_path_for, METH_O,
+     "summary_path_for(records_path) -> the summary file's path."},
+    {"thread_enabled", mod_thread_enabled, METH_NOARGS,
+     "Whether the hook's dispatch key is in this thread's TLS."},
+    {"hook_installed", mod_hook_installed, METH_NOARGS,
+     "Whether the dispatcher fallback is registered in this process."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "sgl_shapeprof._C",
+    "Native core of sgl_shapeprof.", -1, module_methods,
+    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__C(void) {
+  if (PyType_Ready(&ProfilerType) < 0) return NULL;
+  PyObject *m = PyModule_Create(&moduledef);
+  if (!m) return NULL;
+  Py_INCREF(&ProfilerType);
+  if (PyModule_AddObject(m, "Profiler", (PyObject *)&ProfilerType) < 0) {
+    Py_DECREF(&ProfilerType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}
