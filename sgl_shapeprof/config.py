@@ -1,0 +1,118 @@
+"""Configuration from SGLang's environment variables.
+
+Every bad value becomes a ConfigError whose message is one line naming the
+variable and the value; from_env() prints it and leaves profiling off.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import FrozenSet, Mapping, Optional
+
+ENV_ENABLE = "SGLANG_PROFILE_SHAPES"
+ENV_RANK = "SGLANG_PROFILE_SHAPES_RANK"
+ENV_FILE = "SGLANG_PROFILE_SHAPES_FILE"
+ENV_SKIP_WARMUP = "SGLANG_PROFILE_SHAPES_SKIP_WARMUP"
+ENV_LOG_N_PASSES = "SGLANG_PROFILE_SHAPES_LOG_N_PASSES"
+ENV_DEDUPE = "SGLANG_PROFILE_SHAPES_DEDUPE"
+ENV_PHASES = "SGLANG_PROFILE_SHAPES_PHASES"
+
+DEFAULT_FILE = "shapes.jsonl"
+_PHASE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class ConfigError(ValueError):
+    """A bad setting; str() is one line that names it."""
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    enabled: bool
+    ranks: Optional[FrozenSet[int]]  # None = every rank
+    path: str
+    skip_warmup: int
+    log_n_passes: int
+    dedupe: Optional[bool]  # None = the caller's default
+    phases: Optional[FrozenSet[str]]
+
+    def profiles_rank(self, rank: int) -> bool:
+        return self.ranks is None or rank in self.ranks
+
+    def path_for_rank(self, rank: int) -> str:
+        return records_path_for_rank(self.path, rank, several=self.ranks is None or len(self.ranks) > 1)
+
+
+def records_path_for_rank(path: str, rank: int, several: bool) -> str:
+    """The records file of one rank.
+
+    "{rank}" in the path is replaced by the rank. Otherwise, when several ranks
+    are profiled, ".rank<N>" goes before the extension (shapes.jsonl ->
+    shapes.rank1.jsonl), so two ranks never share a file; a single profiled
+    rank writes the path as given.
+    """
+    if "{rank}" in path:
+        return path.replace("{rank}", str(rank))
+    if not several:
+        return path
+    head, tail = os.path.split(path)
+    stem, ext = os.path.splitext(tail)
+    if not stem:  # ".jsonl" alone
+        stem, ext = ext, ""
+    return os.path.join(head, f"{stem}.rank{rank}{ext}")
+
+
+def _int(name: str, value: str) -> int:
+    try:
+        n = int(value.strip(), 10)
+    except ValueError:
+        raise ConfigError(f"{name}={value!r} is not an integer") from None
+    if n < 0:
+        raise ConfigError(f"{name}={value!r} must not be negative")
+    return n
+
+
+def _flag(name: str, value: str) -> bool:
+    v = value.strip()
+    if v in ("1",):
+        return True
+    if v in ("0", ""):
+        return False
+    raise ConfigError(f"{name}={value!r} must be 0 or 1")
+
+
+def parse_ranks(value: str, name: str = ENV_RANK) -> Optional[FrozenSet[int]]:
+    """"0", "0,2", or "all" (None: every rank)."""
+    v = value.strip()
+    if v.lower() == "all":
+        return None
+    parts = [p for p in v.split(",")]
+    if not v or any(not p.strip() for p in parts):
+        raise ConfigError(f"{name}={value!r} must be a rank, a comma list of ranks, or 'all'")
+    return frozenset(_int(name, p) for p in parts)
+
+
+def parse_phases(value: str, name: str = ENV_PHASES) -> Optional[FrozenSet[str]]:
+    v = value.strip()
+    if not v:
+        return None
+    parts = [p.strip() for p in v.split(",")]
+    for p in parts:
+        if not _PHASE_RE.match(p):
+            raise ConfigError(f"{name}={value!r}: phase {p!r} must be letters, digits, '_', '.' or '-'")
+    return frozenset(parts)
+
+
+def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
+    """Reads and checks every variable; raises ConfigError on the first bad one."""
+    env = os.environ if environ is None else environ
+    enabled = _flag(ENV_ENABLE, env.get(ENV_ENABLE, "0"))
+    ranks = parse_ranks(env[ENV_RANK]) if ENV_RANK in env else frozenset({0})
+    path = env.get(ENV_FILE, DEFAULT_FILE)
+    if not path.strip():
+        raise ConfigError(f"{ENV_FILE}={path!r} is empty")
+    skip = _int(ENV_SKIP_WARMUP, env[ENV_SKIP_WARMUP]) if env.get(ENV_SKIP_WARMUP, "").strip() else 0
+    limit = _int(ENV_LOG_N_PASSES, env[ENV_LOG_N_PASSES]) if env.get(ENV_LOG_N_PASSES, "").strip() else 0
+    dedupe = _flag(ENV_DEDUPE, env[ENV_DEDUPE]) if env.get(ENV_DEDUPE, "").strip() else None
+    phases = parse_phases(env.get(ENV_PHASES, ""))
+    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases)

@@ -1,0 +1,220 @@
+"""The public profiler API: ShapeProfiler and from_env().
+
+Nothing here may disturb the host program: after construction, every method
+swallows its own failures (reported once on stderr) and profiling goes off.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import threading
+import weakref
+from typing import Iterable, Iterator, Optional, Union
+
+from .config import ConfigError, read_env
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_open_profilers: "weakref.WeakSet[ShapeProfiler]" = weakref.WeakSet()
+_env_profiler: Optional["ShapeProfiler"] = None
+_env_lock = threading.Lock()
+
+
+def _say(message: str) -> None:
+    try:
+        sys.stderr.write(f"sgl_shapeprof: {message}\n")
+        sys.stderr.flush()
+    except Exception:  # stderr closed: nothing more we can do
+        pass
+
+
+def _check_count(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+class ShapeProfiler:
+    """Records every operator call of the logged forward passes.
+
+    ShapeProfiler(output, *, rank=0, skip_warmup=0, log_n_passes=0,
+    dedupe=False, phases=None)
+
+    output: the records file (JSON Lines, see FORMAT.md); the summary goes
+    beside it (shapes.jsonl -> shapes_summary.json). Passes 1..skip_warmup are
+    not logged; then at most log_n_passes passes are (0: no limit). With
+    dedupe, a call whose operation and input shapes/dtypes were written before
+    is only counted. phases: if given, only passes started with one of these
+    phase labels are logged (and counted against log_n_passes).
+
+    Profiling applies to the thread that starts a pass (and threads that
+    inherit its dispatch state, such as autograd's).
+    """
+
+    def __init__(self, output: PathLike = "shapes.jsonl", *, rank: int = 0,
+                 skip_warmup: int = 0, log_n_passes: int = 0,
+                 dedupe: bool = False, phases: Optional[Iterable[str]] = None):
+        path = os.fspath(output)
+        if not isinstance(path, str) or not path:
+            raise ValueError("output must be a non-empty path")
+        _check_count("rank", rank)
+        _check_count("skip_warmup", skip_warmup)
+        _check_count("log_n_passes", log_n_passes)
+        phase_list = None
+        if phases is not None:
+            phase_list = ",".join(sorted(phases)) if not isinstance(phases, str) else phases
+        import torch  # noqa: F401  (loads libc10/libtorch for the extension)
+
+        from . import _C
+
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(f"cannot write {path}: directory {parent} does not exist")
+        self.rank = rank
+        self.dedupe = bool(dedupe)
+        self._native = _C.Profiler(path, rank, skip_warmup, log_n_passes, self.dedupe, phase_list)
+        self._closed = False
+        self._broken = False
+        _open_profilers.add(self)
+
+    # -- passes -------------------------------------------------------------
+    def start_forward_pass(self, phase: Optional[str] = None) -> bool:
+        """Starts a forward pass on this thread; True if it is logged."""
+        if self._closed or self._broken:
+            return False
+        try:
+            return bool(self._native.pass_begin(phase))
+        except Exception as e:  # never into the model
+            self._give_up(e)
+            return False
+
+    def end_forward_pass(self) -> None:
+        if self._closed or self._broken:
+            return
+        try:
+            self._native.pass_end()
+        except Exception as e:
+            self._give_up(e)
+
+    @contextlib.contextmanager
+    def forward_pass(self, phase: Optional[str] = None) -> Iterator[bool]:
+        """with profiler.forward_pass("decode") as logged: ..."""
+        logged = self.start_forward_pass(phase)
+        try:
+            yield logged
+        finally:
+            self.end_forward_pass()
+
+    # -- lifetime -----------------------------------------------------------
+    def close(self) -> None:
+        """Ends profiling and writes the summary. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        _open_profilers.discard(self)
+        try:
+            self._native.close()
+        except Exception as e:
+            _say(f"closing {self.path}: {e}")
+
+    def __enter__(self) -> "ShapeProfiler":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _give_up(self, e: BaseException) -> None:
+        self._broken = True
+        _say(f"profiler failure, profiling is off from here on: {e}")
+
+    # -- state --------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self._native.path
+
+    @property
+    def summary_path(self) -> str:
+        return self._native.summary_path
+
+    @property
+    def logging(self) -> bool:
+        """True while a logged pass is open."""
+        return bool(self._native.logging)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def stats(self) -> dict:
+        """Counters so far: records, passes, logged_passes, dedupe_skipped,
+        signatures, errors, bytes."""
+        return self._native.stats()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("logging" if self.logging else "idle")
+        return f"<ShapeProfiler {self.path!r} rank={self.rank} {state}>"
+
+
+@atexit.register
+def _close_all_at_exit() -> None:
+    for p in list(_open_profilers):
+        p.close()
+
+
+def resolve_rank(rank: Optional[int] = None) -> int:
+    """rank, else $RANK, else $LOCAL_RANK, else torch.distributed's rank, else 0."""
+    if rank is not None:
+        return _check_count("rank", rank)
+    for name in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                return _check_count(name, int(value))
+            except ValueError:
+                raise ConfigError(f"{name}={value!r} is not a rank") from None
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:
+        pass
+    return 0
+
+
+def from_env(rank: Optional[int] = None, dedupe_default: bool = False) -> Optional[ShapeProfiler]:
+    """The profiler SGLang's env vars ask for, or None.
+
+    None when SGLANG_PROFILE_SHAPES is not 1, when this process's rank is not
+    profiled, or when a setting is bad (one line on stderr says which). Within
+    a process, calls for the same records file return the same profiler.
+    """
+    global _env_profiler
+    try:
+        cfg = read_env()
+        if not cfg.enabled:
+            return None
+        r = resolve_rank(rank)
+        if not cfg.profiles_rank(r):
+            return None
+        path = cfg.path_for_rank(r)
+        dedupe = dedupe_default if cfg.dedupe is None else cfg.dedupe
+        with _env_lock:
+            current = _env_profiler
+            if current is not None and not current.closed and \
+                    os.path.abspath(current.path) == os.path.abspath(path):
+                return current
+            _env_profiler = ShapeProfiler(
+                path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
+                dedupe=dedupe, phases=cfg.phases)
+            return _env_profiler
+    except (ConfigError, ValueError, TypeError) as e:
+        _say(f"{e}; profiling is off")
+    except OSError as e:
+        _say(f"{e}; profiling is off")
+    except Exception as e:  # the host must start anyway
+        _say(f"cannot start profiling ({type(e).__name__}: {e}); profiling is off")
+    return None
