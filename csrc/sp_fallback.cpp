@@ -84,7 +84,9 @@ bool encode_inputs(sp_enc* e, int op_id, const c10::IValue* args, size_t n) {
     const c10::IValue& v = args[i];
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
-      if (!t.defined()) continue;
+      // A Python number passed where a Tensor goes arrives as a 0-dim
+      // "wrapped number"; Python (and TorchDispatchMode) see a number.
+      if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number()) continue;
       sp_enc_push(e, SP_ENC_TENSOR);
       sp_enc_push(e, static_cast<int64_t>(i));
       if (!encode_tensor(e, t)) return false;

@@ -1,0 +1,15 @@
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+
+@pytest.fixture(autouse=True)
+def _clean_profiler_env(monkeypatch):
+    """Each test sets the SGLANG_PROFILE_SHAPES* variables it needs."""
+    for k in list(os.environ):
+        if k.startswith("SGLANG_PROFILE_SHAPES") or k in ("RANK", "LOCAL_RANK"):
+            monkeypatch.delenv(k, raising=False)

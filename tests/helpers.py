@@ -1,0 +1,59 @@
+"""Shared test helpers: run a workload under the reference logger and under
+the native profiler, and compare the two streams record by record."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Callable, List
+
+from reference_logger import ReferenceLogger
+
+import sgl_shapeprof
+from sgl_shapeprof import ShapeProfiler
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIELDS = ("call_id", "forward_pass", "phase", "operation", "inputs", "outputs", "error")
+
+
+def load(path: str) -> List[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def run_both(tmp_path, workload: Callable, **opts):
+    """workload(marker) marks its passes on marker. Returns (ref, ours, prof)."""
+    ref_path, our_path = str(tmp_path / "ref.jsonl"), str(tmp_path / "ours.jsonl")
+    ref = ReferenceLogger(ref_path, **opts)
+    try:
+        workload(ref)
+    finally:
+        ref.close()
+    prof = ShapeProfiler(our_path, **opts)
+    try:
+        workload(prof)
+    finally:
+        prof.close()
+    return load(ref_path), load(our_path), prof
+
+
+def assert_same_stream(ref: List[dict], ours: List[dict]) -> None:
+    assert ref, "the reference logged nothing: the workload is not exercising anything"
+    for i, (a, b) in enumerate(zip(ref, ours)):
+        for k in FIELDS:
+            assert a.get(k) == b.get(k), (
+                f"record {i + 1} differs in {k!r}:\n reference: {json.dumps(a)}\n ours:      {json.dumps(b)}")
+    assert len(ref) == len(ours), f"reference has {len(ref)} records, ours {len(ours)}"
+
+
+def run_python(code: str, env_extra=None, timeout=120, cwd=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "tests"), env.get("PYTHONPATH", "")])
+    if env_extra:
+        env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=cwd)
+
+
+__all__ = ["load", "run_both", "assert_same_stream", "run_python", "sgl_shapeprof", "ROOT"]
