@@ -83,9 +83,9 @@ def analyze_file(path: str, filter_op: Optional[str] = None, max_errors: int = 5
     return Analysis(reader.report, ops, errors, passes, phases, n)
 
 
-def print_analysis(a: Analysis, path: str, out: TextIO = sys.stdout, show_shapes: bool = False,
+def print_analysis(a: Analysis, path: str, out: Optional[TextIO] = None, show_shapes: bool = False,
                    top: Optional[int] = None) -> None:
-    w = out.write
+    w = (out or sys.stdout).write
     rep = a.report
     w(f"{path}: {a.records} records, {len(a.ops)} operations, "
       f"{len(a.passes)} forward passes\n")

@@ -1,0 +1,111 @@
+"""Crash safety, with real kills: every completed call is on disk, and the call
+in flight leaves its inputs, which the reader recovers."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT
+
+from sgl_shapeprof import RecordReader
+from sgl_shapeprof.analyze import analyze_file, print_analysis
+
+CHILD = r'''
+import os, sys, ctypes, torch
+from sgl_shapeprof import ShapeProfiler
+lib = torch.library.Library("crash_test", "DEF")
+lib.define("hang(Tensor x) -> Tensor")
+lib.define("segv(Tensor x) -> Tensor")
+lib.define("abort(Tensor x) -> Tensor")
+def hang(x):
+    print("inside", flush=True)
+    sys.stdin.readline()       # the parent kills us here
+    return x
+lib.impl("hang", hang, "CPU")
+lib.impl("segv", lambda x: ctypes.string_at(0), "CPU")
+lib.impl("abort", lambda x: os.abort(), "CPU")
+prof = ShapeProfiler(sys.argv[1])
+prof.start_forward_pass()
+x = torch.randn(7, 3)
+for i in range(int(sys.argv[3])):
+    x = torch.relu(x + 1)
+print("done", flush=True)
+getattr(torch.ops.crash_test, sys.argv[2])(torch.ones(2, 9, dtype=torch.bfloat16))
+print("survived", flush=True)
+'''
+
+
+def start(tmp_path, mode, n_ops):
+    path = str(tmp_path / "s.jsonl")
+    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONFAULTHANDLER="")
+    p = subprocess.Popen([sys.executable, "-c", CHILD, path, mode, str(n_ops)], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p, path
+
+
+def check_file(path, n_ops, op):
+    reader = RecordReader(path)
+    recs = list(reader)
+    complete = [r for r in recs if not r.get("incomplete")]
+    n = 2 * n_ops + 2  # randn, add + relu per iteration, ones
+    assert len(complete) == n
+    assert [r["call_id"] for r in complete] == list(range(1, n + 1))
+    assert reader.report.cut_last_line
+    last = reader.report.recovered
+    assert last is not None and last["incomplete"] is True
+    assert last["operation"] == f"crash_test.{op}.default"
+    assert last["inputs"] == {"x": {"shape": [2, 9], "dtype": "torch.bfloat16"}}
+    assert last["call_id"] == n + 1
+    return recs
+
+
+def test_sigkill_from_outside_during_a_kernel(tmp_path):
+    p, path = start(tmp_path, "hang", 500)
+    assert p.stdout.readline().strip() == "done"
+    assert p.stdout.readline().strip() == "inside"   # the kernel is running now
+    p.kill()
+    p.wait(timeout=60)
+    assert p.returncode == -signal.SIGKILL
+    check_file(path, 500, "hang")
+    # SIGKILL runs no handler: no summary, and the file may end in zeros.
+    assert not os.path.exists(str(tmp_path / "s_summary.json"))
+
+
+@pytest.mark.parametrize("mode,sig", [("segv", signal.SIGSEGV), ("abort", signal.SIGABRT)])
+def test_fatal_signal_inside_an_operator(tmp_path, mode, sig):
+    p, path = start(tmp_path, mode, 50)
+    out, err = p.communicate(timeout=120)
+    assert "survived" not in out
+    assert p.returncode == -sig, err
+    check_file(path, 50, mode)
+    # The handler trimmed the file after the cut line and wrote the summary.
+    assert b"\0" not in open(path, "rb").read()
+    summary = json.load(open(str(tmp_path / "s_summary.json")))
+    assert summary["ended_by"] == signal.Signals(sig).name
+    assert summary["total_operations"] == 102
+
+
+def test_analyze_reports_the_cut_line(tmp_path, capsys):
+    p, path = start(tmp_path, "segv", 5)
+    p.communicate(timeout=120)
+    a = analyze_file(path)
+    print_analysis(a, path)
+    out = capsys.readouterr().out
+    assert "the last line was cut" in out
+    assert "INCOMPLETE" in out and "crash_test.segv.default" in out
+    assert "x=[2, 9] bfloat16" in out
+
+
+def test_reader_on_zero_padded_file(tmp_path):
+    path = tmp_path / "z.jsonl"
+    good = json.dumps({"call_id": 1, "forward_pass": 1, "operation": "aten.relu.default",
+                       "inputs": {}, "outputs": None})
+    cut = '{"call_id": 2, "forward_pass": 1, "operation": "aten.mm.default", "inputs": {"self": {"shape": [1], "dtype": "torch.float32"}}'
+    path.write_bytes((good + "\n" + cut).encode() + b"\0" * 5000)
+    reader = RecordReader(path)
+    recs = list(reader)
+    assert [r["call_id"] for r in recs] == [1, 2]
+    assert recs[1]["incomplete"] and recs[1]["outputs"] is None
+    assert reader.report.zero_padding == 5000
