@@ -32,6 +32,7 @@ std::atomic<sp_profiler*> g_inherited{nullptr};  // for threads that inherit TLS
 struct ThreadState {
   sp_thread* scratch = nullptr;
   sp_profiler* profiler = nullptr;  // the pass this thread started
+  bool paused = false;              // key taken out while a compiler runs
   ~ThreadState() { sp_thread_free(scratch); }
 };
 thread_local ThreadState t_state;
@@ -325,6 +326,7 @@ const char* sp_hook_error(void) { return g_install_error.c_str(); }
 
 void sp_hook_enable(sp_profiler* p) {
   t_state.profiler = p;
+  t_state.paused = false;
   g_inherited.store(p, std::memory_order_relaxed);
   set_key(true);
 }
@@ -336,6 +338,19 @@ void sp_hook_disable(sp_profiler* p) {
   }
   sp_profiler* expected = p;
   g_inherited.compare_exchange_strong(expected, nullptr);
+}
+
+int sp_hook_pause(void) {
+  if (!c10::impl::tls_is_dispatch_key_included(kKey)) return 0;
+  set_key(false);
+  t_state.paused = true;
+  return 1;
+}
+
+void sp_hook_resume(void) {
+  if (!t_state.paused) return;
+  t_state.paused = false;
+  if (t_state.profiler && sp_logging(t_state.profiler)) set_key(true);
 }
 
 int sp_hook_thread_enabled(void) {

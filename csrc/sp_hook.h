@@ -21,6 +21,11 @@ void sp_hook_enable(sp_profiler *p);
 /* Takes the key out of the calling thread's TLS (if it was enabled for p, or
  * p is NULL). */
 void sp_hook_disable(sp_profiler *p);
+/* Takes the key out of this thread's TLS while something that is not the
+ * model runs (a compiler); returns 1 if it was in. sp_hook_resume puts it back
+ * if this thread's pass is still logged. */
+int sp_hook_pause(void);
+void sp_hook_resume(void);
 /* Whether the key is in the calling thread's TLS (for tests). */
 int sp_hook_thread_enabled(void);
 

@@ -212,7 +212,24 @@ static PyObject *mod_hook_installed(PyObject *m, PyObject *noargs) {
   return PyBool_FromLong(sp_hook_installed());
 }
 
+static PyObject *mod_pause_thread(PyObject *m, PyObject *noargs) {
+  (void)m;
+  (void)noargs;
+  return PyBool_FromLong(sp_hook_pause());
+}
+
+static PyObject *mod_resume_thread(PyObject *m, PyObject *noargs) {
+  (void)m;
+  (void)noargs;
+  sp_hook_resume();
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"pause_thread", mod_pause_thread, METH_NOARGS,
+     "Stop logging on this thread until resume_thread() (compilers)."},
+    {"resume_thread", mod_resume_thread, METH_NOARGS,
+     "Undo pause_thread() if this thread's pass is still logged."},
     {"summary_path_for", mod_summary_path_for, METH_O,
      "summary_path_for(records_path) -> the summary file's path."},
     {"thread_enabled", mod_thread_enabled, METH_NOARGS,

@@ -5,16 +5,21 @@ in the environment. The whole run is one forward pass, until the program marks
 passes itself (through sgl_shapeprof.from_env(), which returns this same
 profiler): its first start_forward_pass() ends the implicit pass.
 """
+import os
 import runpy
 import sys
 
-from . import from_env
+from . import from_env, resolve_rank
+from .config import ENV_RANK
 
 
 def main() -> None:
     argv = sys.argv[1:]
     if not argv:
         sys.exit("usage: python -m sgl_shapeprof._record SCRIPT|-m MODULE|-c CODE [ARGS]")
+    # This process is the one to profile, whatever its rank; the program's
+    # own from_env() calls then get this same profiler.
+    os.environ[ENV_RANK] = str(resolve_rank())
     prof = from_env()
     if prof is not None:
         prof.start_forward_pass()
@@ -27,7 +32,7 @@ def main() -> None:
             exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
         else:
             sys.argv = list(argv)
-            sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(argv[0])))
+            sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
             runpy.run_path(argv[0], run_name="__main__")
     finally:
         if prof is not None:

@@ -52,7 +52,6 @@ def _record(args: argparse.Namespace) -> int:
     env.update({
         "SGLANG_PROFILE_SHAPES": "1",
         "SGLANG_PROFILE_SHAPES_FILE": out,
-        "SGLANG_PROFILE_SHAPES_RANK": "all",
         "SGLANG_PROFILE_SHAPES_DEDUPE": "1" if args.dedupe else "0",
         "SGLANG_PROFILE_SHAPES_SKIP_WARMUP": str(args.skip_warmup),
         "SGLANG_PROFILE_SHAPES_LOG_N_PASSES": str(args.log_n_passes),

@@ -87,6 +87,7 @@ class ShapeProfiler:
         if self._closed or self._broken:
             return False
         try:
+            _hook_compiler()
             return bool(self._native.pass_begin(phase))
         except Exception as e:  # never into the model
             self._give_up(e)
@@ -157,6 +158,38 @@ class ShapeProfiler:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("logging" if self.logging else "idle")
         return f"<ShapeProfiler {self.path!r} rank={self.rank} {state}>"
+
+
+_compiler_hooked = False
+
+
+def _pause_for_compiler(_args=None) -> None:
+    from . import _C
+    _C.pause_thread()
+
+
+def _resume_after_compiler(_args=None) -> None:
+    from . import _C
+    _C.resume_thread()
+
+
+def _hook_compiler() -> None:
+    """Ops that torch.compile runs while compiling (tracing, benchmarking
+    kernels) are not the model's: pause logging on the compiling thread from
+    dynamo's compile-start to compile-end callbacks. Done once dynamo is
+    loaded; importing it ourselves would cost a second at start-up."""
+    global _compiler_hooked
+    if _compiler_hooked:
+        return
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        return
+    _compiler_hooked = True
+    try:
+        dynamo.callback_handler.register_start_callback(_pause_for_compiler)
+        dynamo.callback_handler.register_end_callback(_resume_after_compiler)
+    except Exception as e:  # another torch: compile-time ops may be logged
+        _say(f"cannot hook torch.compile's callbacks ({e}); ops it runs while compiling may be logged")
 
 
 @atexit.register

@@ -1,0 +1,388 @@
+/* Unit tests of the C core alone: no Python, no torch. Built and run by
+ * tests/test_core_c.py, plain and under AddressSanitizer + UBSan. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../sp_core.h"
+
+static int g_failed, g_passed;
+static const char *g_test;
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "FAIL %s:%d [%s]: %s\n", __FILE__, __LINE__, g_test, \
+              #cond);                                                      \
+      g_failed++;                                                          \
+      return;                                                              \
+    }                                                                      \
+  } while (0)
+
+static char g_dir[256];
+
+static char *path_in(const char *name) {
+  static char buf[4][512];
+  static int k;
+  char *b = buf[k++ & 3];
+  snprintf(b, 512, "%s/%s", g_dir, name);
+  return b;
+}
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  size_t got = fread(s, 1, (size_t)n, f);
+  s[got] = 0;
+  fclose(f);
+  if (len) *len = got;
+  return s;
+}
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+static const char *const kDtypes[] = {"torch.uint8", "torch.int8", "torch.int16",
+                                      "torch.int32", "torch.int64", "torch.float16",
+                                      "torch.float32"};
+static int g_mm, g_zeros, g_cat;
+
+static void setup_ops(void) {
+  static const char *const mm_args[] = {"self", "mat2"};
+  static const char *const zeros_args[] = {"size", "dtype"};
+  static const char *const cat_args[] = {"tensors", "dim"};
+  sp_set_dtype_names(kDtypes, 7);
+  g_mm = sp_op_intern(&g_mm, "aten::mm", "", 2, mm_args, 1);
+  g_zeros = sp_op_intern(&g_zeros, "aten::zeros", "", 2, zeros_args, 1);
+  g_cat = sp_op_intern(&g_cat, "my_ns::cat", "out", 2, cat_args, 1);
+}
+
+static void enc_mm(sp_thread *t, int64_t m, int64_t k, int64_t n, int dtype) {
+  sp_enc *in = &sp_thread_enc(t)->in, *out = &sp_thread_enc(t)->out;
+  int64_t a[2] = {m, k}, b[2] = {k, n}, c[2] = {m, n};
+  sp_enc_reset(in);
+  sp_enc_push(in, g_mm);
+  sp_enc_push(in, SP_ENC_TENSOR);
+  sp_enc_push(in, 0);
+  sp_enc_tensor(in, dtype, 2, a);
+  sp_enc_push(in, SP_ENC_TENSOR);
+  sp_enc_push(in, 1);
+  sp_enc_tensor(in, dtype, 2, b);
+  sp_enc_reset(out);
+  sp_enc_push(out, SP_ENC_TENSOR);
+  sp_enc_tensor(out, dtype, 2, c);
+}
+
+static sp_profiler *open_prof(const char *name, int dedupe, long long skip, long long limit,
+                              const char *phases) {
+  sp_config cfg = {path_in(name), 3, skip, limit, dedupe, phases};
+  sp_profiler *p = NULL;
+  int rc = sp_open(&cfg, &p);
+  if (rc != SP_OK) {
+    fprintf(stderr, "sp_open: %s\n", sp_errmsg(p));
+    sp_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+static void test_summary_path(void) {
+  g_test = __func__;
+  char b[64];
+  CHECK(sp_summary_path_for("shapes.jsonl", b, sizeof b) == SP_OK);
+  CHECK(strcmp(b, "shapes_summary.json") == 0);
+  CHECK(sp_summary_path_for("a/b.json", b, sizeof b) == SP_OK && strcmp(b, "a/b_summary.json") == 0);
+  CHECK(sp_summary_path_for("a.d/x", b, sizeof b) == SP_OK && strcmp(b, "a.d/x_summary.json") == 0);
+  CHECK(sp_summary_path_for("dir/.jsonl", b, sizeof b) == SP_OK &&
+        strcmp(b, "dir/.jsonl_summary.json") == 0);
+  CHECK(sp_summary_path_for("x.jsonl", b, 4) == SP_ERROR);
+  g_passed++;
+}
+
+static void test_open_errors(void) {
+  g_test = __func__;
+  sp_config cfg = {"/nonexistent/dir/x.jsonl", 0, 0, 0, 0, NULL};
+  sp_profiler *p = NULL;
+  CHECK(sp_open(&cfg, &p) == SP_IOERR);
+  CHECK(strstr(sp_errmsg(p), "/nonexistent/dir/x.jsonl") != NULL);
+  sp_free(p);
+  sp_config bad = {"x", 0, -1, 0, 0, NULL};
+  CHECK(sp_open(&bad, &p) == SP_ERROR);
+  sp_free(p);
+  g_passed++;
+}
+
+static void test_records_and_summary(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("a.jsonl", 0, 1, 2, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  int logged[4];
+  for (int pass = 0; pass < 4; pass++) {
+    logged[pass] = sp_pass_begin(p, pass == 2 ? "decode" : NULL);
+    enc_mm(t, 4, 8, 2, 6);
+    if (sp_call_begin(p, t)) sp_call_end(p, t);
+    sp_pass_end(p);
+  }
+  CHECK(!logged[0] && logged[1] && logged[2] && !logged[3]);
+  CHECK(sp_close(p) == SP_OK);
+  CHECK(sp_close(p) == SP_OK); /* idempotent */
+  char *s = slurp(path_in("a.jsonl"), NULL);
+  CHECK(s);
+  const char *want =
+      "{\"call_id\": 1, \"forward_pass\": 2, \"operation\": \"aten.mm.default\", \"inputs\": "
+      "{\"self\": {\"shape\": [4, 8], \"dtype\": \"torch.float32\"}, \"mat2\": {\"shape\": [8, 2], "
+      "\"dtype\": \"torch.float32\"}}, \"outputs\": {\"shape\": [4, 2], \"dtype\": "
+      "\"torch.float32\"}}\n"
+      "{\"call_id\": 2, \"forward_pass\": 3, \"phase\": \"decode\", \"operation\": "
+      "\"aten.mm.default\", \"inputs\": {\"self\": {\"shape\": [4, 8], \"dtype\": "
+      "\"torch.float32\"}, \"mat2\": {\"shape\": [8, 2], \"dtype\": \"torch.float32\"}}, "
+      "\"outputs\": {\"shape\": [4, 2], \"dtype\": \"torch.float32\"}}\n";
+  CHECK(strcmp(s, want) == 0);
+  free(s);
+  s = slurp(path_in("a_summary.json"), NULL);
+  CHECK(s);
+  CHECK(strstr(s, "\"rank\": 3,") && strstr(s, "\"total_operations\": 2,") &&
+        strstr(s, "\"forward_passes\": 4,") && strstr(s, "\"unique_operations\": 1,") &&
+        strstr(s, "\"aten.mm.default\": 2\n") && strstr(s, "\"unique_op_signatures\": 1,") &&
+        strstr(s, "\"dedupe_enabled\": false"));
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
+static void test_dedupe_errors_and_escaping(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("d.jsonl", 1, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  sp_pass_begin(p, NULL);
+  for (int i = 0; i < 5; i++) {
+    enc_mm(t, 4, 8, 2, 6);
+    if (sp_call_begin(p, t)) sp_call_end(p, t);
+  }
+  enc_mm(t, 4, 8, 3, 5); /* another signature */
+  if (sp_call_begin(p, t)) sp_call_end(p, t);
+  enc_mm(t, 4, 8, 2, 6); /* a repeat that raised: always written */
+  CHECK(sp_call_begin(p, t));
+  sp_call_fail(p, t, "RuntimeError", "bad \"shape\"\n\ttab \x01 caf\xc3\xa9 \xff end");
+  sp_pass_end(p);
+  sp_stats st;
+  sp_get_stats(p, &st);
+  CHECK(st.records == 3 && st.dedupe_skipped == 4 && st.signatures == 2 && st.errors == 1);
+  CHECK(sp_close(p) == SP_OK);
+  char *s = slurp(path_in("d.jsonl"), NULL);
+  CHECK(s && count_lines(s) == 3);
+  CHECK(strstr(s, "\"error\": {\"error_type\": \"RuntimeError\", \"error_message\": "
+                  "\"bad \\\"shape\\\"\\n\\ttab \\u0001 caf\xc3\xa9 \\ufffd end\"}}\n"));
+  CHECK(strstr(s, "\"outputs\": null, \"error\""));
+  free(s);
+  s = slurp(path_in("d_summary.json"), NULL);
+  CHECK(strstr(s, "\"aten.mm.default\": 7") && strstr(s, "\"dedupe_skipped_count\": 4,") &&
+        strstr(s, "\"error_count\": 1,"));
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
+static void test_lists_outputs_and_no_tensor_calls(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("l.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  sp_enc *in = &sp_thread_enc(t)->in, *out = &sp_thread_enc(t)->out;
+  sp_pass_begin(p, NULL);
+  int64_t s3[1] = {3};
+  /* my_ns.cat.out(tensors=[t, None], dim) -> Tensor[] [t] */
+  sp_enc_reset(in);
+  sp_enc_push(in, g_cat);
+  sp_enc_push(in, SP_ENC_LIST);
+  sp_enc_push(in, 0);
+  sp_enc_push(in, 2);
+  sp_enc_tensor(in, 4, 1, s3);
+  sp_enc_push(in, -1);
+  sp_enc_reset(out);
+  sp_enc_push(out, SP_ENC_LIST);
+  sp_enc_push(out, 1);
+  sp_enc_tensor(out, 99, 1, s3); /* a dtype without a name */
+  CHECK(sp_call_begin(p, t));
+  sp_call_end(p, t);
+  /* zeros() returning nothing tensor-like: not logged, and its speculative
+   * half line is blanked */
+  sp_enc_reset(in);
+  sp_enc_push(in, g_zeros);
+  sp_enc_reset(out);
+  sp_enc_push(out, SP_ENC_NONE);
+  CHECK(sp_call_begin(p, t));
+  sp_call_end(p, t);
+  sp_pass_end(p);
+  sp_close(p);
+  char *s = slurp(path_in("l.jsonl"), NULL);
+  CHECK(s && count_lines(s) == 1);
+  CHECK(strstr(s, "\"operation\": \"my_ns.cat.out\", \"inputs\": {\"tensors\": [{\"shape\": [3], "
+                  "\"dtype\": \"torch.int64\"}, null]}, \"outputs\": [{\"shape\": [3], "
+                  "\"dtype\": \"torch.unknown99\"}]}\n"));
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
+static void test_inputs_on_disk_before_the_call_returns(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("c.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  sp_pass_begin(p, NULL);
+  enc_mm(t, 5, 6, 7, 6);
+  CHECK(sp_call_begin(p, t));
+  /* Another reader sees the half record now (what a crash would leave). */
+  char *s = slurp(path_in("c.jsonl"), NULL);
+  CHECK(s && strncmp(s, "{\"call_id\": 1, \"forward_pass\": 1, \"operation\": \"aten.mm.default\", "
+                        "\"inputs\": {\"self\": {\"shape\": [5, 6]", 90) == 0);
+  CHECK(!strchr(s, '\n'));
+  free(s);
+  sp_call_end(p, t);
+  sp_pass_end(p);
+  sp_close(p);
+  size_t n;
+  s = slurp(path_in("c.jsonl"), &n);
+  CHECK(count_lines(s) == 1 && strlen(s) == n); /* trimmed: no zero tail */
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
+static void test_big_records_cross_map_windows(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("big.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  sp_enc *in = &sp_thread_enc(t)->in, *out = &sp_thread_enc(t)->out;
+  sp_pass_begin(p, NULL);
+  int64_t sz[4] = {1000, 2000, 3000, 4000};
+  const int records = 90, tensors = 10000;
+  for (int r = 0; r < records; r++) {
+    sp_enc_reset(in);
+    sp_enc_push(in, g_cat);
+    sp_enc_push(in, SP_ENC_LIST);
+    sp_enc_push(in, 0);
+    sp_enc_push(in, tensors);
+    for (int i = 0; i < tensors; i++) sp_enc_tensor(in, 6, 4, sz);
+    sp_enc_reset(out);
+    sp_enc_push(out, SP_ENC_TENSOR);
+    sp_enc_tensor(out, 6, 4, sz);
+    CHECK(!in->failed && sp_call_begin(p, t));
+    sp_call_end(p, t);
+  }
+  sp_pass_end(p);
+  sp_stats st;
+  sp_get_stats(p, &st);
+  CHECK(st.records == records && st.bytes > (40 << 20)); /* crosses a 32 MiB window */
+  sp_close(p);
+  size_t n;
+  char *s = slurp(path_in("big.jsonl"), &n);
+  CHECK(s && (long long)n == st.bytes && count_lines(s) == records && strlen(s) == n);
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
+static void test_phase_filter(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("ph.jsonl", 0, 0, 2, "decode,extend");
+  CHECK(p);
+  const char *phases[] = {"prefill", "decode", NULL, "extend", "decode"};
+  int got[5];
+  for (int i = 0; i < 5; i++) {
+    got[i] = sp_pass_begin(p, phases[i]);
+    sp_pass_end(p);
+  }
+  CHECK(!got[0] && got[1] && !got[2] && got[3] && !got[4]); /* limit counts logged passes */
+  sp_close(p);
+  sp_free(p);
+  g_passed++;
+}
+
+static void test_op_forget_invalidates_caches(void) {
+  g_test = __func__;
+  static int key;
+  static const char *const args[] = {"x"};
+  sp_thread *t = sp_thread_new();
+  int id = sp_op_intern(&key, "ns::first", "", 1, args, 1);
+  CHECK(id >= 0 && sp_op_intern(&key, "ns::first", "", 1, args, 1) == id);
+  sp_thread_cache_op(t, &key, id);
+  CHECK(sp_thread_op(t, &key) == id);
+  sp_op_forget(&key);
+  CHECK(sp_thread_op(t, &key) == -1);
+  int id2 = sp_op_intern(&key, "ns::second", "", 1, args, 1);
+  CHECK(id2 >= 0 && id2 != id);
+  sp_thread_free(t);
+  g_passed++;
+}
+
+static void test_forked_child_keeps_hands_off(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("f.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  sp_pass_begin(p, NULL);
+  enc_mm(t, 2, 2, 2, 6);
+  if (sp_call_begin(p, t)) sp_call_end(p, t);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int bad = sp_logging(p) || sp_pass_begin(p, NULL) || sp_call_begin(p, t);
+    sp_close(p);
+    _exit(bad ? 1 : 0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(sp_logging(p));
+  enc_mm(t, 3, 3, 3, 6);
+  if (sp_call_begin(p, t)) sp_call_end(p, t);
+  sp_pass_end(p);
+  CHECK(sp_close(p) == SP_OK);
+  char *s = slurp(path_in("f.jsonl"), NULL);
+  CHECK(s && count_lines(s) == 2 && strstr(s, "\"call_id\": 2"));
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
+int main(void) {
+  snprintf(g_dir, sizeof g_dir, "%s", "/tmp/sp_core_test_XXXXXX");
+  if (!mkdtemp(g_dir)) return 2;
+  setup_ops();
+  test_summary_path();
+  test_open_errors();
+  test_records_and_summary();
+  test_dedupe_errors_and_escaping();
+  test_lists_outputs_and_no_tensor_calls();
+  test_inputs_on_disk_before_the_call_returns();
+  test_big_records_cross_map_windows();
+  test_phase_filter();
+  test_op_forget_invalidates_caches();
+  test_forked_child_keeps_hands_off();
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+  printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed ? 1 : 0;
+}

@@ -1,0 +1,107 @@
+"""The command line: analyze, record, demo, python -m sgl_shapeprof."""
+import json
+import os
+import subprocess
+import sys
+
+from helpers import ROOT, load
+
+from sgl_shapeprof.cli import main
+
+
+def cli(*args, cwd=None, timeout=300):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-m", "sgl_shapeprof", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout, env=env)
+
+
+def write(path, recs):
+    with open(path, "w") as f:
+        for r in recs:
+            f.write(json.dumps(r) + "\n")
+
+
+def rec(i, op, shape, error=None):
+    r = {"call_id": i, "forward_pass": 1, "operation": op,
+         "inputs": {"self": {"shape": shape, "dtype": "torch.float16"}},
+         "outputs": None if error else {"shape": shape, "dtype": "torch.float16"}}
+    if error:
+        r["error"] = {"error_type": "RuntimeError", "error_message": error}
+    return r
+
+
+def test_analyze_counts_shapes_errors_filter(tmp_path, capsys):
+    path = tmp_path / "a.jsonl"
+    write(path, [rec(1, "aten.mm.default", [2, 3]), rec(2, "aten.mm.default", [2, 3]),
+                 rec(3, "aten.mm.default", [4, 3]), rec(4, "aten.relu.default", [9]),
+                 rec(5, "aten.bmm.default", [1, 2, 3], error="boom: bad shapes")])
+    assert main(["analyze", str(path), "--show-shapes"]) == 0
+    out = capsys.readouterr().out
+    assert "5 records, 3 operations" in out
+    assert out.index("Errors") < out.index("aten.mm.default")          # errors first
+    assert "boom: bad shapes" in out and "self=[1, 2, 3] float16" in out
+    lines = [ln.split() for ln in out.splitlines()]
+    assert ["3", "2", "aten.mm.default"] in lines                      # 3 calls, 2 shapes
+    assert any(ln[:2] == ["2x", "self=[2,"] for ln in lines)
+    assert main(["analyze", str(path), "--filter-op", "relu"]) == 0
+    out = capsys.readouterr().out
+    assert "aten.relu.default" in out and "aten.mm.default" not in out
+    assert main(["analyze", str(path), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "aten.mm.default" in out and "aten.relu.default" not in out
+
+
+def test_analyze_bad_input(tmp_path, capsys):
+    assert main(["analyze", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    path = tmp_path / "a.jsonl"
+    write(path, [rec(1, "aten.mm.default", [2, 3])])
+    assert main(["analyze", str(path), "--filter-op", "("]) == 2
+    assert "bad --filter-op regex" in capsys.readouterr().err
+
+
+def test_record_a_script(tmp_path):
+    script = tmp_path / "model.py"
+    script.write_text("import sys, torch\nx = torch.randn(6, 7)\nprint((x @ x.t()).shape[0], sys.argv[1:])\n")
+    out = tmp_path / "rec.jsonl"
+    r = cli("record", "-o", str(out), "--", sys.executable, str(script), "a", "b", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "6 ['a', 'b']"
+    ops = [x["operation"] for x in load(out)]
+    assert ops == ["aten.randn.default", "aten.t.default", "aten.mm.default"]
+    s = json.load(open(tmp_path / "rec_summary.json"))
+    assert s["forward_passes"] == 1 and s["total_operations"] == 3
+
+
+def test_record_script_that_marks_its_passes(tmp_path):
+    script = tmp_path / "m.py"
+    script.write_text(
+        "import torch, sgl_shapeprof\n"
+        "prof = sgl_shapeprof.from_env()\n"
+        "torch.ones(1).neg()\n"                       # in the implicit pass 1
+        "for _ in range(2):\n"
+        "    with prof.forward_pass():\n"
+        "        torch.ones(2).abs()\n")
+    out = tmp_path / "m.jsonl"
+    r = cli("record", "-o", str(out), "--", "python", str(script), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [(x["forward_pass"], x["operation"]) for x in load(out)] == [
+        (1, "aten.ones.default"), (1, "aten.neg.default"),
+        (2, "aten.ones.default"), (2, "aten.abs.default"),
+        (3, "aten.ones.default"), (3, "aten.abs.default")]
+
+
+def test_record_rejects_non_python(tmp_path):
+    r = cli("record", "--", "ls")
+    assert r.returncode == 2 and "not a Python command" in r.stderr
+
+
+def test_demo(tmp_path):
+    r = cli("demo", "--dir", str(tmp_path / "d"), "--decode-steps", "2", "--steps", "5", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    files = sorted(os.listdir(tmp_path / "d"))
+    assert files == ["diffusion_shapes.jsonl", "diffusion_shapes_summary.json",
+                     "llm_shapes.jsonl", "llm_shapes_summary.json"]
+    assert "aten.linear.default" in r.stdout and "3 forward passes" in r.stdout
+    s = json.load(open(tmp_path / "d" / "diffusion_shapes_summary.json"))
+    assert s["dedupe_enabled"] and s["dedupe_skipped_count"] > 0

@@ -1,0 +1,159 @@
+"""SGLang's environment-variable contract, rank selection, and off-means-off."""
+import json
+import os
+
+import pytest
+import torch
+from helpers import ROOT, load, run_python
+
+import sgl_shapeprof
+from sgl_shapeprof.config import ConfigError, read_env, records_path_for_rank
+
+
+def test_defaults():
+    cfg = read_env({})
+    assert (cfg.enabled, cfg.ranks, cfg.path, cfg.skip_warmup, cfg.log_n_passes, cfg.dedupe) == \
+        (False, frozenset({0}), "shapes.jsonl", 0, 0, None)
+
+
+@pytest.mark.parametrize("name,value", [
+    ("SGLANG_PROFILE_SHAPES", "yes"),
+    ("SGLANG_PROFILE_SHAPES_RANK", "first"),
+    ("SGLANG_PROFILE_SHAPES_RANK", "-1"),
+    ("SGLANG_PROFILE_SHAPES_RANK", "0,,1"),
+    ("SGLANG_PROFILE_SHAPES_SKIP_WARMUP", "2.5"),
+    ("SGLANG_PROFILE_SHAPES_SKIP_WARMUP", "-3"),
+    ("SGLANG_PROFILE_SHAPES_LOG_N_PASSES", "ten"),
+    ("SGLANG_PROFILE_SHAPES_DEDUPE", "2"),
+    ("SGLANG_PROFILE_SHAPES_PHASES", "decode;prefill"),
+])
+def test_bad_value_one_line_and_off(monkeypatch, capsys, tmp_path, name, value):
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(tmp_path / "s.jsonl"))
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError):
+        read_env()
+    assert sgl_shapeprof.from_env() is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert name in err[0] and repr(value) in err[0] and "profiling is off" in err[0]
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_from_env_settings_and_singleton(monkeypatch, tmp_path):
+    path = tmp_path / "e.jsonl"
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(path))
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_SKIP_WARMUP", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_LOG_N_PASSES", "2")
+    prof = sgl_shapeprof.from_env(rank=0, dedupe_default=True)
+    assert prof is not None and prof.dedupe is True
+    assert sgl_shapeprof.from_env(rank=0) is prof
+    x = torch.randn(3)
+    for _ in range(4):
+        with prof.forward_pass():
+            x.exp()
+            x.exp()
+    prof.close()
+    recs = load(path)
+    # pass 1 is warm-up; pass 2 writes exp once; pass 3 repeats it (deduped); pass 4 is past the limit
+    assert [r["forward_pass"] for r in recs] == [2]
+    s = json.load(open(prof.summary_path))
+    assert (s["forward_passes"], s["logged_forward_passes"], s["dedupe_skipped_count"]) == (4, 2, 3)
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_DEDUPE", "0")
+    prof2 = sgl_shapeprof.from_env(rank=0, dedupe_default=True)
+    assert prof2 is not prof and prof2.dedupe is False
+    prof2.close()
+
+
+def test_rank_selection(monkeypatch, tmp_path):
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(tmp_path / "r.jsonl"))
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_RANK", "1")
+    assert sgl_shapeprof.from_env(rank=0) is None
+    monkeypatch.setenv("RANK", "1")
+    p = sgl_shapeprof.from_env()
+    assert p is not None and p.rank == 1 and p.path == str(tmp_path / "r.jsonl")
+    p.close()
+    monkeypatch.delenv("RANK")
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert sgl_shapeprof.resolve_rank() == 3
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_RANK", "all")
+    p = sgl_shapeprof.from_env()
+    assert p.path == str(tmp_path / "r.rank3.jsonl")
+    p.close()
+
+
+def test_rank_file_naming():
+    assert records_path_for_rank("shapes.jsonl", 2, several=False) == "shapes.jsonl"
+    assert records_path_for_rank("out/shapes.jsonl", 2, several=True) == os.path.join("out", "shapes.rank2.jsonl")
+    assert records_path_for_rank("run-{rank}.jsonl", 5, several=False) == "run-5.jsonl"
+    assert records_path_for_rank("noext", 1, several=True) == "noext.rank1"
+
+
+def test_unwritable_path_is_one_line_and_off(monkeypatch, capsys):
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", "/nonexistent/dir/s.jsonl")
+    assert sgl_shapeprof.from_env() is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "/nonexistent/dir" in err[0]
+
+
+def test_explicit_profiler_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="skip_warmup"):
+        sgl_shapeprof.ShapeProfiler(tmp_path / "a.jsonl", skip_warmup=-1)
+    with pytest.raises(TypeError, match="log_n_passes"):
+        sgl_shapeprof.ShapeProfiler(tmp_path / "a.jsonl", log_n_passes="3")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        sgl_shapeprof.ShapeProfiler(tmp_path / "missing" / "a.jsonl")
+
+
+OFF_CHECK = r'''
+import os, sys, torch, sgl_shapeprof
+from sgl_shapeprof import _C
+p = sgl_shapeprof.from_env(rank=int(sys.argv[1]) if len(sys.argv) > 1 else None)
+torch.randn(3).exp()
+print(p is None, _C.hook_installed(), _C.thread_enabled())
+'''
+
+
+def test_off_means_off_when_unset():
+    r = run_python(OFF_CHECK)
+    assert r.stdout.split() == ["True", "False", "False"], r.stderr
+
+
+def test_off_means_off_on_other_rank(tmp_path):
+    r = run_python(OFF_CHECK, {"SGLANG_PROFILE_SHAPES": "1", "SGLANG_PROFILE_SHAPES_RANK": "1",
+                               "SGLANG_PROFILE_SHAPES_FILE": str(tmp_path / "x.jsonl")})
+    assert r.stdout.split() == ["True", "False", "False"], r.stderr
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_key_only_inside_logged_passes(tmp_path):
+    from sgl_shapeprof import _C
+    prof = sgl_shapeprof.ShapeProfiler(tmp_path / "k.jsonl", skip_warmup=1, log_n_passes=1)
+    states = []
+    for _ in range(3):
+        logged = prof.start_forward_pass()
+        states.append((logged, _C.thread_enabled()))
+        torch.randn(2).sin()
+        prof.end_forward_pass()
+        states.append(_C.thread_enabled())
+    prof.close()
+    assert states == [(False, False), False, (True, True), False, (False, False), False]
+    assert {r["forward_pass"] for r in load(tmp_path / "k.jsonl")} == {2}
+
+
+def test_close_is_idempotent_and_runs_at_exit(tmp_path):
+    path = tmp_path / "x.jsonl"
+    code = ("import torch, sgl_shapeprof\n"
+            f"p = sgl_shapeprof.ShapeProfiler({str(path)!r})\n"
+            "p.start_forward_pass(); torch.ones(2).neg()\n")  # no end, no close
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
+    s = json.load(open(tmp_path / "x_summary.json"))
+    assert s["total_operations"] == 2 and s["ended_by"] == "close"
+    p = sgl_shapeprof.ShapeProfiler(tmp_path / "y.jsonl")
+    p.close()
+    p.close()
+    assert p.start_forward_pass() is False

@@ -1,0 +1,140 @@
+"""Calls that raise, threads, fork and torch.compile: the host sees what it
+would without us, and the records say what happened."""
+import threading
+
+import pytest
+import torch
+from helpers import load, run_python
+
+from sgl_shapeprof import ShapeProfiler, read_summary
+
+
+def raising_calls():
+    a = torch.randn(4, 8)
+    return [
+        ("shape mismatch", lambda: torch.mm(a, a)),
+        ("index", lambda: a[torch.tensor([99])]),
+        ("out of memory", lambda: torch.empty(2 ** 62, dtype=torch.uint8)),
+        ("linalg", lambda: torch.linalg.cholesky(-torch.eye(3))),
+        ("not implemented", lambda: torch.ops.aten._fft_c2c(torch.randn(4, dtype=torch.float16), [0], 0, True)),
+        ("type", lambda: torch.ones(2, dtype=torch.int64).bitwise_and(torch.ones(2))),
+    ]
+
+
+@pytest.mark.parametrize("name,fn", raising_calls(), ids=[n for n, _ in raising_calls()])
+def test_error_record_matches_what_the_caller_sees(tmp_path, name, fn):
+    with pytest.raises(Exception) as plain:   # without the profiler
+        fn()
+    prof = ShapeProfiler(tmp_path / "e.jsonl")
+    with prof.forward_pass():
+        with pytest.raises(Exception) as profiled:
+            fn()
+    prof.close()
+    assert type(profiled.value) is type(plain.value)
+    assert str(profiled.value) == str(plain.value)
+    errors = [r for r in load(tmp_path / "e.jsonl") if "error" in r]
+    assert errors, "the raising call was not recorded"
+    err = errors[-1]
+    assert err["outputs"] is None
+    assert err["error"]["error_type"] == type(plain.value).__name__
+    assert err["error"]["error_message"] == str(plain.value)
+    assert read_summary(prof.summary_path)["error_count"] == len(errors)
+
+
+def test_errors_always_written_with_dedupe(tmp_path):
+    a = torch.randn(4, 8)
+    prof = ShapeProfiler(tmp_path / "d.jsonl", dedupe=True)
+    with prof.forward_pass():
+        for _ in range(3):
+            with pytest.raises(RuntimeError):
+                torch.mm(a, a)
+    prof.close()
+    assert [r["operation"] for r in load(tmp_path / "d.jsonl")] == ["aten.mm.default"] * 3
+
+
+def test_only_the_pass_thread_writes(tmp_path):
+    prof = ShapeProfiler(tmp_path / "t.jsonl")
+    stop = threading.Event()
+    seen = []
+
+    def other():
+        x = torch.randn(13, 13)
+        n = 0
+        while not stop.is_set() or n < 200:
+            x = (x.exp() - 1).tanh()
+            n += 1
+        seen.append(n)
+
+    t = threading.Thread(target=other)
+    t.start()
+    with prof.forward_pass():
+        y = torch.randn(5, 5)
+        for _ in range(300):
+            y = y.sin()
+    stop.set()
+    t.join()
+    prof.close()
+    recs = load(tmp_path / "t.jsonl")
+    assert seen and seen[0] >= 200
+    assert len(recs) == 301
+    assert all(r["inputs"].get("self", {"shape": [5, 5]})["shape"] == [5, 5] for r in recs)
+
+
+FORK = r'''
+import os, sys, json, torch
+from sgl_shapeprof import ShapeProfiler
+prof = ShapeProfiler(sys.argv[1])
+prof.start_forward_pass()
+torch.ones(3, 3).neg()
+pid = os.fork()
+if pid == 0:
+    torch.ones(11, 11).neg()       # must not reach the parent's file
+    prof.start_forward_pass(); torch.ones(11, 11).abs(); prof.end_forward_pass()
+    sys.exit(0)                    # atexit closes: must not trim or summarise
+_, status = os.waitpid(pid, 0)
+torch.ones(3, 3).abs()
+prof.end_forward_pass()
+prof.close()
+print(status)
+'''
+
+
+def test_forked_child_never_writes_into_parents_file(tmp_path):
+    path = tmp_path / "f.jsonl"
+    r = run_python(FORK.replace("sys.argv[1]", repr(str(path))))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0"
+    recs = load(path)
+    assert [r["operation"] for r in recs] == ["aten.ones.default", "aten.neg.default",
+                                              "aten.ones.default", "aten.abs.default"]
+    assert "11" not in open(path).read()
+    s = read_summary(tmp_path / "f_summary.json")
+    assert s["total_operations"] == 4 and s["forward_passes"] == 1
+
+
+def test_torch_compile_tracing_is_not_logged(tmp_path, monkeypatch):
+    """A cold compile (fresh caches) runs real ops too: benchmarking, constant
+    handling. None of them is the model's."""
+    import torch._dynamo
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+    torch._dynamo.reset()
+
+    def fn(x, w):
+        return torch.relu(x @ w + 1).sum(dim=-1)
+
+    compiled = torch.compile(fn, backend="inductor")
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    prof = ShapeProfiler(tmp_path / "c.jsonl")
+    with prof.forward_pass():          # pass 1: compiles, then runs
+        first = compiled(x, w)
+    with prof.forward_pass():          # pass 2: runs the compiled code only
+        second = compiled(x, w)
+    prof.close()
+    assert torch.allclose(first, fn(x, w)) and torch.equal(first, second)
+    recs = load(tmp_path / "c.jsonl")
+    by_pass = {1: [], 2: []}
+    for r in recs:
+        by_pass[r["forward_pass"]].append((r["operation"], r["inputs"], r["outputs"]))
+    # compiling added nothing: pass 1 logged exactly what pass 2 did
+    assert by_pass[1] == by_pass[2]
+    assert not any(op == "aten.relu.default" for op, _, _ in by_pass[1])
