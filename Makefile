@@ -10,7 +10,7 @@ TORCH_INDEX ?=
 
 $(VENV)/.installed: setup.py pyproject.toml $(wildcard csrc/*.c csrc/*.cpp csrc/*.h)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip install -q "setuptools>=64" wheel
 	$(PY) -m pip install -q $(TORCH_INDEX) "$(TORCH)"
 	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
 	touch $@
