@@ -10,7 +10,9 @@ from sgl_shapeprof.cli import main
 
 
 def cli(*args, cwd=None, timeout=300):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    # "python" in a command means the one first on PATH: make that ours.
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    env = dict(os.environ, PYTHONPATH=ROOT, PATH=path)
     return subprocess.run([sys.executable, "-m", "sgl_shapeprof", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=timeout, env=env)
 
