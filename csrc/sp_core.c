@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -174,47 +175,44 @@ static void say(const char *a, const char *b, const char *c) {
  * dtype names
  * ====================================================================== */
 static pthread_mutex_t g_dtype_lock = PTHREAD_MUTEX_INITIALIZER;
-static char **g_dtype_json; /* pre-quoted: "\"torch.float32\"" */
+/* Per dtype code, the end of a tensor object: '], "dtype": "torch.float32"}'. */
+typedef struct dtype_tail {
+  char *s;
+  size_t n;
+} dtype_tail;
+static dtype_tail *g_dtype_tails;
 static int g_dtype_n;
+static size_t g_dtype_tail_max = 64; /* >= every tail, the unknown one too */
 static atomic_int g_dtype_warned;
 
 int sp_set_dtype_names(const char *const *names, int n) {
   if (n < 0 || (n && !names)) return SP_ERROR;
-  char **v = calloc((size_t)(n ? n : 1), sizeof *v);
+  dtype_tail *v = calloc((size_t)(n ? n : 1), sizeof *v);
   if (!v) return SP_NOMEM;
+  size_t longest = 64;
   for (int i = 0; i < n; i++) {
     if (!names[i] || !names[i][0]) continue;
     sp_buf b = {0};
+    BUF_LIT(&b, "], \"dtype\": ");
     buf_json_str(&b, names[i], strlen(names[i]));
-    if (b.failed || !(v[i] = dup_buf(&b))) {
+    BUF_LIT(&b, "}");
+    if (b.failed || !(v[i].s = dup_buf(&b))) {
       free(b.p);
-      for (int j = 0; j < i; j++) free(v[j]);
+      for (int j = 0; j < i; j++) free(v[j].s);
       free(v);
       return SP_NOMEM;
     }
+    v[i].n = b.n;
+    if (b.n > longest) longest = b.n;
     free(b.p);
   }
   pthread_mutex_lock(&g_dtype_lock);
   /* Old tables stay allocated: a writer may be reading one right now. */
-  g_dtype_json = v;
+  g_dtype_tails = v;
   g_dtype_n = n;
+  g_dtype_tail_max = longest;
   pthread_mutex_unlock(&g_dtype_lock);
   return SP_OK;
-}
-
-static void buf_dtype(sp_buf *b, int64_t code) {
-  if (code >= 0 && code < g_dtype_n && g_dtype_json[code]) {
-    const char *s = g_dtype_json[code];
-    buf_put(b, s, strlen(s));
-    return;
-  }
-  BUF_LIT(b, "\"torch.unknown");
-  buf_i64(b, code);
-  BUF_LIT(b, "\"");
-  if (!atomic_exchange(&g_dtype_warned, 1))
-    say("a tensor has a dtype this build does not know; it is written as "
-        "\"torch.unknown<code>\"",
-        NULL, NULL);
 }
 
 /* ======================================================================
@@ -224,6 +222,8 @@ typedef struct sp_op {
   char *name;       /* aten.mm.default */
   char *json_head;  /* "operation": "aten.mm.default", "inputs": { */
   char **arg_keys;  /* "self": */
+  size_t *arg_key_lens;
+  size_t head_len, keys_len; /* keys_len: all keys together (a bound) */
   int n_args;
   int n_returns;
 } sp_op;
@@ -295,6 +295,7 @@ static void op_free(sp_op *op) {
   if (op->arg_keys)
     for (int i = 0; i < op->n_args; i++) free(op->arg_keys[i]);
   free(op->arg_keys);
+  free(op->arg_key_lens);
   free(op);
 }
 
@@ -320,6 +321,7 @@ static sp_op *op_build(const char *qualified, const char *overload, int n_args,
   BUF_LIT(&head, ", \"inputs\": {");
   op->name = dup_buf(&name);
   op->json_head = dup_buf(&head);
+  op->head_len = head.n;
   op->n_args = n_args;
   op->n_returns = n_returns;
   int ok = !name.failed && !head.failed && op->name && op->json_head;
@@ -327,13 +329,16 @@ static sp_op *op_build(const char *qualified, const char *overload, int n_args,
   free(head.p);
   if (ok && n_args > 0) {
     op->arg_keys = calloc((size_t)n_args, sizeof *op->arg_keys);
-    ok = op->arg_keys != NULL;
+    op->arg_key_lens = calloc((size_t)n_args, sizeof *op->arg_key_lens);
+    ok = op->arg_keys != NULL && op->arg_key_lens != NULL;
     for (int i = 0; ok && i < n_args; i++) {
       sp_buf k = {0};
       const char *a = arg_names && arg_names[i] ? arg_names[i] : "";
       buf_json_str(&k, a, strlen(a));
       BUF_LIT(&k, ": ");
       op->arg_keys[i] = k.failed ? NULL : dup_buf(&k);
+      op->arg_key_lens[i] = k.n;
+      op->keys_len += k.n;
       ok = op->arg_keys[i] != NULL;
       free(k.p);
     }
@@ -398,10 +403,12 @@ struct sp_thread {
   sp_op *op;
   uint64_t sig_hash;
   int seen_before; /* signature already written (dedupe on) */
+  int counted;     /* a deduplicated repeat, already counted at begin */
   int spec;        /* our prefix sits speculatively at the file's tail */
   size_t spec_at;  /* where it starts */
-  sp_buf prefix;   /* the record after '{"call_id": N' up to the inputs' '}' */
-  sp_buf line;     /* scratch for one whole record */
+  sp_buf prefix;   /* the record up to the inputs' closing brace */
+  size_t id_digits_at, id_digits_end; /* where call_id's digits are in it */
+  sp_buf line;     /* the rest of the record */
 };
 
 sp_thread *sp_thread_new(void) {
@@ -511,8 +518,30 @@ typedef struct sig_slot {
   size_t n;
 } sig_slot;
 
+/* The profiler's lock guards a few hundred instructions of table lookups and
+ * copying and never blocks: a spinlock costs a tenth of a mutex. */
+typedef struct sp_lock {
+  atomic_flag f;
+} sp_lock;
+
+static inline void lock_acquire(sp_lock *l) {
+  unsigned spins = 0;
+  while (atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire)) {
+    if (++spins > 64) sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+    else __builtin_ia32_pause();
+#endif
+  }
+}
+static inline int lock_try(sp_lock *l) {
+  return !atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire);
+}
+static inline void lock_release(sp_lock *l) {
+  atomic_flag_clear_explicit(&l->f, memory_order_release);
+}
+
 struct sp_profiler {
-  pthread_mutex_t lock;
+  sp_lock lock;
   sp_config cfg;
   char *path, *summary_path, *phases;
   char errmsg[SP_ERRMSG_CAP];
@@ -620,7 +649,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   sp_profiler *p = calloc(1, sizeof *p);
   if (!p) return SP_NOMEM;
   *out = p;
-  pthread_mutex_init(&p->lock, NULL);
+  atomic_flag_clear(&p->lock.f);
   p->file.fd = -1;
   p->closed = 1; /* until it opens */
   if (!cfg || !cfg->path || !cfg->path[0]) {
@@ -688,7 +717,7 @@ static int phase_wanted(const sp_profiler *p, const char *phase) {
 
 int sp_pass_begin(sp_profiler *p, const char *phase) {
   if (!p || atomic_load(&p->orphaned)) return 0;
-  pthread_mutex_lock(&p->lock);
+  lock_acquire(&p->lock);
   int logged = 0;
   if (!p->closed) {
     p->passes++;
@@ -712,23 +741,23 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
     p->in_pass = 1;
   }
   atomic_store(&p->logging, logged);
-  pthread_mutex_unlock(&p->lock);
+  lock_release(&p->lock);
   return logged;
 }
 
 void sp_pass_end(sp_profiler *p) {
   if (!p || atomic_load(&p->orphaned)) return;
-  pthread_mutex_lock(&p->lock);
+  lock_acquire(&p->lock);
   p->in_pass = 0;
   atomic_store(&p->logging, 0);
-  pthread_mutex_unlock(&p->lock);
+  lock_release(&p->lock);
 }
 
 void sp_get_stats(sp_profiler *p, sp_stats *o) {
   memset(o, 0, sizeof *o);
   if (!p) return;
   int locked = !atomic_load(&p->orphaned);
-  if (locked) pthread_mutex_lock(&p->lock);
+  if (locked) lock_acquire(&p->lock);
   o->records = p->records;
   o->passes = p->passes;
   o->logged_passes = p->logged_passes;
@@ -736,7 +765,7 @@ void sp_get_stats(sp_profiler *p, sp_stats *o) {
   o->signatures = p->signatures;
   o->errors = p->errors;
   o->bytes = (long long)p->file.len;
-  if (locked) pthread_mutex_unlock(&p->lock);
+  if (locked) lock_release(&p->lock);
 }
 
 /* ---- signatures -------------------------------------------------------- */
@@ -816,80 +845,146 @@ static int count_op(sp_profiler *p, int id) {
   return 1;
 }
 
-/* ---- formatting -------------------------------------------------------- */
-/* Formats one <tensor> or <entry> at w[*i]. */
-static void fmt_tensor(sp_buf *b, const int64_t *w, size_t *i) {
+/* ---- formatting --------------------------------------------------------
+ * Records are formatted with a raw cursor into a buffer reserved once per
+ * record: the bound below covers any encoding (each int64 word formats to at
+ * most 20 digits plus separators; a tensor's words also carry its tail). */
+static const char k_digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static char *put_u64(char *o, uint64_t v) {
+  char tmp[20];
+  char *e = tmp + sizeof tmp, *q = e;
+  while (v >= 100) {
+    const char *d = k_digit_pairs + 2 * (v % 100);
+    v /= 100;
+    *--q = d[1];
+    *--q = d[0];
+  }
+  if (v >= 10) {
+    const char *d = k_digit_pairs + 2 * v;
+    *--q = d[1];
+    *--q = d[0];
+  } else {
+    *--q = (char)('0' + v);
+  }
+  size_t n = (size_t)(e - q);
+  memcpy(o, q, n);
+  return o + n;
+}
+
+static char *put_i64(char *o, int64_t v) {
+  if (v < 0) {
+    *o++ = '-';
+    return put_u64(o, (uint64_t)0 - (uint64_t)v);
+  }
+  return put_u64(o, (uint64_t)v);
+}
+
+#define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
+
+static size_t enc_bound(const sp_enc *e) {
+  return e->n * (44 + g_dtype_tail_max) + 64;
+}
+
+/* One <tensor> or <entry> at w[*i]. */
+static char *put_tensor(char *o, const int64_t *w, size_t *i) {
   int64_t dtype = w[(*i)++];
-  if (dtype < 0) {
-    BUF_LIT(b, "null");
-    return;
-  }
+  if (dtype < 0) return PUT_LIT(o, "null");
   int64_t ndim = w[(*i)++];
-  BUF_LIT(b, "{\"shape\": [");
+  o = PUT_LIT(o, "{\"shape\": [");
   for (int64_t d = 0; d < ndim; d++) {
-    if (d) BUF_LIT(b, ", ");
-    buf_i64(b, w[(*i)++]);
+    if (d) o = PUT_LIT(o, ", ");
+    o = put_i64(o, w[(*i)++]);
   }
-  BUF_LIT(b, "], \"dtype\": ");
-  buf_dtype(b, dtype);
-  BUF_LIT(b, "}");
+  if (dtype < g_dtype_n && g_dtype_tails[dtype].s) {
+    memcpy(o, g_dtype_tails[dtype].s, g_dtype_tails[dtype].n);
+    return o + g_dtype_tails[dtype].n;
+  }
+  o = PUT_LIT(o, "], \"dtype\": \"torch.unknown");
+  o = put_i64(o, dtype);
+  if (!atomic_exchange(&g_dtype_warned, 1))
+    say("a tensor has a dtype this build does not know; it is written as "
+        "\"torch.unknown<code>\"",
+        NULL, NULL);
+  return PUT_LIT(o, "\"}");
 }
 
-static void fmt_list(sp_buf *b, const int64_t *w, size_t *i) {
+static char *put_list(char *o, const int64_t *w, size_t *i) {
   int64_t n = w[(*i)++];
-  BUF_LIT(b, "[");
+  *o++ = '[';
   for (int64_t k = 0; k < n; k++) {
-    if (k) BUF_LIT(b, ", ");
-    fmt_tensor(b, w, i);
+    if (k) o = PUT_LIT(o, ", ");
+    o = put_tensor(o, w, i);
   }
-  BUF_LIT(b, "]");
+  *o++ = ']';
+  return o;
 }
 
-/* The part after '{"call_id": N': pass, operation, inputs. */
-static void fmt_prefix(sp_profiler *p, sp_thread *t) {
+/* The record up to the inputs' closing brace, call_id included. */
+static int fmt_prefix(sp_profiler *p, sp_thread *t, long long call_id) {
   sp_buf *b = &t->prefix;
   const sp_enc *in = &t->pub.in;
+  const sp_op *op = t->op;
   b->n = 0;
-  buf_put(b, p->pass_json.p, p->pass_json.n);
-  BUF_LIT(b, ", ");
-  buf_put(b, t->op->json_head, strlen(t->op->json_head));
+  if (!buf_reserve(b, 32 + p->pass_json.n + op->head_len + op->keys_len + enc_bound(in)))
+    return 0;
+  char *o = b->p;
+  o = PUT_LIT(o, "{\"call_id\": ");
+  t->id_digits_at = (size_t)(o - b->p);
+  o = put_i64(o, call_id);
+  t->id_digits_end = (size_t)(o - b->p);
+  memcpy(o, p->pass_json.p, p->pass_json.n);
+  o += p->pass_json.n;
+  o = PUT_LIT(o, ", ");
+  memcpy(o, op->json_head, op->head_len);
+  o += op->head_len;
   int first = 1;
   for (size_t i = 1; i < in->n;) {
     int64_t tag = in->w[i++];
     int64_t arg = in->w[i++];
-    if (!first) BUF_LIT(b, ", ");
+    if (!first) o = PUT_LIT(o, ", ");
     first = 0;
-    const char *key = arg >= 0 && arg < t->op->n_args ? t->op->arg_keys[arg] : "\"?\": ";
-    buf_put(b, key, strlen(key));
-    if (tag == SP_ENC_TENSOR) fmt_tensor(b, in->w, &i);
-    else fmt_list(b, in->w, &i);
+    if (arg >= 0 && arg < op->n_args) {
+      memcpy(o, op->arg_keys[arg], op->arg_key_lens[arg]);
+      o += op->arg_key_lens[arg];
+    } else {
+      o = PUT_LIT(o, "\"?\": ");
+    }
+    o = tag == SP_ENC_TENSOR ? put_tensor(o, in->w, &i) : put_list(o, in->w, &i);
   }
-  BUF_LIT(b, "}");
+  *o++ = '}';
+  b->n = (size_t)(o - b->p);
+  return 1;
 }
 
-static void fmt_outputs(sp_buf *b, const sp_thread *t) {
+/* ', "outputs": ...}\n' into t->line. */
+static int fmt_outputs(sp_thread *t) {
   const sp_enc *out = &t->pub.out;
-  BUF_LIT(b, ", \"outputs\": ");
-  if (!out->tensors) {
-    BUF_LIT(b, "null");
-    return;
+  sp_buf *b = &t->line;
+  b->n = 0;
+  if (!buf_reserve(b, 32 + enc_bound(out))) return 0;
+  char *o = PUT_LIT(b->p, ", \"outputs\": ");
+  if (out->failed || !out->tensors) {
+    o = PUT_LIT(o, "null");
+  } else {
+    int many = t->op->n_returns != 1;
+    if (many) *o++ = '[';
+    size_t i = 0;
+    for (int r = 0; i < out->n; r++) {
+      if (r) o = PUT_LIT(o, ", ");
+      int64_t tag = out->w[i++];
+      if (tag == SP_ENC_TENSOR) o = put_tensor(o, out->w, &i);
+      else if (tag == SP_ENC_LIST) o = put_list(o, out->w, &i);
+      else o = PUT_LIT(o, "null");
+    }
+    if (many) *o++ = ']';
   }
-  int many = t->op->n_returns != 1;
-  if (many) BUF_LIT(b, "[");
-  size_t i = 0;
-  for (int r = 0; i < out->n; r++) {
-    if (r) BUF_LIT(b, ", ");
-    int64_t tag = out->w[i++];
-    if (tag == SP_ENC_TENSOR) fmt_tensor(b, out->w, &i);
-    else if (tag == SP_ENC_LIST) fmt_list(b, out->w, &i);
-    else BUF_LIT(b, "null");
-  }
-  if (many) BUF_LIT(b, "]");
-}
-
-static void fmt_call_id(sp_buf *b, long long id) {
-  BUF_LIT(b, "{\"call_id\": ");
-  buf_i64(b, id);
+  o = PUT_LIT(o, "}\n");
+  b->n = (size_t)(o - b->p);
+  return 1;
 }
 
 /* ---- the call protocol -------------------------------------------------- */
@@ -901,60 +996,79 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
   if (!t->op) return 0;
   t->sig_hash = sig_hash(in->w, in->n);
   t->spec = 0;
-  pthread_mutex_lock(&p->lock);
-  if (!atomic_load(&p->logging)) {
-    pthread_mutex_unlock(&p->lock);
+  t->seen_before = 0;
+  t->counted = 0;
+  lock_acquire(&p->lock);
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) {
+    lock_release(&p->lock);
     return 0;
   }
-  t->seen_before = p->cfg.dedupe && sig_find(p, t->sig_hash, in->w, in->n);
-  if (!t->seen_before) {
-    /* Put the inputs on disk before the kernel runs: if it kills the
-     * process, this half line is what is left of the call. */
-    fmt_prefix(p, t);
-    sp_buf *l = &t->line;
-    l->n = 0;
-    fmt_call_id(l, p->records + 1);
-    buf_put(l, t->prefix.p, t->prefix.n);
-    if (t->prefix.failed || l->failed) {
-      fail(p, "out of memory formatting a record for ", 0);
-    } else {
-      int e = file_write_at(&p->file, p->file.len, l->p, l->n);
-      if (e) {
-        fail(p, "cannot write records file ", e);
-      } else {
-        t->spec = 1;
-        t->spec_at = p->file.len;
-        p->file.spec_end = p->file.len + l->n;
-        p->file.spec_owner = t;
+  if (p->cfg.dedupe && sig_find(p, t->sig_hash, in->w, in->n)) {
+    t->seen_before = 1;
+    if (in->tensors > 0) {
+      /* A repeat with tensor inputs is logged for sure: count it now, and
+       * nothing more happens unless it raises. */
+      if (count_op(p, (int)in->w[0])) {
+        p->dedupe_skipped++;
+        t->counted = 1;
       }
+      lock_release(&p->lock);
+      return t->counted ? SP_CALL_COUNTED : 0;
+    }
+    lock_release(&p->lock);
+    return SP_CALL_RECORDING;
+  }
+  /* Put the inputs on disk before the kernel runs: if it kills the
+   * process, this half line is what is left of the call. */
+  if (!fmt_prefix(p, t, p->records + 1)) {
+    fail(p, "out of memory formatting a record for ", 0);
+  } else {
+    int e = file_write_at(&p->file, p->file.len, t->prefix.p, t->prefix.n);
+    if (e) {
+      fail(p, "cannot write records file ", e);
+    } else {
+      t->spec = 1;
+      t->spec_at = p->file.len;
+      p->file.spec_end = p->file.len + t->prefix.n;
+      p->file.spec_owner = t;
     }
   }
-  pthread_mutex_unlock(&p->lock);
-  return 1;
+  lock_release(&p->lock);
+  return SP_CALL_RECORDING;
 }
 
-/* Writes the rest of the record (suffix) and commits it. Lock held. */
-static void commit(sp_profiler *p, sp_thread *t, const sp_buf *suffix) {
+/* Writes the record's rest (t->line) and commits it. Lock held. */
+static void commit(sp_profiler *p, sp_thread *t) {
   sp_file *f = &p->file;
-  size_t at = f->len;
+  const sp_buf *suffix = &t->line;
   int e = 0;
   if (t->spec && f->spec_owner == t && t->spec_at == f->len) {
     /* Our prefix is still at the tail: add the suffix behind it. */
     e = file_write_at(f, f->spec_end, suffix->p, suffix->n);
     if (!e) f->len = f->spec_end + suffix->n;
   } else {
-    sp_buf *l = &t->line;
-    l->n = 0;
-    fmt_call_id(l, p->records + 1);
-    if (!t->prefix.n || t->seen_before) fmt_prefix(p, t);
-    buf_put(l, t->prefix.p, t->prefix.n);
-    buf_put(l, suffix->p, suffix->n);
-    if (l->failed || t->prefix.failed) {
+    /* Another thread wrote since (or nothing was written): whole record. */
+    if (!t->spec && !fmt_prefix(p, t, p->records + 1)) {
       fail(p, "out of memory formatting a record for ", 0);
       return;
     }
-    e = file_write_at(f, at, l->p, l->n);
-    if (!e) f->len = at + l->n;
+    if (t->spec) {
+      /* Renumber: the call_id written at begin may be taken. */
+      char id[24];
+      size_t n = (size_t)(put_i64(id, p->records + 1) - id);
+      sp_buf *b = &t->prefix;
+      size_t old = t->id_digits_end - t->id_digits_at;
+      if (!buf_reserve(b, n)) {
+        fail(p, "out of memory formatting a record for ", 0);
+        return;
+      }
+      memmove(b->p + t->id_digits_at + n, b->p + t->id_digits_end, b->n - t->id_digits_end);
+      memcpy(b->p + t->id_digits_at, id, n);
+      b->n = b->n - old + n;
+    }
+    e = file_write_at(f, f->len, t->prefix.p, t->prefix.n);
+    if (!e) e = file_write_at(f, f->len + t->prefix.n, suffix->p, suffix->n);
+    if (!e) f->len += t->prefix.n + suffix->n;
   }
   if (f->spec_owner == t || f->spec_end < f->len) {
     f->spec_owner = NULL;
@@ -974,8 +1088,8 @@ static void drop_spec(sp_profiler *p, sp_thread *t) {
      * did not crash. Zeros read as the file's unused tail. */
     if (f->map && t->spec_at >= f->map_off && f->spec_end <= f->map_off + f->map_len)
       memset(f->map + (t->spec_at - f->map_off), 0, f->spec_end - t->spec_at);
-    p->file.spec_owner = NULL;
-    p->file.spec_end = p->file.len;
+    f->spec_owner = NULL;
+    f->spec_end = f->len;
   }
   t->spec = 0;
 }
@@ -983,6 +1097,11 @@ static void drop_spec(sp_profiler *p, sp_thread *t) {
 /* Counts the call as observed; returns 1 if it should be written. */
 static int observe(sp_profiler *p, sp_thread *t, int raised) {
   const sp_enc *in = &t->pub.in;
+  if (t->counted) { /* counted as a deduplicated repeat at begin */
+    if (!raised) return 0;
+    p->dedupe_skipped--;
+    return 1;
+  }
   if (!count_op(p, (int)in->w[0])) {
     fail(p, "out of memory counting operators for ", 0);
     return 0;
@@ -1000,58 +1119,51 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
 }
 
 void sp_call_end(sp_profiler *p, sp_thread *t) {
+  if (t->counted) return; /* a repeat, already counted */
   sp_enc *out = &t->pub.out;
-  pthread_mutex_lock(&p->lock);
-  if (!atomic_load(&p->logging) || p->closed) {
+  lock_acquire(&p->lock);
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->closed) {
     drop_spec(p, t);
-    pthread_mutex_unlock(&p->lock);
+    lock_release(&p->lock);
     return;
   }
   int has_tensor = t->pub.in.tensors > 0 || (!out->failed && out->tensors > 0);
   if (!has_tensor || !observe(p, t, 0)) {
     drop_spec(p, t);
-    pthread_mutex_unlock(&p->lock);
+    lock_release(&p->lock);
     return;
   }
-  sp_buf s = {0};
-  if (out->failed) {
-    BUF_LIT(&s, ", \"outputs\": null}\n");
-  } else {
-    fmt_outputs(&s, t);
-    BUF_LIT(&s, "}\n");
-  }
-  if (s.failed) fail(p, "out of memory formatting a record for ", 0);
-  else commit(p, t, &s);
-  free(s.p);
-  t->prefix.n = 0;
-  pthread_mutex_unlock(&p->lock);
+  if (!fmt_outputs(t)) fail(p, "out of memory formatting a record for ", 0);
+  else commit(p, t);
+  lock_release(&p->lock);
 }
 
 void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type,
                   const char *msg) {
-  pthread_mutex_lock(&p->lock);
-  if (!atomic_load(&p->logging) || p->closed || !observe(p, t, 1)) {
+  lock_acquire(&p->lock);
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->closed ||
+      !observe(p, t, 1)) {
     drop_spec(p, t);
-    pthread_mutex_unlock(&p->lock);
+    lock_release(&p->lock);
     return;
   }
-  sp_buf s = {0};
-  BUF_LIT(&s, ", \"outputs\": null, \"error\": {\"error_type\": ");
+  sp_buf *s = &t->line;
+  s->n = 0;
+  BUF_LIT(s, ", \"outputs\": null, \"error\": {\"error_type\": ");
   type = type && type[0] ? type : "RuntimeError";
-  buf_json_str(&s, type, strlen(type));
-  BUF_LIT(&s, ", \"error_message\": ");
+  buf_json_str(s, type, strlen(type));
+  BUF_LIT(s, ", \"error_message\": ");
   msg = msg ? msg : "";
-  buf_json_str(&s, msg, strlen(msg));
-  BUF_LIT(&s, "}}\n");
-  if (s.failed) {
+  buf_json_str(s, msg, strlen(msg));
+  BUF_LIT(s, "}}\n");
+  if (s->failed) {
+    s->failed = 0;
     fail(p, "out of memory formatting a record for ", 0);
   } else {
-    commit(p, t, &s);
+    commit(p, t);
     p->errors++;
   }
-  free(s.p);
-  t->prefix.n = 0;
-  pthread_mutex_unlock(&p->lock);
+  lock_release(&p->lock);
 }
 
 /* ======================================================================
@@ -1212,9 +1324,9 @@ int sp_close(sp_profiler *p) {
     }
     return SP_OK;
   }
-  pthread_mutex_lock(&p->lock);
+  lock_acquire(&p->lock);
   if (p->closed) {
-    pthread_mutex_unlock(&p->lock);
+    lock_release(&p->lock);
     return SP_OK;
   }
   atomic_store(&p->logging, 0);
@@ -1230,7 +1342,7 @@ int sp_close(sp_profiler *p) {
     set_err(p, "cannot write summary file ", p->summary_path, e);
     rc = SP_IOERR;
   }
-  pthread_mutex_unlock(&p->lock);
+  lock_release(&p->lock);
   unlink_open(p);
   return rc;
 }
@@ -1240,7 +1352,6 @@ void sp_free(sp_profiler *p) {
   if (!p->closed) sp_close(p);
   release_file(&p->file);
   unlink_open(p);
-  pthread_mutex_destroy(&p->lock);
   free(p->path);
   free(p->summary_path);
   free(p->phases);
@@ -1277,7 +1388,7 @@ void sp_emergency_close_all(void) {
     if (p->closed || p->owner_pid != me || atomic_load(&p->orphaned)) continue;
     /* If this thread was interrupted while holding the lock, go on without
      * it: a dying process wants its data more than consistency. */
-    int locked = pthread_mutex_trylock(&p->lock) == 0;
+    int locked = lock_try(&p->lock);
     atomic_store(&p->logging, 0);
     p->closed = 1;
     p->ended_by = sig ? signal_name(sig) : "emergency";
@@ -1286,7 +1397,7 @@ void sp_emergency_close_all(void) {
     if (ftruncate(p->file.fd, (off_t)keep) != 0) { /* nothing more to do */
     }
     write_summary(p);
-    if (locked) pthread_mutex_unlock(&p->lock);
+    if (locked) lock_release(&p->lock);
   }
 }
 

@@ -141,9 +141,15 @@ static inline void sp_enc_tensor(sp_enc *e, int dtype, int ndim,
 }
 
 /* ---- calls ------------------------------------------------------------- */
-/* The caller has filled t's inputs. Returns 1 if the call is being recorded:
- * then exactly one of sp_call_end / sp_call_fail must follow on this thread,
- * with no other sp_call_begin in between. Returns 0: nothing to do. */
+enum {
+  SP_CALL_SKIP = 0,      /* not recorded: nothing more to do */
+  SP_CALL_RECORDING = 1, /* fill t's outputs, then sp_call_end, or sp_call_fail */
+  SP_CALL_COUNTED = 2    /* a deduplicated repeat, already counted: only if
+                            it raises, sp_call_fail (errors are always written) */
+};
+/* The caller has filled t's inputs. Returns one of SP_CALL_*. After a
+ * nonzero return, no other sp_call_begin may come on this thread before the
+ * call ends. */
 int sp_call_begin(sp_profiler *p, sp_thread *t);
 /* The call returned; t's outputs are filled. */
 void sp_call_end(sp_profiler *p, sp_thread *t);

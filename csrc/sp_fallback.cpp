@@ -13,6 +13,8 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -29,13 +31,27 @@ constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 
 std::atomic<sp_profiler*> g_inherited{nullptr};  // for threads that inherit TLS
 
+// Plain data, so that a thread_local access needs no init guard; the scratch
+// is freed at thread exit through a pthread key.
 struct ThreadState {
-  sp_thread* scratch = nullptr;
-  sp_profiler* profiler = nullptr;  // the pass this thread started
-  bool paused = false;              // key taken out while a compiler runs
-  ~ThreadState() { sp_thread_free(scratch); }
+  sp_thread* scratch;
+  sp_profiler* profiler;  // the pass this thread started
+  bool paused;            // key taken out while a compiler runs
 };
 thread_local ThreadState t_state;
+
+pthread_key_t g_scratch_key;
+pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+
+void free_scratch(void* scratch) { sp_thread_free(static_cast<sp_thread*>(scratch)); }
+void make_scratch_key() { pthread_key_create(&g_scratch_key, free_scratch); }
+
+sp_thread* new_scratch() {
+  pthread_once(&g_scratch_once, make_scratch_key);
+  sp_thread* t = sp_thread_new();
+  if (t) pthread_setspecific(g_scratch_key, t);
+  return t;
+}
 
 void set_key(bool on) {
   if (c10::impl::tls_is_dispatch_key_included(kKey) != on)
@@ -228,27 +244,28 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     if (!ts.profiler || !sp_logging(ts.profiler)) set_key(false);  // lingering key
     return redispatch(op, ks, stack);
   }
-  bool recording = false;
+  int state = SP_CALL_SKIP;
   sp_thread* t = ts.scratch;
   try {
-    if (!t) t = ts.scratch = sp_thread_new();
+    if (!t) t = ts.scratch = new_scratch();
     if (t) {
       int id = intern_op(t, op);
       size_t n_args = op.schema().arguments().size();
       if (id >= 0 && stack->size() >= n_args &&
           encode_inputs(&sp_thread_enc(t)->in, id, stack->data() + stack->size() - n_args, n_args))
-        recording = sp_call_begin(p, t) != 0;
+        state = sp_call_begin(p, t);
     }
   } catch (const std::exception& e) {
     internal_error(e.what());
   }
-  if (!recording) return redispatch(op, ks, stack);
+  if (state == SP_CALL_SKIP) return redispatch(op, ks, stack);
   try {
     redispatch(op, ks, stack);
   } catch (...) {
     record_exception(p, t, std::current_exception());
     throw;
   }
+  if (state == SP_CALL_COUNTED) return;  // a deduplicated repeat
   size_t n_rets = op.schema().returns().size();
   sp_enc* out = &sp_thread_enc(t)->out;
   bool ok = false;

@@ -1,0 +1,399 @@
+"""sgl_shapeprof benchmarks: what profiling adds per operator call.
+
+    python benchmarks/run.py                 # timing table (all workloads)
+    python benchmarks/run.py --memory        # RSS over 10 million logged calls
+    python benchmarks/run.py --callgrind     # instructions per call (valgrind)
+    python benchmarks/run.py --all           # all three (make bench)
+
+Timing: every row runs the same workload in the same process, in interleaved
+rounds (row order rotates each round); each row's time is the median over
+rounds, and the added cost is (row - base) / calls. Ratios compare rows of
+this run only, because these machines are noisy.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import gc
+import glob
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+import torch  # noqa: E402
+from reference_logger import ReferenceLogger  # noqa: E402  (the Python baseline)
+
+import sgl_shapeprof  # noqa: E402
+from sgl_shapeprof import ShapeProfiler  # noqa: E402
+from sgl_shapeprof.demo_models import make_llama, make_unet, run_diffusion, run_llama  # noqa: E402
+
+
+# ---------------------------------------------------------------------------
+# workloads: run(marker) executes a fixed number of operator calls
+# ---------------------------------------------------------------------------
+def micro_workload(iters: int = 2000):
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+
+    def run(marker):
+        with _marked(marker):
+            for _ in range(iters):
+                c = torch.add(a, b)
+                c = torch.mul(c, b)
+                torch.relu(c)
+    return run
+
+
+def llama_workload():
+    model = make_llama(torch.float32)
+
+    def run(marker):
+        run_llama(model, marker, batch=1, prompt_len=16, decode_steps=8)
+    return run
+
+
+def diffusion_workload():
+    model = make_unet()
+
+    def run(marker):
+        run_diffusion(model, marker, passes=1, steps=50)
+    return run
+
+
+WORKLOADS = {"micro": micro_workload, "llama": llama_workload, "diffusion": diffusion_workload}
+
+
+@contextlib.contextmanager
+def _marked(marker):
+    """Micro: one pass around the whole loop (models mark their own passes)."""
+    if marker is None:
+        yield
+        return
+    marker.start_forward_pass()
+    try:
+        yield
+    finally:
+        marker.end_forward_pass()
+
+
+def _is_model(name: str) -> bool:
+    return name != "micro"
+
+
+# ---------------------------------------------------------------------------
+# rows: each makes (marker, context, finish) for one timed run
+# ---------------------------------------------------------------------------
+class Rows:
+    def __init__(self, tmp: str):
+        self.tmp = tmp
+        self.n = 0
+
+    def _path(self, tag):
+        self.n += 1
+        return os.path.join(self.tmp, f"{tag}-{self.n}.jsonl")
+
+    def base(self):
+        return None, contextlib.nullcontext(), lambda: None
+
+    def python_logger(self):
+        ref = ReferenceLogger(self._path("py"), flush=True)
+        return ref, contextlib.nullcontext(), ref.close
+
+    def torch_profiler(self):
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True)
+        return None, prof, lambda: None
+
+    def _ours(self, **kw):
+        p = ShapeProfiler(self._path("ours"), **kw)
+        return p, contextlib.nullcontext(), p.close
+
+    def ours(self):
+        return self._ours(dedupe=False)
+
+    def ours_dedupe(self):
+        return self._ours(dedupe=True)
+
+    def ours_outside_pass(self):
+        return self._ours(skip_warmup=10 ** 9)  # every pass is a warm-up pass
+
+    def ours_other_rank(self):
+        os.environ.update(SGLANG_PROFILE_SHAPES="1", SGLANG_PROFILE_SHAPES_RANK="1",
+                          SGLANG_PROFILE_SHAPES_FILE=self._path("rank"))
+        try:
+            marker = sgl_shapeprof.from_env(rank=0)
+        finally:
+            for k in ("SGLANG_PROFILE_SHAPES", "SGLANG_PROFILE_SHAPES_RANK", "SGLANG_PROFILE_SHAPES_FILE"):
+                os.environ.pop(k, None)
+        assert marker is None
+        return None, contextlib.nullcontext(), lambda: None
+
+
+ROW_ORDER = [
+    ("base", "no profiler"),
+    ("python_logger", "Python TorchDispatchMode logger, flush per record"),
+    ("torch_profiler", "torch.profiler(record_shapes=True)"),
+    ("ours", "sgl_shapeprof, every call written"),
+    ("ours_dedupe", "sgl_shapeprof, dedupe on"),
+    ("ours_outside_pass", "sgl_shapeprof, outside a logged pass"),
+    ("ours_other_rank", "sgl_shapeprof, rank not profiled"),
+]
+
+
+def count_calls(run) -> tuple:
+    """Operator calls per run, and bytes/records of one full write."""
+    with tempfile.TemporaryDirectory() as d:
+        p = ShapeProfiler(os.path.join(d, "c.jsonl"))
+        run(p)
+        p.close()
+        st = p.stats()
+        summary = json.load(open(p.summary_path))
+    calls = sum(summary["operation_counts"].values())
+    return calls, st["bytes"], st["records"]
+
+
+def bench_workload(name: str, rounds: int, rows: Rows) -> dict:
+    run = WORKLOADS[name]()
+    calls, nbytes, records = count_calls(run)
+    times = {k: [] for k, _ in ROW_ORDER}
+    for _ in range(2):  # warm caches and allocators
+        run(None)
+    with torch.inference_mode():
+        for r in range(rounds):
+            order = ROW_ORDER[r % len(ROW_ORDER):] + ROW_ORDER[:r % len(ROW_ORDER)]
+            for key, _ in order:
+                marker, ctx, finish = getattr(rows, key)()
+                gc.collect()  # no row pays for the previous row's garbage
+                gc.disable()
+                try:
+                    with ctx:
+                        t0 = time.perf_counter()
+                        run(marker)
+                        dt = time.perf_counter() - t0
+                finally:
+                    gc.enable()
+                finish()
+                times[key].append(dt)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    base = med["base"]
+    out = {"workload": name, "calls": calls, "rounds": rounds, "bytes_per_record": nbytes / max(records, 1),
+           "rows": {}}
+    for key, label in ROW_ORDER:
+        added = (med[key] - base) / calls * 1e6
+        out["rows"][key] = {"label": label, "median_s": med[key], "added_us_per_call": added,
+                            "slowdown": med[key] / base}
+    ours = med["ours"]
+    out["records_per_s"] = records / ours
+    return out
+
+
+def print_timing(results: list) -> None:
+    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+          f"1 intra-op thread, median of interleaved rounds\n")
+    for res in results:
+        rows = res["rows"]
+        ours = rows["ours"]["added_us_per_call"]
+        print(f"== {res['workload']}: {res['calls']} operator calls per run, {res['rounds']} rounds, "
+              f"base {rows['base']['median_s'] * 1e3:.2f} ms ({rows['base']['median_s'] / res['calls'] * 1e6:.2f} us/call)")
+        print(f"{'':52} {'added us/call':>13} {'x base time':>11} {'x ours':>8}")
+        for key, label in ROW_ORDER:
+            r = rows[key]
+            ratio = r["added_us_per_call"] / ours if ours > 0 and key != "base" else float("nan")
+            print(f"  {label:50} {r['added_us_per_call']:>13.3f} {r['slowdown']:>11.2f} "
+                  f"{'' if key == 'base' else f'{ratio:>8.1f}'}")
+        print(f"  bytes per record {res['bytes_per_record']:.0f}, records/s while logging "
+              f"{res['records_per_s']:,.0f}\n")
+
+
+# ---------------------------------------------------------------------------
+# memory over 10M logged calls (in a child process, fresh RSS)
+# ---------------------------------------------------------------------------
+MEM_CHILD = r'''
+import os, sys, json, torch
+sys.path.insert(0, sys.argv[1])
+from sgl_shapeprof import ShapeProfiler
+torch.set_num_threads(1)
+def rss_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+total, dedupe, path = int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
+a = torch.randn(4)
+p = ShapeProfiler(path, dedupe=dedupe)
+marks = {}
+done = 0
+with torch.inference_mode():
+    p.start_forward_pass()
+    for step in (total // 10, total):
+        while done < step:
+            for _ in range(10000):
+                torch.neg(a)
+            done += 10000
+        marks[done] = rss_kib()
+    p.end_forward_pass()
+p.close()
+print(json.dumps({"calls": done, "rss_kib": marks, "stats": p.stats(), "file_bytes": os.path.getsize(path)}))
+'''
+
+
+def bench_memory(total: int, tmp: str) -> list:
+    out = []
+    for dedupe in (False, True):
+        path = os.path.join(tmp, f"mem-{int(dedupe)}.jsonl")
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", MEM_CHILD, ROOT, str(total), str(int(dedupe)), path],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"memory child failed:\n{r.stderr}")
+        res = json.loads(r.stdout)
+        res["dedupe"] = dedupe
+        res["seconds"] = time.perf_counter() - t0
+        out.append(res)
+        os.unlink(path)
+    print("== memory: RSS while logging (one process per row)")
+    for res in out:
+        marks = {int(k): v for k, v in res["rss_kib"].items()}
+        first, last = min(marks), max(marks)
+        print(f"  dedupe {'on ' if res['dedupe'] else 'off'}: RSS {marks[first] / 1024:.1f} MiB after "
+              f"{first:,} calls, {marks[last] / 1024:.1f} MiB after {last:,} calls "
+              f"(growth {(marks[last] - marks[first]) / 1024:+.1f} MiB); file {res['file_bytes'] / 2**20:,.0f} MiB, "
+              f"{res['seconds']:.0f} s")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# callgrind: instructions per call, no timing noise
+# ---------------------------------------------------------------------------
+CG_HELPER = r'''
+#include <valgrind/callgrind.h>
+void cg_start(void) { CALLGRIND_START_INSTRUMENTATION; }
+void cg_toggle(void) { CALLGRIND_TOGGLE_COLLECT; }
+void cg_zero(void) { CALLGRIND_ZERO_STATS; }
+void cg_dump(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
+'''
+
+CG_SEGMENTS = ["base", "ours", "ours_dedupe", "ours_outside_pass"]
+
+
+def callgrind_child(helper: str, n: int) -> None:
+    lib = ctypes.CDLL(helper)
+    lib.cg_dump.argtypes = [ctypes.c_char_p]
+    torch.set_num_threads(1)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    tmp = tempfile.mkdtemp()
+    markers = {
+        "base": lambda: None,
+        "ours": lambda: ShapeProfiler(os.path.join(tmp, "o.jsonl")),
+        "ours_dedupe": lambda: ShapeProfiler(os.path.join(tmp, "d.jsonl"), dedupe=True),
+        "ours_outside_pass": lambda: ShapeProfiler(os.path.join(tmp, "w.jsonl"), skip_warmup=10 ** 9),
+    }
+
+    def loop(count):
+        for _ in range(count):
+            torch.add(a, b)
+
+    lib.cg_start()
+    with torch.inference_mode():
+        for seg in CG_SEGMENTS:
+            m = markers[seg]()
+            if m is not None:
+                m.start_forward_pass()
+            loop(200)  # warm: op interning, first records, page faults
+            lib.cg_zero()
+            lib.cg_toggle()
+            loop(n)
+            lib.cg_toggle()
+            lib.cg_dump(seg.encode())
+            if m is not None:
+                m.end_forward_pass()
+                m.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_callgrind(n: int, tmp: str) -> dict:
+    if not shutil.which("valgrind") or not os.path.exists("/usr/include/valgrind/callgrind.h"):
+        print("== callgrind: skipped (needs valgrind and its headers: apt-get install valgrind)")
+        return {}
+    cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
+    helper = os.path.join(tmp, "cg_helper.so")
+    src = os.path.join(tmp, "cg_helper.c")
+    open(src, "w").write(CG_HELPER)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", helper, src], check=True)
+    out_base = os.path.join(tmp, "cg.out")
+    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+           f"--callgrind-out-file={out_base}", sys.executable, __file__, "--callgrind-child", helper, str(n)]
+    print(f"== callgrind: {n} calls of aten.add per segment (takes a minute or two)", flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"callgrind run failed:\n{r.stderr[-3000:]}")
+    totals = {}
+    for f in glob.glob(out_base + "*"):
+        text = open(f).read()
+        m = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.M)
+        t = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
+        if m and t:
+            totals[m.group(1)] = int(t.group(1))
+    base = totals["base"] / n
+    res = {"n": n, "instructions_per_call": {k: totals[k] / n for k in CG_SEGMENTS}}
+    print(f"  base call (torch.add from Python, 8x8): {base:,.0f} instructions")
+    for k, label in [("ours", "logged and written"), ("ours_dedupe", "logged, deduplicated"),
+                     ("ours_outside_pass", "profiler on, outside a logged pass")]:
+        print(f"  {label:40} +{totals[k] / n - base:,.0f} instructions per call")
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default="micro,llama,diffusion")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--memory", action="store_true", help="RSS over --memory-calls logged calls")
+    ap.add_argument("--memory-calls", type=int, default=10_000_000)
+    ap.add_argument("--callgrind", action="store_true", help="instructions per call under valgrind")
+    ap.add_argument("--callgrind-calls", type=int, default=20000)
+    ap.add_argument("--all", action="store_true", help="timing, memory and callgrind")
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--callgrind-child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.callgrind_child:
+        callgrind_child(args.callgrind_child[0], int(args.callgrind_child[1]))
+        return
+    torch.set_num_threads(1)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="shapeprof-bench-") as tmp:
+        timing_only = not (args.memory or args.callgrind) or args.all
+        if timing_only:
+            rows = Rows(tmp)
+            names = [w for w in args.workloads.split(",") if w]
+            for w in names:
+                if w not in WORKLOADS:
+                    raise SystemExit(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
+            results["timing"] = []
+            for w in names:
+                print(f"running {w} ...", file=sys.stderr, flush=True)
+                results["timing"].append(bench_workload(w, args.rounds, rows))
+            print_timing(results["timing"])
+        if args.memory or args.all:
+            results["memory"] = bench_memory(args.memory_calls, tmp)
+        if args.callgrind or args.all:
+            results["callgrind"] = bench_callgrind(args.callgrind_calls, tmp)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    results["peak_rss_kib"] = peak
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
