@@ -60,8 +60,9 @@ def micro_workload(iters: int = 2000):
 def llama_workload():
     model = make_llama(torch.float32)
 
-    def run(marker):
-        run_llama(model, marker, batch=1, prompt_len=16, decode_steps=8)
+    def run(marker):  # 4 requests: each run writes > 1 MiB, so file growth is in every run
+        for seed in range(4):
+            run_llama(model, marker, batch=1, prompt_len=16, decode_steps=8, seed=seed)
     return run
 
 
@@ -94,40 +95,50 @@ def _is_model(name: str) -> bool:
 
 
 # ---------------------------------------------------------------------------
-# rows: each makes (marker, context, finish) for one timed run
+# rows: each gives (marker, context) for one timed run
 # ---------------------------------------------------------------------------
 class Rows:
+    """One long-lived marker per row, as a server keeps one profiler: the
+    numbers are the steady state (dedupe on: repeats are the common case)."""
+
     def __init__(self, tmp: str):
         self.tmp = tmp
         self.n = 0
+        self.live = {}
 
     def _path(self, tag):
         self.n += 1
         return os.path.join(self.tmp, f"{tag}-{self.n}.jsonl")
 
+    def _keep(self, key, make):
+        if key not in self.live:
+            self.live[key] = make()
+        return self.live[key], contextlib.nullcontext()
+
+    def close(self):
+        for m in self.live.values():
+            m.close()
+        self.live.clear()
+
     def base(self):
-        return None, contextlib.nullcontext(), lambda: None
+        return None, contextlib.nullcontext()
 
     def python_logger(self):
-        ref = ReferenceLogger(self._path("py"), flush=True)
-        return ref, contextlib.nullcontext(), ref.close
+        return self._keep("py", lambda: ReferenceLogger(self._path("py"), flush=True))
 
     def torch_profiler(self):
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True)
-        return None, prof, lambda: None
-
-    def _ours(self, **kw):
-        p = ShapeProfiler(self._path("ours"), **kw)
-        return p, contextlib.nullcontext(), p.close
+        return None, prof
 
     def ours(self):
-        return self._ours(dedupe=False)
+        return self._keep("ours", lambda: ShapeProfiler(self._path("ours")))
 
     def ours_dedupe(self):
-        return self._ours(dedupe=True)
+        return self._keep("dedupe", lambda: ShapeProfiler(self._path("dedupe"), dedupe=True))
 
     def ours_outside_pass(self):
-        return self._ours(skip_warmup=10 ** 9)  # every pass is a warm-up pass
+        # every pass is a warm-up pass
+        return self._keep("outside", lambda: ShapeProfiler(self._path("outside"), skip_warmup=10 ** 9))
 
     def ours_other_rank(self):
         os.environ.update(SGLANG_PROFILE_SHAPES="1", SGLANG_PROFILE_SHAPES_RANK="1",
@@ -138,7 +149,7 @@ class Rows:
             for k in ("SGLANG_PROFILE_SHAPES", "SGLANG_PROFILE_SHAPES_RANK", "SGLANG_PROFILE_SHAPES_FILE"):
                 os.environ.pop(k, None)
         assert marker is None
-        return None, contextlib.nullcontext(), lambda: None
+        return None, contextlib.nullcontext()
 
 
 ROW_ORDER = [
@@ -153,8 +164,9 @@ ROW_ORDER = [
 
 
 def count_calls(run) -> tuple:
-    """Operator calls per run, and bytes/records of one full write."""
-    with tempfile.TemporaryDirectory() as d:
+    """Operator calls per run, and bytes/records of one full write (under
+    inference_mode, like the timed runs)."""
+    with tempfile.TemporaryDirectory() as d, torch.inference_mode():
         p = ShapeProfiler(os.path.join(d, "c.jsonl"))
         run(p)
         p.close()
@@ -168,13 +180,15 @@ def bench_workload(name: str, rounds: int, rows: Rows) -> dict:
     run = WORKLOADS[name]()
     calls, nbytes, records = count_calls(run)
     times = {k: [] for k, _ in ROW_ORDER}
-    for _ in range(2):  # warm caches and allocators
-        run(None)
     with torch.inference_mode():
+        for key, _ in ROW_ORDER:  # warm: caches, allocators, each row's first-seen signatures
+            marker, ctx = getattr(rows, key)()
+            with ctx:
+                run(marker)
         for r in range(rounds):
             order = ROW_ORDER[r % len(ROW_ORDER):] + ROW_ORDER[:r % len(ROW_ORDER)]
             for key, _ in order:
-                marker, ctx, finish = getattr(rows, key)()
+                marker, ctx = getattr(rows, key)()
                 gc.collect()  # no row pays for the previous row's garbage
                 gc.disable()
                 try:
@@ -184,8 +198,8 @@ def bench_workload(name: str, rounds: int, rows: Rows) -> dict:
                         dt = time.perf_counter() - t0
                 finally:
                     gc.enable()
-                finish()
                 times[key].append(dt)
+    rows.close()
     med = {k: statistics.median(v) for k, v in times.items()}
     base = med["base"]
     out = {"workload": name, "calls": calls, "rounds": rounds, "bytes_per_record": nbytes / max(records, 1),
