@@ -20,12 +20,15 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SP_FILE_GROW ((size_t)1 << 20)     /* file grows 1 MiB at a time */
 #define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
+#define SP_MAX_PHASES 32                   /* distinct phase labels counted */
+#define SP_SNAPSHOT_EVERY 1.0              /* seconds between running summaries */
 
 /* ======================================================================
  * Growable byte buffer and JSON helpers
@@ -575,7 +578,14 @@ struct sp_profiler {
   sp_file file;
   /* passes */
   long long passes, logged_passes;
-  int in_pass;
+  int in_pass, pass_logged;
+  int cur_phase;        /* index in phases, or -1 */
+  struct phase_stat {
+    char name[64];
+    long long passes, calls; /* logged passes; calls observed in them */
+  } phase_stats[SP_MAX_PHASES];
+  int n_phases;
+  double last_snapshot; /* when the summary was last written while running */
   sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"]' */
   /* counters */
   long long records, dedupe_skipped, signatures, errors, ops_seen_order;
@@ -703,6 +713,8 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->owner_pid = getpid();
   p->closed = 0;
   p->ended_by = "close";
+  p->cur_phase = -1;
+  p->last_snapshot = -1e9;
   pthread_mutex_lock(&g_open_lock);
   p->next_open = g_open;
   g_open = p;
@@ -737,6 +749,25 @@ static int phase_wanted(const sp_profiler *p, const char *phase) {
   return 0;
 }
 
+/* The slot of a phase label (added if new); -1 when all slots are taken. */
+static int phase_index(sp_profiler *p, const char *phase) {
+  for (int i = 0; i < p->n_phases; i++)
+    if (strcmp(p->phase_stats[i].name, phase) == 0) return i;
+  if (p->n_phases == SP_MAX_PHASES || strlen(phase) >= sizeof p->phase_stats[0].name) return -1;
+  struct phase_stat *st = &p->phase_stats[p->n_phases];
+  memset(st, 0, sizeof *st);
+  strcpy(st->name, phase);
+  return p->n_phases++;
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int write_summary(sp_profiler *p);
+
 int sp_pass_begin(sp_profiler *p, const char *phase) {
   if (!p || atomic_load(&p->orphaned)) return 0;
   lock_acquire(&p->lock);
@@ -751,9 +782,12 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
       p->pass_json.n = 0;
       BUF_LIT(&p->pass_json, ", \"forward_pass\": ");
       buf_i64(&p->pass_json, p->passes);
+      p->cur_phase = -1;
       if (phase && phase[0]) {
         BUF_LIT(&p->pass_json, ", \"phase\": ");
         buf_json_str(&p->pass_json, phase, strlen(phase));
+        p->cur_phase = phase_index(p, phase);
+        if (p->cur_phase >= 0) p->phase_stats[p->cur_phase].passes++;
       }
       if (p->pass_json.failed) {
         fail(p, "out of memory formatting a pass header for ", 0);
@@ -761,6 +795,7 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
       }
     }
     p->in_pass = 1;
+    p->pass_logged = logged;
   }
   atomic_store(&p->logging, logged);
   lock_release(&p->lock);
@@ -770,8 +805,21 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
 void sp_pass_end(sp_profiler *p) {
   if (!p || atomic_load(&p->orphaned)) return;
   lock_acquire(&p->lock);
+  int was_logged = p->in_pass && p->pass_logged && !p->closed;
   p->in_pass = 0;
+  p->pass_logged = 0;
   atomic_store(&p->logging, 0);
+  /* Servers are often SIGKILLed at shutdown: keep a summary on disk as we
+   * go, at most once a second, so that a kill loses at most that second. */
+  if (was_logged) {
+    double t = now_seconds();
+    if (t - p->last_snapshot >= SP_SNAPSHOT_EVERY) {
+      p->last_snapshot = t;
+      p->ended_by = "running";
+      write_summary(p);
+      p->ended_by = "close";
+    }
+  }
   lock_release(&p->lock);
 }
 
@@ -864,6 +912,7 @@ static int count_op(sp_profiler *p, int id) {
     p->op_cap = cap;
   }
   if (p->op_counts[id]++ == 0) p->op_first[id] = p->ops_seen_order++;
+  if (p->cur_phase >= 0) p->phase_stats[p->cur_phase].calls++;
   return 1;
 }
 
@@ -1304,6 +1353,16 @@ static int write_summary(sp_profiler *p) {
   fdw_i64(&w, p->dedupe_skipped);
   fdw_str(&w, ",\n  \"unique_op_signatures\": ");
   fdw_i64(&w, p->signatures);
+  for (int which = 0; which < 2; which++) {
+    fdw_str(&w, which ? ",\n  \"phase_operations\": {" : ",\n  \"phase_passes\": {");
+    for (int i = 0; i < p->n_phases; i++) {
+      fdw_str(&w, i ? ",\n    " : "\n    ");
+      fdw_json_str(&w, p->phase_stats[i].name);
+      fdw_str(&w, ": ");
+      fdw_i64(&w, which ? p->phase_stats[i].calls : p->phase_stats[i].passes);
+    }
+    fdw_str(&w, p->n_phases ? "\n  }" : "}");
+  }
   fdw_str(&w, ",\n  \"format_version\": 1");
   fdw_str(&w, ",\n  \"logged_forward_passes\": ");
   fdw_i64(&w, p->logged_passes);

@@ -47,12 +47,12 @@ def assert_same_stream(ref: List[dict], ours: List[dict]) -> None:
     assert len(ref) == len(ours), f"reference has {len(ref)} records, ours {len(ours)}"
 
 
-def run_python(code: str, env_extra=None, timeout=120, cwd=None) -> subprocess.CompletedProcess:
+def run_python(code: str, env_extra=None, timeout=120, cwd=None, args=()) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "tests"), env.get("PYTHONPATH", "")])
     if env_extra:
         env.update(env_extra)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=cwd)
 
 

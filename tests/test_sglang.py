@@ -1,0 +1,201 @@
+"""The SGLang integration against SGLang's own sources (the 0.5.23 wheel from
+PyPI): the patches apply, the patched files compile, and the patched workers,
+with their heavy imports stubbed, profile one pass per forward call. Also the
+zero-edit start-up hook, and the worker-hook helpers."""
+import enum
+import json
+import os
+import shutil
+import subprocess
+import sys
+import types
+import zipfile
+
+import pytest
+import torch
+from helpers import ROOT, load, run_python
+from sglang_stubs import stubbed_sglang
+
+from sgl_shapeprof.integrations import sglang as integ
+
+SGLANG_VERSION = "0.5.23"
+FILES = {
+    "tp_worker": "sglang/srt/managers/tp_worker.py",
+    "gpu_worker": "sglang/multimodal_gen/runtime/managers/gpu_worker.py",
+}
+CACHE = os.environ.get("SGL_SHAPEPROF_TEST_CACHE",
+                       os.path.join(os.path.expanduser("~"), ".cache", "sgl_shapeprof-tests"))
+
+
+@pytest.fixture(scope="session")
+def sglang_wheel():
+    os.makedirs(CACHE, exist_ok=True)
+    found = [f for f in os.listdir(CACHE) if f.startswith(f"sglang-{SGLANG_VERSION}-") and f.endswith(".whl")]
+    if not found:
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", CACHE,
+                            f"sglang=={SGLANG_VERSION}"], capture_output=True, text=True, timeout=600)
+        found = [f for f in os.listdir(CACHE) if f.startswith(f"sglang-{SGLANG_VERSION}-")]
+        if r.returncode != 0 or not found:
+            pytest.skip(f"cannot download sglang=={SGLANG_VERSION} from PyPI: {r.stderr.strip()[-300:]}")
+    return os.path.join(CACHE, found[0])
+
+
+@pytest.fixture
+def patched_tree(tmp_path, sglang_wheel):
+    """The two real files, extracted and patched in tmp_path/sglang/..."""
+    with zipfile.ZipFile(sglang_wheel) as z:
+        for rel in FILES.values():
+            z.extract(rel, tmp_path)
+    for name in FILES:
+        patch = os.path.join(ROOT, "patches", f"sglang-{SGLANG_VERSION}-{name}.patch")
+        for extra in (["--dry-run"], []):
+            r = subprocess.run(["patch", "-p1", "--forward", *extra, "-d", str(tmp_path), "-i", patch],
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stdout + r.stderr
+    return tmp_path
+
+
+def test_patches_are_small_and_compile(patched_tree):
+    for name, rel in FILES.items():
+        text = open(os.path.join(ROOT, "patches", f"sglang-{SGLANG_VERSION}-{name}.patch")).read()
+        added = [ln for ln in text.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+        assert 3 <= len(added) <= 6, added
+        r = subprocess.run([sys.executable, "-m", "py_compile", str(patched_tree / rel)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+
+class ForwardMode(enum.IntEnum):
+    EXTEND = 1
+    DECODE = 2
+    IDLE = 3
+
+
+def _llm_worker_class(path, tp_rank):
+    parallel = types.SimpleNamespace(tp_rank=tp_rank, pp_group=None, world_group=None, tp_size=2, pp_rank=0)
+    overrides = {"sglang.srt.runtime_context.get_parallel": lambda: parallel}
+    return stubbed_sglang({"sglang.srt.managers.tp_worker": str(path)}, overrides)
+
+
+def _fake_forward(self, batch=None, forward_batch=None, **kwargs):
+    """Stands in for the model: a few real ops whose shapes depend on the batch."""
+    n = 16 if batch.forward_mode == ForwardMode.EXTEND else 1
+    x = torch.randn(n, 32)
+    return torch.relu(x @ torch.randn(32, 8))
+
+
+@pytest.mark.parametrize("profiled_rank,worker_rank", [("1", 1), ("0", 1)])
+def test_patched_llm_worker_marks_passes(patched_tree, tmp_path, monkeypatch, profiled_rank, worker_rank):
+    out = tmp_path / "llm.jsonl"
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_RANK", profiled_rank)
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(out))
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_SKIP_WARMUP", "1")
+    with _llm_worker_class(patched_tree / FILES["tp_worker"], worker_rank):
+        import sglang.srt.managers.tp_worker as tp
+        monkeypatch.setattr(tp.TpModelWorker, "forward_batch_generation", _fake_forward)
+        worker = tp.TpModelWorker(server_args=None, gpu_id=0, nccl_port=0, random_seed=0)
+        prof = vars(worker).get("_sgl_shapeprof")
+        for mode in [ForwardMode.EXTEND, ForwardMode.EXTEND, ForwardMode.DECODE, ForwardMode.DECODE]:
+            worker.forward_batch_generation(types.SimpleNamespace(forward_mode=mode))
+    if profiled_rank != str(worker_rank):
+        assert prof is None and not out.exists()
+        return
+    prof.close()
+    recs = load(out)
+    assert [(r["forward_pass"], r["phase"]) for r in recs if r["operation"] == "aten.mm.default"] == [
+        (2, "extend"), (3, "decode"), (4, "decode")]
+    s = json.load(open(prof.summary_path))
+    assert s["rank"] == 1 and s["forward_passes"] == 4 and s["dedupe_enabled"] is False
+    assert s["phase_passes"] == {"extend": 1, "decode": 2}
+
+
+def test_unpatched_behaviour_when_env_unset(patched_tree, tmp_path, monkeypatch):
+    monkeypatch.delenv("SGLANG_PROFILE_SHAPES", raising=False)
+    with _llm_worker_class(patched_tree / FILES["tp_worker"], 0):
+        import sglang.srt.managers.tp_worker as tp
+        worker = tp.TpModelWorker(server_args=None, gpu_id=0, nccl_port=0, random_seed=0)
+        assert "forward_batch_generation" not in vars(worker)  # not wrapped
+        assert "_sgl_shapeprof" not in vars(worker)
+    assert "sgl_shapeprof.integrations.sglang" in sys.modules  # (this test imported it)
+
+
+def test_patched_diffusion_worker_dedupes_by_default(patched_tree, tmp_path, monkeypatch):
+    out = tmp_path / "dif.jsonl"
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(out))
+    path = patched_tree / FILES["gpu_worker"]
+
+    def steps(self, batch, return_req=False, defer_finalize=False):
+        x = torch.randn(1, 4, 8, 8)
+        for _ in range(50):
+            x = torch.tanh(x * 0.9)
+        return x
+
+    with stubbed_sglang({"sglang.multimodal_gen.runtime.managers.gpu_worker": str(path)}):
+        import sglang.multimodal_gen.runtime.managers.gpu_worker as gw
+        monkeypatch.setattr(gw.GPUWorker, "init_device_and_model", lambda self: None)
+        monkeypatch.setattr(gw.GPUWorker, "execute_forward", steps)
+        server_args = types.SimpleNamespace(num_gpus=1, dp_size=1, async_output_save=False)
+        worker = gw.GPUWorker(local_rank=0, rank=0, master_port=0, server_args=server_args)
+        worker.execute_forward([types.SimpleNamespace(is_warmup=True)])
+        worker.execute_forward([types.SimpleNamespace(is_warmup=False)])
+        prof = vars(worker)["_sgl_shapeprof"]
+    prof.close()
+    s = json.load(open(prof.summary_path))
+    assert s["dedupe_enabled"] is True and s["forward_passes"] == 2
+    assert s["operation_counts"]["aten.tanh.default"] == 100
+    assert s["phase_passes"] == {"warmup": 1, "generate": 1}
+    # each signature once: the second request and steps 2..50 only count
+    assert [r["operation"] for r in load(out)] == ["aten.randn.default", "aten.mul.Tensor", "aten.tanh.default"]
+
+
+ZERO_EDIT = r'''
+import site, sys, types
+site.addsitedir(sys.argv[1])            # what site-packages does at start-up
+# a stand-in for SGLang's module, imported after start-up like the real one
+import importlib.util, os
+pkg = os.path.join(sys.argv[2], "sglang", "srt", "managers")
+os.makedirs(pkg, exist_ok=True)
+for d in ("sglang", "sglang/srt", "sglang/srt/managers"):
+    open(os.path.join(sys.argv[2], d, "__init__.py"), "a").close()
+open(os.path.join(pkg, "tp_worker.py"), "w").write("""
+import torch
+class TpModelWorker:
+    def __init__(self, tp_rank):
+        self.tp_rank = tp_rank
+    def forward_batch_generation(self, batch=None, forward_batch=None):
+        return torch.ones(3, 5).neg()
+""")
+sys.path.insert(0, sys.argv[2])
+from sglang.srt.managers.tp_worker import TpModelWorker
+w = TpModelWorker(0)
+w.forward_batch_generation(types.SimpleNamespace(forward_mode=types.SimpleNamespace(name="DECODE")))
+print("hooked" if hasattr(w, "_sgl_shapeprof") else "not hooked", "sgl_shapeprof" in sys.modules)
+'''
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_zero_edit_startup_hook(tmp_path, enabled):
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth"), site_dir)
+    env = {"SGLANG_PROFILE_SHAPES_FILE": str(tmp_path / "z.jsonl")}
+    if enabled:
+        env["SGLANG_PROFILE_SHAPES"] = "1"
+    r = run_python(ZERO_EDIT, env_extra=env, args=(site_dir, tmp_path / "src"))
+    assert r.returncode == 0, r.stderr
+    if enabled:
+        assert r.stdout.split() == ["hooked", "True"]
+        recs = load(tmp_path / "z.jsonl")
+        assert [(x["operation"], x["phase"]) for x in recs] == [
+            ("aten.ones.default", "decode"), ("aten.neg.default", "decode")]
+    else:
+        assert r.stdout.split() == ["not", "hooked", "False"]
+        assert not (tmp_path / "z.jsonl").exists()
+
+
+def test_phase_helpers():
+    assert integ.llm_phase(types.SimpleNamespace(forward_mode=ForwardMode.DECODE)) == "decode"
+    assert integ.llm_phase(None, types.SimpleNamespace(forward_mode=ForwardMode.IDLE)) == "idle"
+    assert integ.llm_phase(None, None) is None
