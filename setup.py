@@ -10,6 +10,7 @@ import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 try:
     import torch
@@ -37,6 +38,17 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+class BuildPy(build_py):
+    """Puts the zero-edit start-up hook at the top of the wheel, so that it
+    lands in site-packages/ (it does nothing unless SGLANG_PROFILE_SHAPES=1)."""
+
+    PTH = os.path.join("sgl_shapeprof", "sgl_shapeprof_autohook.pth")
+
+    def run(self):
+        super().run()
+        self.copy_file(self.PTH, os.path.join(self.build_lib, os.path.basename(self.PTH)))
+
+
 abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
 system_includes = []
 for path in cpp_extension.include_paths():
@@ -54,4 +66,4 @@ extension = Extension(
     extra_link_args=[f"-Wl,-rpath,{TORCH_LIB}"],
 )
 
-setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt})
+setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

@@ -69,6 +69,11 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(args.dir, decode_steps=args.decode_steps, diffusion_steps=args.steps)
 
 
+def _hook(args: argparse.Namespace) -> int:
+    from .hook import hook_command
+    return hook_command(args.action, args.site_dir)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sgl-shapeprof", description=__doc__)
     p.add_argument("--version", action="version", version=f"sgl_shapeprof {__version__}")
@@ -88,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--log-n-passes", type=int, default=0, metavar="N", help="logged passes at most (0: all)")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
     r.set_defaults(func=_record)
+
+    h = sub.add_parser("hook", help="the zero-edit start-up hook: install | uninstall | status")
+    h.add_argument("action", choices=["install", "uninstall", "status"])
+    h.add_argument("--site-dir", help="site-packages folder (default: this Python's)")
+    h.set_defaults(func=_hook)
 
     d = sub.add_parser("demo", help="profile built-in tiny LLM and diffusion models on CPU")
     d.add_argument("--dir", default="shapeprof-demo", help="where the files go (default ./shapeprof-demo)")

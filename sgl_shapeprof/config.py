@@ -92,6 +92,10 @@ def parse_ranks(value: str, name: str = ENV_RANK) -> Optional[FrozenSet[int]]:
     return frozenset(_int(name, p) for p in parts)
 
 
+# SGLang runs prefill as EXTEND batches: either name selects both.
+PHASE_ALIASES = {"prefill": "extend", "extend": "prefill"}
+
+
 def parse_phases(value: str, name: str = ENV_PHASES) -> Optional[FrozenSet[str]]:
     v = value.strip()
     if not v:
@@ -100,7 +104,7 @@ def parse_phases(value: str, name: str = ENV_PHASES) -> Optional[FrozenSet[str]]
     for p in parts:
         if not _PHASE_RE.match(p):
             raise ConfigError(f"{name}={value!r}: phase {p!r} must be letters, digits, '_', '.' or '-'")
-    return frozenset(parts)
+    return frozenset(parts + [PHASE_ALIASES[p] for p in parts if p in PHASE_ALIASES])
 
 
 def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:

@@ -157,3 +157,20 @@ def test_close_is_idempotent_and_runs_at_exit(tmp_path):
     p.close()
     p.close()
     assert p.start_forward_pass() is False
+
+
+def test_phase_filter_from_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(tmp_path / "p.jsonl"))
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_PHASES", "prefill")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_LOG_N_PASSES", "2")
+    prof = sgl_shapeprof.from_env(rank=0)
+    logged = []
+    for phase in ["decode", "extend", "decode", "prefill", "extend"]:
+        logged.append(prof.start_forward_pass(phase))
+        prof.end_forward_pass()
+    prof.close()
+    assert logged == [False, True, False, True, False]  # the third match is past the limit
+    s = json.load(open(prof.summary_path))
+    assert s["phase_passes"] == {"extend": 1, "prefill": 1}  # 2 logged, then the limit
+    assert s["forward_passes"] == 5

@@ -199,3 +199,21 @@ def test_phase_helpers():
     assert integ.llm_phase(types.SimpleNamespace(forward_mode=ForwardMode.DECODE)) == "decode"
     assert integ.llm_phase(None, types.SimpleNamespace(forward_mode=ForwardMode.IDLE)) == "idle"
     assert integ.llm_phase(None, None) is None
+
+
+def test_hook_command_and_wheel_layout(tmp_path):
+    from sgl_shapeprof.cli import main
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    assert main(["hook", "install", "--site-dir", str(site_dir)]) == 0
+    assert (site_dir / "sgl_shapeprof_autohook.pth").read_text() == \
+        open(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth")).read()
+    assert main(["hook", "uninstall", "--site-dir", str(site_dir)]) == 0
+    assert not (site_dir / "sgl_shapeprof_autohook.pth").exists()
+    assert main(["hook", "status", "--site-dir", str(tmp_path / "missing")]) == 2
+    # a wheel carries the hook at its top level (build_py only: no compiling)
+    r = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "lib")],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "lib" / "sgl_shapeprof_autohook.pth").exists()
+    assert (tmp_path / "lib" / "sgl_shapeprof" / "integrations" / "sglang.py").exists()
