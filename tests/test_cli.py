@@ -107,3 +107,22 @@ def test_demo(tmp_path):
     assert "aten.linear.default" in r.stdout and "3 forward passes" in r.stdout
     s = json.load(open(tmp_path / "d" / "diffusion_shapes_summary.json"))
     assert s["dedupe_enabled"] and s["dedupe_skipped_count"] > 0
+
+
+def test_analyze_streams_big_files(tmp_path):
+    """Memory grows with distinct signatures, not with records."""
+    import tracemalloc
+
+    from sgl_shapeprof.analyze import analyze_file
+    path = tmp_path / "big.jsonl"
+    line = json.dumps(rec(1, "aten.mm.default", [128, 256])) + "\n"
+    with open(path, "w") as f:
+        for _ in range(40):
+            f.write(line * 1000)
+    size = os.path.getsize(path)
+    tracemalloc.start()
+    a = analyze_file(str(path))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert a.records == 40000
+    assert peak < size / 10, (peak, size)

@@ -138,3 +138,19 @@ def test_torch_compile_tracing_is_not_logged(tmp_path, monkeypatch):
     # compiling added nothing: pass 1 logged exactly what pass 2 did
     assert by_pass[1] == by_pass[2]
     assert not any(op == "aten.relu.default" for op, _, _ in by_pass[1])
+
+
+def test_meta_and_fake_tensors_are_not_logged(tmp_path):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    prof = ShapeProfiler(tmp_path / "m.jsonl")
+    with prof.forward_pass():
+        torch.ones(2, 3).exp()                       # real: logged
+        m = torch.empty(4, 5, device="meta")
+        (m @ torch.empty(5, 6, device="meta")).relu()  # meta: shape propagation only
+        with FakeTensorMode():
+            f = torch.empty(7, 8)
+            (f @ f.t()).sigmoid()
+        torch.ones(2, 3).neg()                       # real again
+    prof.close()
+    ops = [r["operation"] for r in load(tmp_path / "m.jsonl")]
+    assert ops == ["aten.ones.default", "aten.exp.default", "aten.ones.default", "aten.neg.default"]
