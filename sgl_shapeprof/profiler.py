@@ -160,7 +160,7 @@ class ShapeProfiler:
         return f"<ShapeProfiler {self.path!r} rank={self.rank} {state}>"
 
 
-_compiler_hooked = False
+_compiler_hook_failed = False
 
 
 def _pause_for_compiler(_args=None) -> None:
@@ -176,19 +176,20 @@ def _resume_after_compiler(_args=None) -> None:
 def _hook_compiler() -> None:
     """Ops that torch.compile runs while compiling (tracing, benchmarking
     kernels) are not the model's: pause logging on the compiling thread from
-    dynamo's compile-start to compile-end callbacks. Done once dynamo is
-    loaded; importing it ourselves would cost a second at start-up."""
-    global _compiler_hooked
-    if _compiler_hooked:
-        return
+    dynamo's compile-start to compile-end callbacks. Checked at every pass
+    start, because torch._dynamo.reset() clears the callbacks; skipped until
+    dynamo is loaded (importing it ourselves would cost a second)."""
+    global _compiler_hook_failed
     dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is None:
+    if dynamo is None or _compiler_hook_failed:
         return
-    _compiler_hooked = True
     try:
-        dynamo.callback_handler.register_start_callback(_pause_for_compiler)
-        dynamo.callback_handler.register_end_callback(_resume_after_compiler)
+        handler = dynamo.callback_handler
+        if _pause_for_compiler not in handler.start_callbacks:
+            handler.register_start_callback(_pause_for_compiler)
+            handler.register_end_callback(_resume_after_compiler)
     except Exception as e:  # another torch: compile-time ops may be logged
+        _compiler_hook_failed = True
         _say(f"cannot hook torch.compile's callbacks ({e}); ops it runs while compiling may be logged")
 
 
