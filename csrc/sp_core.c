@@ -407,6 +407,9 @@ struct sp_thread {
   uint64_t sig_hash;
   int seen_before; /* signature already written (dedupe on) */
   int counted;     /* a deduplicated repeat, already counted at begin */
+  long sig;        /* the call's signature record, or -1 */
+  int new_sig;     /* the record was added by this call */
+  size_t head_at;  /* where '"operation"' starts in prefix */
   int spec;        /* our prefix sits speculatively at the file's tail */
   size_t spec_at;  /* where it starts */
   sp_buf prefix;   /* the record up to the inputs' closing brace */
@@ -537,11 +540,16 @@ static int file_write_at(sp_file *f, size_t off, const char *data, size_t n) {
 /* ======================================================================
  * Profiler
  * ====================================================================== */
-typedef struct sig_slot {
+/* One distinct input signature. Records never move (they are found by index)
+ * and keep the text rendered for them, so that writing a call whose shapes
+ * were seen before is a copy, not formatting. */
+typedef struct sig_rec {
   uint64_t hash;
-  size_t at;  /* offset in the arena, in words; 0 = empty (arena[0] unused) */
-  size_t n;
-} sig_slot;
+  size_t w_at, w_n;         /* the signature's words, in arena */
+  size_t in_at, in_n;       /* '"operation": ..., "inputs": {...}' in text; 0: none */
+  size_t out_w_at, out_w_n; /* the outputs encoding out_at is the text of */
+  size_t out_at, out_n;     /* ', "outputs": ...}\n' in text; 0: none yet */
+} sig_rec;
 
 /* The profiler's lock guards a few hundred instructions of table lookups and
  * copying and never blocks: a spinlock costs a tenth of a mutex. */
@@ -592,11 +600,15 @@ struct sp_profiler {
   long long *op_counts, *op_first; /* by op id */
   int *op_order;                   /* scratch for sorting, same size */
   int op_cap;
-  /* signature table */
-  sig_slot *sigs;
-  size_t sig_cap;
-  int64_t *arena;
+  /* signatures: records, an open-addressing index of them, and their data */
+  sig_rec *recs;
+  size_t recs_cap;
+  uint32_t *slots; /* record index + 1; 0 = empty */
+  size_t slot_cap;
+  int64_t *arena;  /* signature and outputs words */
   size_t arena_n, arena_cap;
+  char *text;      /* cached JSON text */
+  size_t text_n, text_cap;
   struct sp_profiler *next_open; /* in g_open */
 };
 
@@ -849,52 +861,85 @@ static uint64_t sig_hash(const int64_t *w, size_t n) {
   return h ? h : 1;
 }
 
-static sig_slot *sig_find(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
-  if (!p->sig_cap) return NULL;
-  size_t mask = p->sig_cap - 1;
+static long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
+  if (!p->slot_cap) return -1;
+  size_t mask = p->slot_cap - 1;
   for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
-    sig_slot *s = &p->sigs[i];
-    if (!s->at) return NULL;
-    if (s->hash == h && s->n == n && memcmp(p->arena + s->at, w, n * sizeof *w) == 0)
-      return s;
+    uint32_t k = p->slots[i];
+    if (!k) return -1;
+    const sig_rec *r = &p->recs[k - 1];
+    if (r->hash == h && r->w_n == n && memcmp(p->arena + r->w_at, w, n * sizeof *w) == 0)
+      return (long)(k - 1);
   }
 }
 
-/* Adds a signature known to be absent. Returns 0 on NOMEM. */
-static int sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
-  if ((size_t)(p->signatures + 1) * 2 > p->sig_cap) {
-    size_t cap = p->sig_cap ? p->sig_cap * 2 : 1024;
-    sig_slot *t = calloc(cap, sizeof *t);
-    if (!t) return 0;
-    for (size_t i = 0; i < p->sig_cap; i++) {
-      if (!p->sigs[i].at) continue;
-      size_t j = (size_t)p->sigs[i].hash & (cap - 1);
-      while (t[j].at) j = (j + 1) & (cap - 1);
-      t[j] = p->sigs[i];
-    }
-    free(p->sigs);
-    p->sigs = t;
-    p->sig_cap = cap;
-  }
-  if (p->arena_n + n + 1 > p->arena_cap) {
+/* Appends n words to the arena; returns their offset, or (size_t)-1. */
+static size_t arena_put(sp_profiler *p, const int64_t *w, size_t n) {
+  if (p->arena_n + n > p->arena_cap) {
     size_t cap = p->arena_cap ? p->arena_cap : 4096;
-    while (cap < p->arena_n + n + 1) cap *= 2;
+    while (cap < p->arena_n + n) cap *= 2;
     int64_t *a = realloc(p->arena, cap * sizeof *a);
-    if (!a) return 0;
+    if (!a) return (size_t)-1;
     p->arena = a;
     p->arena_cap = cap;
-    if (!p->arena_n) p->arena_n = 1; /* offset 0 marks an empty slot */
   }
   memcpy(p->arena + p->arena_n, w, n * sizeof *w);
-  size_t mask = p->sig_cap - 1;
-  size_t i = (size_t)h & mask;
-  while (p->sigs[i].at) i = (i + 1) & mask;
-  p->sigs[i].hash = h;
-  p->sigs[i].at = p->arena_n;
-  p->sigs[i].n = n;
   p->arena_n += n;
+  return p->arena_n - n;
+}
+
+/* Appends text; returns its offset, or (size_t)-1. */
+static size_t text_put(sp_profiler *p, const char *s, size_t n) {
+  if (p->text_n + n > p->text_cap) {
+    size_t cap = p->text_cap ? p->text_cap : 16384;
+    while (cap < p->text_n + n) cap *= 2;
+    char *t = realloc(p->text, cap);
+    if (!t) return (size_t)-1;
+    p->text = t;
+    p->text_cap = cap;
+  }
+  memcpy(p->text + p->text_n, s, n);
+  p->text_n += n;
+  return p->text_n - n;
+}
+
+/* Adds a signature known to be absent; returns its index or -1 (NOMEM). */
+static long sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
+  size_t count = (size_t)p->signatures;
+  if (count >= UINT32_MAX - 1) return -1;
+  if ((count + 1) * 2 > p->slot_cap) {
+    size_t cap = p->slot_cap ? p->slot_cap * 2 : 1024;
+    uint32_t *t = calloc(cap, sizeof *t);
+    if (!t) return -1;
+    for (size_t k = 0; k < count; k++) {
+      size_t j = (size_t)p->recs[k].hash & (cap - 1);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = (uint32_t)(k + 1);
+    }
+    free(p->slots);
+    p->slots = t;
+    p->slot_cap = cap;
+  }
+  if (count == p->recs_cap) {
+    size_t cap = p->recs_cap ? p->recs_cap * 2 : 512;
+    sig_rec *r = realloc(p->recs, cap * sizeof *r);
+    if (!r) return -1;
+    p->recs = r;
+    p->recs_cap = cap;
+  }
+  size_t at = arena_put(p, w, n);
+  if (at == (size_t)-1) return -1;
+  sig_rec *r = &p->recs[count];
+  memset(r, 0, sizeof *r);
+  r->hash = h;
+  r->w_at = at;
+  r->w_n = n;
+  size_t mask = p->slot_cap - 1;
+  size_t i = (size_t)h & mask;
+  while (p->slots[i]) i = (i + 1) & mask;
+  p->slots[i] = (uint32_t)(count + 1);
   p->signatures++;
-  return 1;
+  return (long)count;
 }
 
 static int count_op(sp_profiler *p, int id) {
@@ -1018,6 +1063,7 @@ static int fmt_prefix(sp_profiler *p, sp_thread *t, long long call_id) {
   memcpy(o, p->pass_json.p, p->pass_json.n);
   o += p->pass_json.n;
   o = PUT_LIT(o, ", ");
+  t->head_at = (size_t)(o - b->p);
   memcpy(o, op->json_head, op->head_len);
   o += op->head_len;
   int first = 1;
@@ -1036,6 +1082,41 @@ static int fmt_prefix(sp_profiler *p, sp_thread *t, long long call_id) {
   }
   *o++ = '}';
   b->n = (size_t)(o - b->p);
+  return 1;
+}
+
+/* The same from a signature's cached text: only call_id and pass vary. */
+static int fmt_prefix_cached(sp_profiler *p, sp_thread *t, long long call_id, const sig_rec *r) {
+  sp_buf *b = &t->prefix;
+  b->n = 0;
+  if (!buf_reserve(b, 32 + p->pass_json.n + r->in_n)) return 0;
+  char *o = PUT_LIT(b->p, "{\"call_id\": ");
+  t->id_digits_at = (size_t)(o - b->p);
+  o = put_i64(o, call_id);
+  t->id_digits_end = (size_t)(o - b->p);
+  memcpy(o, p->pass_json.p, p->pass_json.n);
+  o += p->pass_json.n;
+  o = PUT_LIT(o, ", ");
+  t->head_at = (size_t)(o - b->p);
+  memcpy(o, p->text + r->in_at, r->in_n);
+  b->n = (size_t)(o - b->p) + r->in_n;
+  return 1;
+}
+
+/* The call's prefix, from the signature's cache when there is one (and
+ * filling the cache when there is not). */
+static int make_prefix(sp_profiler *p, sp_thread *t) {
+  sig_rec *r = t->sig >= 0 ? &p->recs[t->sig] : NULL;
+  if (r && r->in_n) return fmt_prefix_cached(p, t, p->records + 1, r);
+  if (!fmt_prefix(p, t, p->records + 1)) return 0;
+  if (r) {
+    size_t at = text_put(p, t->prefix.p + t->head_at, t->prefix.n - t->head_at);
+    if (at != (size_t)-1) {
+      r = &p->recs[t->sig];
+      r->in_at = at;
+      r->in_n = t->prefix.n - t->head_at;
+    }
+  }
   return 1;
 }
 
@@ -1077,29 +1158,43 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
   t->spec = 0;
   t->seen_before = 0;
   t->counted = 0;
+  t->new_sig = 0;
   lock_acquire(&p->lock);
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) {
     lock_release(&p->lock);
     return 0;
   }
-  if (p->cfg.dedupe && sig_find(p, t->sig_hash, in->w, in->n)) {
+  t->sig = sig_find(p, t->sig_hash, in->w, in->n);
+  if (t->sig >= 0) {
     t->seen_before = 1;
-    if (in->tensors > 0) {
-      /* A repeat with tensor inputs is logged for sure: count it now, and
-       * nothing more happens unless it raises. */
-      if (count_op(p, (int)in->w[0])) {
-        p->dedupe_skipped++;
-        t->counted = 1;
+    if (p->cfg.dedupe) {
+      if (in->tensors > 0) {
+        /* A repeat with tensor inputs is logged for sure: count it now,
+         * and nothing more happens unless it raises. */
+        if (count_op(p, (int)in->w[0])) {
+          p->dedupe_skipped++;
+          t->counted = 1;
+        }
+        lock_release(&p->lock);
+        return t->counted ? SP_CALL_COUNTED : 0;
       }
       lock_release(&p->lock);
-      return t->counted ? SP_CALL_COUNTED : 0;
+      return SP_CALL_RECORDING;
     }
-    lock_release(&p->lock);
-    return SP_CALL_RECORDING;
+  } else if (in->tensors > 0) {
+    /* Tensor inputs: this call will be logged, so its signature can be
+     * registered now, and its text cached as it is formatted. */
+    t->sig = sig_add(p, t->sig_hash, in->w, in->n);
+    if (t->sig < 0) {
+      fail(p, "out of memory recording signatures for ", 0);
+      lock_release(&p->lock);
+      return 0;
+    }
+    t->new_sig = 1;
   }
   /* Put the inputs on disk before the kernel runs: if it kills the
    * process, this half line is what is left of the call. */
-  if (!fmt_prefix(p, t, p->records + 1)) {
+  if (!make_prefix(p, t)) {
     fail(p, "out of memory formatting a record for ", 0);
   } else {
     int e = file_write_at(&p->file, p->file.len, t->prefix.p, t->prefix.n);
@@ -1116,21 +1211,18 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
   return SP_CALL_RECORDING;
 }
 
-/* Writes the record's rest (t->line) and commits it. Lock held. */
-static void commit(sp_profiler *p, sp_thread *t) {
+/* Writes the record's rest (suffix) and commits it. Lock held; t->prefix is
+ * made (at begin, or by the caller when there was no speculative write). */
+static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suffix_n) {
   sp_file *f = &p->file;
-  const sp_buf *suffix = &t->line;
   int e = 0;
   if (t->spec && f->spec_owner == t && t->spec_at == f->len) {
     /* Our prefix is still at the tail: add the suffix behind it. */
-    e = file_write_at(f, f->spec_end, suffix->p, suffix->n);
-    if (!e) f->len = f->spec_end + suffix->n;
+    e = file_write_at(f, f->spec_end, suffix, suffix_n);
+    if (!e) f->len = f->spec_end + suffix_n;
   } else {
-    /* Another thread wrote since (or nothing was written): whole record. */
-    if (!t->spec && !fmt_prefix(p, t, p->records + 1)) {
-      fail(p, "out of memory formatting a record for ", 0);
-      return;
-    }
+    /* Another thread wrote since, or nothing was written at begin (the
+     * caller made the prefix then): the whole record. */
     if (t->spec) {
       /* Renumber: the call_id written at begin may be taken. */
       char id[24];
@@ -1146,8 +1238,8 @@ static void commit(sp_profiler *p, sp_thread *t) {
       b->n = b->n - old + n;
     }
     e = file_write_at(f, f->len, t->prefix.p, t->prefix.n);
-    if (!e) e = file_write_at(f, f->len + t->prefix.n, suffix->p, suffix->n);
-    if (!e) f->len += t->prefix.n + suffix->n;
+    if (!e) e = file_write_at(f, f->len + t->prefix.n, suffix, suffix_n);
+    if (!e) f->len += t->prefix.n + suffix_n;
   }
   if (f->spec_owner == t || f->spec_end < f->len) {
     f->spec_owner = NULL;
@@ -1185,15 +1277,52 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
     fail(p, "out of memory counting operators for ", 0);
     return 0;
   }
-  int known = t->seen_before || sig_find(p, t->sig_hash, in->w, in->n) != NULL;
-  if (!known && !sig_add(p, t->sig_hash, in->w, in->n)) {
-    fail(p, "out of memory recording signatures for ", 0);
-    return 0;
+  int known = t->seen_before;
+  if (t->sig < 0) { /* not registered at begin (no tensor inputs) */
+    t->sig = sig_find(p, t->sig_hash, in->w, in->n);
+    known = t->sig >= 0;
+    if (!known) {
+      t->sig = sig_add(p, t->sig_hash, in->w, in->n);
+      if (t->sig < 0) {
+        fail(p, "out of memory recording signatures for ", 0);
+        return 0;
+      }
+      t->new_sig = 1;
+    }
   }
   if (known && p->cfg.dedupe && !raised) {
     p->dedupe_skipped++;
     return 0;
   }
+  return 1;
+}
+
+/* The outputs' text: the signature's cached text when the outputs are the
+ * ones it was made for, else freshly formatted into t->line (and cached if
+ * the signature has none yet). */
+static int outputs_text(sp_profiler *p, sp_thread *t, const char **s, size_t *n) {
+  const sp_enc *out = &t->pub.out;
+  sig_rec *r = t->sig >= 0 ? &p->recs[t->sig] : NULL;
+  if (r && r->out_n && !out->failed && r->out_w_n == out->n &&
+      memcmp(p->arena + r->out_w_at, out->w, out->n * sizeof *out->w) == 0) {
+    *s = p->text + r->out_at;
+    *n = r->out_n;
+    return 1;
+  }
+  if (!fmt_outputs(t)) return 0;
+  if (r && !r->out_n && !out->failed) {
+    size_t wat = arena_put(p, out->w, out->n);
+    size_t tat = wat == (size_t)-1 ? wat : text_put(p, t->line.p, t->line.n);
+    if (tat != (size_t)-1) {
+      r = &p->recs[t->sig];
+      r->out_w_at = wat;
+      r->out_w_n = out->n;
+      r->out_at = tat;
+      r->out_n = t->line.n;
+    }
+  }
+  *s = t->line.p;
+  *n = t->line.n;
   return 1;
 }
 
@@ -1212,8 +1341,14 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
     lock_release(&p->lock);
     return;
   }
-  if (!fmt_outputs(t)) fail(p, "out of memory formatting a record for ", 0);
-  else commit(p, t);
+  /* The prefix first: making it may grow the text cache that the outputs'
+   * text points into. */
+  const char *text;
+  size_t text_n;
+  if ((!t->spec && !make_prefix(p, t)) || !outputs_text(p, t, &text, &text_n))
+    fail(p, "out of memory formatting a record for ", 0);
+  else
+    commit(p, t, text, text_n);
   lock_release(&p->lock);
 }
 
@@ -1235,11 +1370,11 @@ void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type,
   msg = msg ? msg : "";
   buf_json_str(s, msg, strlen(msg));
   BUF_LIT(s, "}}\n");
-  if (s->failed) {
+  if (s->failed || (!t->spec && !make_prefix(p, t))) {
     s->failed = 0;
     fail(p, "out of memory formatting a record for ", 0);
   } else {
-    commit(p, t);
+    commit(p, t, s->p, s->n);
     p->errors++;
   }
   lock_release(&p->lock);
@@ -1448,8 +1583,10 @@ void sp_free(sp_profiler *p) {
   free(p->op_counts);
   free(p->op_first);
   free(p->op_order);
-  free(p->sigs);
+  free(p->recs);
+  free(p->slots);
   free(p->arena);
+  free(p->text);
   free(p);
 }
 

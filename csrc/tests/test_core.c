@@ -303,6 +303,50 @@ static void test_big_records_cross_map_windows(void) {
   g_passed++;
 }
 
+static void test_repeats_written_from_cache(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("rc.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  sp_pass_begin(p, "decode");
+  for (int i = 0; i < 3; i++) {
+    enc_mm(t, 4, 8, 2, 6);
+    CHECK(sp_call_begin(p, t) == SP_CALL_RECORDING);
+    sp_call_end(p, t);
+  }
+  /* same inputs, other outputs (think nonzero): not the cached text */
+  enc_mm(t, 4, 8, 2, 6);
+  int64_t odd[2] = {9, 9};
+  sp_enc *out = &sp_thread_enc(t)->out;
+  sp_enc_reset(out);
+  sp_enc_push(out, SP_ENC_TENSOR);
+  sp_enc_tensor(out, 6, 2, odd);
+  CHECK(sp_call_begin(p, t) == SP_CALL_RECORDING);
+  sp_call_end(p, t);
+  sp_pass_end(p);
+  sp_stats st;
+  sp_get_stats(p, &st);
+  CHECK(st.records == 4 && st.signatures == 1);
+  sp_close(p);
+  char *s = slurp(path_in("rc.jsonl"), NULL);
+  CHECK(s && count_lines(s) == 4);
+  const char *body = ", \"forward_pass\": 1, \"phase\": \"decode\", \"operation\": \"aten.mm.default\", "
+                     "\"inputs\": {\"self\": {\"shape\": [4, 8], \"dtype\": \"torch.float32\"}, "
+                     "\"mat2\": {\"shape\": [8, 2], \"dtype\": \"torch.float32\"}}, \"outputs\": ";
+  char want[2048];
+  snprintf(want, sizeof want,
+           "{\"call_id\": 1%s%s}\n{\"call_id\": 2%s%s}\n{\"call_id\": 3%s%s}\n{\"call_id\": 4%s%s}\n",
+           body, "{\"shape\": [4, 2], \"dtype\": \"torch.float32\"}", body,
+           "{\"shape\": [4, 2], \"dtype\": \"torch.float32\"}", body,
+           "{\"shape\": [4, 2], \"dtype\": \"torch.float32\"}", body,
+           "{\"shape\": [9, 9], \"dtype\": \"torch.float32\"}");
+  CHECK(strcmp(s, want) == 0);
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
 static void test_phase_filter(void) {
   g_test = __func__;
   sp_profiler *p = open_prof("ph.jsonl", 0, 0, 2, "decode,extend");
@@ -377,6 +421,7 @@ int main(void) {
   test_lists_outputs_and_no_tensor_calls();
   test_inputs_on_disk_before_the_call_returns();
   test_big_records_cross_map_windows();
+  test_repeats_written_from_cache();
   test_phase_filter();
   test_op_forget_invalidates_caches();
   test_forked_child_keeps_hands_off();
