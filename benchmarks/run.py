@@ -364,7 +364,7 @@ def bench_callgrind(n: int, tmp: str) -> dict:
     print(f"  base call (torch.add from Python, 8x8): {base:,.0f} instructions")
     for k, label in [("ours", "logged and written"), ("ours_dedupe", "logged, deduplicated"),
                      ("ours_outside_pass", "profiler on, outside a logged pass")]:
-        print(f"  {label:40} +{totals[k] / n - base:,.0f} instructions per call")
+        print(f"  {label:40} {totals[k] / n - base:+,.0f} instructions per call")
     return res
 
 

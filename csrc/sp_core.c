@@ -516,19 +516,26 @@ static int file_map(sp_file *f, size_t off, size_t n) {
 /* Faults in the pages ahead of the writer in one call per SP_FILE_GROW
  * instead of one page fault per 4 KiB. Best effort. */
 static void file_prefault(sp_file *f, size_t end) {
-  if (f->no_populate || end <= f->faulted) return;
+  if (end <= f->faulted) return;
   size_t from = f->faulted > f->map_off ? f->faulted : f->map_off;
   size_t to = (end + SP_FILE_GROW - 1) / SP_FILE_GROW * SP_FILE_GROW;
   if (to > f->size) to = f->size;
   if (to > f->map_off + f->map_len) to = f->map_off + f->map_len;
   if (to <= from) return;
-  if (madvise(f->map + (from - f->map_off), to - from, MADV_POPULATE_WRITE) != 0)
+  if (!f->no_populate &&
+      madvise(f->map + (from - f->map_off), to - from, MADV_POPULATE_WRITE) != 0)
     f->no_populate = 1; /* old kernel: ordinary page faults it is */
   f->faulted = to;
 }
 
 /* Copies data to file offset off. Returns 0 or an errno value. */
 static int file_write_at(sp_file *f, size_t off, const char *data, size_t n) {
+  /* Common case: inside the mapped, allocated, pre-faulted part. */
+  if (f->map && off >= f->map_off && off + n <= f->faulted && off + n <= f->size &&
+      off + n <= f->map_off + f->map_len) {
+    memcpy(f->map + (off - f->map_off), data, n);
+    return 0;
+  }
   int e = file_grow(f, off + n);
   if (!e) e = file_map(f, off, n);
   if (e) return e;
@@ -595,6 +602,9 @@ struct sp_profiler {
   int n_phases;
   double last_snapshot; /* when the summary was last written while running */
   sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"]' */
+  /* the next call_id, as decimal text: incremented, never formatted */
+  char id_text[24];
+  size_t id_len;
   /* counters */
   long long records, dedupe_skipped, signatures, errors, ops_seen_order;
   long long *op_counts, *op_first; /* by op id */
@@ -727,6 +737,8 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->ended_by = "close";
   p->cur_phase = -1;
   p->last_snapshot = -1e9;
+  p->id_text[0] = '1';
+  p->id_len = 1;
   pthread_mutex_lock(&g_open_lock);
   p->next_open = g_open;
   g_open = p;
@@ -852,13 +864,19 @@ void sp_get_stats(sp_profiler *p, sp_stats *o) {
 
 /* ---- signatures -------------------------------------------------------- */
 static uint64_t sig_hash(const int64_t *w, size_t n) {
+  /* One multiply per word, one final mix: these are short int arrays. */
   uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
-  for (size_t i = 0; i < n; i++) {
-    h ^= (uint64_t)w[i];
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 32;
-  }
-  return h ? h : 1;
+  for (size_t i = 0; i < n; i++) h = (h + (uint64_t)w[i]) * 0xff51afd7ed558ccdULL;
+  h ^= h >> 32;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 29;
+  return h;
+}
+
+static int words_equal(const int64_t *a, const int64_t *b, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) return 0;
+  return 1;
 }
 
 static long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
@@ -868,7 +886,7 @@ static long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t 
     uint32_t k = p->slots[i];
     if (!k) return -1;
     const sig_rec *r = &p->recs[k - 1];
-    if (r->hash == h && r->w_n == n && memcmp(p->arena + r->w_at, w, n * sizeof *w) == 0)
+    if (r->hash == h && r->w_n == n && words_equal(p->arena + r->w_at, w, n))
       return (long)(k - 1);
   }
 }
@@ -1048,7 +1066,7 @@ static char *put_list(char *o, const int64_t *w, size_t *i) {
 }
 
 /* The record up to the inputs' closing brace, call_id included. */
-static int fmt_prefix(sp_profiler *p, sp_thread *t, long long call_id) {
+static int fmt_prefix(sp_profiler *p, sp_thread *t) {
   sp_buf *b = &t->prefix;
   const sp_enc *in = &t->pub.in;
   const sp_op *op = t->op;
@@ -1058,7 +1076,8 @@ static int fmt_prefix(sp_profiler *p, sp_thread *t, long long call_id) {
   char *o = b->p;
   o = PUT_LIT(o, "{\"call_id\": ");
   t->id_digits_at = (size_t)(o - b->p);
-  o = put_i64(o, call_id);
+  memcpy(o, p->id_text, p->id_len); /* p->records + 1 */
+  o += p->id_len;
   t->id_digits_end = (size_t)(o - b->p);
   memcpy(o, p->pass_json.p, p->pass_json.n);
   o += p->pass_json.n;
@@ -1086,13 +1105,14 @@ static int fmt_prefix(sp_profiler *p, sp_thread *t, long long call_id) {
 }
 
 /* The same from a signature's cached text: only call_id and pass vary. */
-static int fmt_prefix_cached(sp_profiler *p, sp_thread *t, long long call_id, const sig_rec *r) {
+static int fmt_prefix_cached(sp_profiler *p, sp_thread *t, const sig_rec *r) {
   sp_buf *b = &t->prefix;
   b->n = 0;
   if (!buf_reserve(b, 32 + p->pass_json.n + r->in_n)) return 0;
   char *o = PUT_LIT(b->p, "{\"call_id\": ");
   t->id_digits_at = (size_t)(o - b->p);
-  o = put_i64(o, call_id);
+  memcpy(o, p->id_text, p->id_len); /* p->records + 1 */
+  o += p->id_len;
   t->id_digits_end = (size_t)(o - b->p);
   memcpy(o, p->pass_json.p, p->pass_json.n);
   o += p->pass_json.n;
@@ -1107,8 +1127,8 @@ static int fmt_prefix_cached(sp_profiler *p, sp_thread *t, long long call_id, co
  * filling the cache when there is not). */
 static int make_prefix(sp_profiler *p, sp_thread *t) {
   sig_rec *r = t->sig >= 0 ? &p->recs[t->sig] : NULL;
-  if (r && r->in_n) return fmt_prefix_cached(p, t, p->records + 1, r);
-  if (!fmt_prefix(p, t, p->records + 1)) return 0;
+  if (r && r->in_n) return fmt_prefix_cached(p, t, r);
+  if (!fmt_prefix(p, t)) return 0;
   if (r) {
     size_t at = text_put(p, t->prefix.p + t->head_at, t->prefix.n - t->head_at);
     if (at != (size_t)-1) {
@@ -1211,6 +1231,19 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
   return SP_CALL_RECORDING;
 }
 
+static void next_call_id(sp_profiler *p) {
+  p->records++;
+  size_t i = p->id_len;
+  while (i > 0 && p->id_text[i - 1] == '9') p->id_text[--i] = '0';
+  if (i > 0) {
+    p->id_text[i - 1]++;
+  } else { /* 99..9 -> 100..0 */
+    memmove(p->id_text + 1, p->id_text, p->id_len);
+    p->id_text[0] = '1';
+    p->id_len++;
+  }
+}
+
 /* Writes the record's rest (suffix) and commits it. Lock held; t->prefix is
  * made (at begin, or by the caller when there was no speculative write). */
 static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suffix_n) {
@@ -1249,7 +1282,7 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     fail(p, "cannot write records file ", e);
     return;
   }
-  p->records++;
+  next_call_id(p);
 }
 
 static void drop_spec(sp_profiler *p, sp_thread *t) {
