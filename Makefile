@@ -6,25 +6,37 @@ PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: venv install demo test bench clean
+.PHONY: install install-test demo test bench clean
 
-$(VENV)/.installed: setup.py pyproject.toml $(wildcard csrc/*.c csrc/*.cpp csrc/*.h)
+SOURCES := setup.py pyproject.toml $(wildcard csrc/*.c csrc/*.cpp csrc/*.h)
+
+$(VENV)/.torch:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "setuptools>=64" wheel
 	$(PY) -m pip install -q $(TORCH_INDEX) "$(TORCH)"
-	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
 	touch $@
 
+$(VENV)/.installed: $(VENV)/.torch $(SOURCES)
+	$(PY) -m pip install -q --no-build-isolation -e .
+	touch $@
+
+# with the test extras: pytest, and transformers/diffusers for the real-model tests
+$(VENV)/.installed-test: $(VENV)/.torch $(SOURCES)
+	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
+	touch $@ $(VENV)/.installed
+
 install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
 
 demo: install
 	$(VENV)/bin/sgl-shapeprof demo
 
-test: install
+test: install-test
 	$(PY) -m pytest -q
 
 bench: install
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/run.py --all
 
 clean:
-	rm -rf build *.egg-info sgl_shapeprof/*.so shapeprof-demo
+	rm -rf build *.egg-info sgl_shapeprof/*.so shapeprof-demo $(VENV)/.installed $(VENV)/.installed-test

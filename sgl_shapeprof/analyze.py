@@ -84,7 +84,7 @@ def analyze_file(path: str, filter_op: Optional[str] = None, max_errors: int = 5
 
 
 def print_analysis(a: Analysis, path: str, out: Optional[TextIO] = None, show_shapes: bool = False,
-                   top: Optional[int] = None) -> None:
+                   top: Optional[int] = None, max_shapes: Optional[int] = None) -> None:
     w = (out or sys.stdout).write
     rep = a.report
     w(f"{path}: {a.records} records, {len(a.ops)} operations, "
@@ -117,5 +117,8 @@ def print_analysis(a: Analysis, path: str, out: Optional[TextIO] = None, show_sh
     for op, st in ranked:
         w(f"{st.calls:>8} {len(st.signatures):>6}  {op}\n")
         if show_shapes:
-            for sig, count in st.signatures.most_common():
+            for sig, count in st.signatures.most_common(max_shapes):
                 w(f"{'':>8} {count:>6}x   {sig}\n")
+            hidden = len(st.signatures) - (max_shapes or len(st.signatures))
+            if hidden > 0:
+                w(f"{'':>8} {'':>6}    ... {hidden} more (sgl-shapeprof analyze --show-shapes)\n")

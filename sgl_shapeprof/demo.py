@@ -36,7 +36,7 @@ def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> i
 
     for path in (llm_path, dif_path):
         print()
-        print_analysis(analyze_file(path), path, top=12, show_shapes=path == llm_path)
+        print_analysis(analyze_file(path), path, top=10, show_shapes=path == llm_path, max_shapes=3)
     print(f"\nFiles are in {folder}:")
     for name in sorted(os.listdir(folder)):
         print(f"  {name}")
