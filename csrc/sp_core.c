@@ -1065,16 +1065,12 @@ static char *put_list(char *o, const int64_t *w, size_t *i) {
   return o;
 }
 
-/* The record up to the inputs' closing brace, call_id included. */
-static int fmt_prefix(sp_profiler *p, sp_thread *t) {
+/* '{"call_id": N, "forward_pass": P[, "phase": ...], ' at the start of
+ * t->prefix (reserved by the caller), noting where call_id's digits and the
+ * operation start. Returns the cursor after it. */
+static char *put_record_head(sp_profiler *p, sp_thread *t) {
   sp_buf *b = &t->prefix;
-  const sp_enc *in = &t->pub.in;
-  const sp_op *op = t->op;
-  b->n = 0;
-  if (!buf_reserve(b, 32 + p->pass_json.n + op->head_len + op->keys_len + enc_bound(in)))
-    return 0;
-  char *o = b->p;
-  o = PUT_LIT(o, "{\"call_id\": ");
+  char *o = PUT_LIT(b->p, "{\"call_id\": ");
   t->id_digits_at = (size_t)(o - b->p);
   memcpy(o, p->id_text, p->id_len); /* p->records + 1 */
   o += p->id_len;
@@ -1083,6 +1079,18 @@ static int fmt_prefix(sp_profiler *p, sp_thread *t) {
   o += p->pass_json.n;
   o = PUT_LIT(o, ", ");
   t->head_at = (size_t)(o - b->p);
+  return o;
+}
+
+/* The record up to the inputs' closing brace, call_id included. */
+static int fmt_prefix(sp_profiler *p, sp_thread *t) {
+  sp_buf *b = &t->prefix;
+  const sp_enc *in = &t->pub.in;
+  const sp_op *op = t->op;
+  b->n = 0;
+  if (!buf_reserve(b, 32 + p->pass_json.n + op->head_len + op->keys_len + enc_bound(in)))
+    return 0;
+  char *o = put_record_head(p, t);
   memcpy(o, op->json_head, op->head_len);
   o += op->head_len;
   int first = 1;
@@ -1109,15 +1117,7 @@ static int fmt_prefix_cached(sp_profiler *p, sp_thread *t, const sig_rec *r) {
   sp_buf *b = &t->prefix;
   b->n = 0;
   if (!buf_reserve(b, 32 + p->pass_json.n + r->in_n)) return 0;
-  char *o = PUT_LIT(b->p, "{\"call_id\": ");
-  t->id_digits_at = (size_t)(o - b->p);
-  memcpy(o, p->id_text, p->id_len); /* p->records + 1 */
-  o += p->id_len;
-  t->id_digits_end = (size_t)(o - b->p);
-  memcpy(o, p->pass_json.p, p->pass_json.n);
-  o += p->pass_json.n;
-  o = PUT_LIT(o, ", ");
-  t->head_at = (size_t)(o - b->p);
+  char *o = put_record_head(p, t);
   memcpy(o, p->text + r->in_at, r->in_n);
   b->n = (size_t)(o - b->p) + r->in_n;
   return 1;
