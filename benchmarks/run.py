@@ -5,10 +5,12 @@
     python benchmarks/run.py --callgrind     # instructions per call (valgrind)
     python benchmarks/run.py --all           # all three (make bench)
 
-Timing: every row runs the same workload in the same process, in interleaved
-rounds (row order rotates each round); each row's time is the median over
-rounds, and the added cost is (row - base) / calls. Ratios compare rows of
-this run only, because these machines are noisy.
+Timing: rows run the same workload in interleaved rounds (row order rotates
+each round); each row's time is the median over rounds, and the added cost is
+(row - base) / calls against a base measured in the same process and rounds.
+The two baselines that change process-wide state (torch.profiler, the Python
+TorchDispatchMode logger) run in a child process with their own base. Ratios
+compare rows of this run only, because these machines are noisy.
 """
 from __future__ import annotations
 
@@ -161,6 +163,14 @@ ROW_ORDER = [
     ("ours_outside_pass", "sgl_shapeprof, outside a logged pass"),
     ("ours_other_rank", "sgl_shapeprof, rank not profiled"),
 ]
+LABELS = dict(ROW_ORDER)
+# Once torch.profiler has run, every later op in the process costs more
+# (measured: our deduplicated repeat 0.11 -> 0.18 us, the base 3% more), and
+# the Python logger's mode leaves state behind too. These baselines therefore
+# run in a child process, interleaved with a base of their own; each row's
+# added cost is against the base of its own process.
+BASELINE_ROWS = ["base", "python_logger", "torch_profiler"]
+OUR_ROWS = ["base", "ours", "ours_dedupe", "ours_outside_pass", "ours_other_rank"]
 
 
 def count_calls(run) -> tuple:
@@ -176,18 +186,19 @@ def count_calls(run) -> tuple:
     return calls, st["bytes"], st["records"]
 
 
-def bench_workload(name: str, rounds: int, rows: Rows) -> dict:
+def time_rows(name: str, rounds: int, keys: list, tmp: str) -> dict:
+    """Median seconds per run of each row in keys, interleaved."""
     run = WORKLOADS[name]()
-    calls, nbytes, records = count_calls(run)
-    times = {k: [] for k, _ in ROW_ORDER}
+    rows = Rows(tmp)
+    times = {k: [] for k in keys}
     with torch.inference_mode():
-        for key, _ in ROW_ORDER:  # warm: caches, allocators, each row's first-seen signatures
+        for key in keys:  # warm: caches, allocators, each row's first-seen signatures
             marker, ctx = getattr(rows, key)()
             with ctx:
                 run(marker)
         for r in range(rounds):
-            order = ROW_ORDER[r % len(ROW_ORDER):] + ROW_ORDER[:r % len(ROW_ORDER)]
-            for key, _ in order:
+            order = keys[r % len(keys):] + keys[:r % len(keys)]
+            for key in order:
                 marker, ctx = getattr(rows, key)()
                 gc.collect()  # no row pays for the previous row's garbage
                 gc.disable()
@@ -200,16 +211,27 @@ def bench_workload(name: str, rounds: int, rows: Rows) -> dict:
                     gc.enable()
                 times[key].append(dt)
     rows.close()
-    med = {k: statistics.median(v) for k, v in times.items()}
-    base = med["base"]
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def bench_workload(name: str, rounds: int, tmp: str) -> dict:
+    calls, nbytes, records = count_calls(WORKLOADS[name]())
+    ours = time_rows(name, rounds, OUR_ROWS, tmp)
+    child = subprocess.run([sys.executable, __file__, "--baseline-child", name, str(rounds)],
+                           capture_output=True, text=True)
+    if child.returncode != 0:
+        raise SystemExit(f"baseline process failed:\n{child.stderr[-3000:]}")
+    baselines = json.loads(child.stdout.strip().splitlines()[-1])
     out = {"workload": name, "calls": calls, "rounds": rounds, "bytes_per_record": nbytes / max(records, 1),
-           "rows": {}}
-    for key, label in ROW_ORDER:
-        added = (med[key] - base) / calls * 1e6
-        out["rows"][key] = {"label": label, "median_s": med[key], "added_us_per_call": added,
-                            "slowdown": med[key] / base}
-    ours = med["ours"]
-    out["records_per_s"] = records / ours
+           "base_s": ours["base"], "baseline_process_base_s": baselines["base"], "rows": {}}
+    for group in (ours, baselines):
+        for key, med in group.items():
+            if key == "base" and group is baselines:
+                continue
+            out["rows"][key] = {"label": LABELS[key], "median_s": med,
+                                "added_us_per_call": (med - group["base"]) / calls * 1e6,
+                                "slowdown": med / group["base"]}
+    out["records_per_s"] = records / ours["ours"]
     return out
 
 
@@ -220,7 +242,8 @@ def print_timing(results: list) -> None:
         rows = res["rows"]
         ours = rows["ours"]["added_us_per_call"]
         print(f"== {res['workload']}: {res['calls']} operator calls per run, {res['rounds']} rounds, "
-              f"base {rows['base']['median_s'] * 1e3:.2f} ms ({rows['base']['median_s'] / res['calls'] * 1e6:.2f} us/call)")
+              f"base {rows['base']['median_s'] * 1e3:.2f} ms ({rows['base']['median_s'] / res['calls'] * 1e6:.2f} us/call); "
+              f"baseline process's base {res['baseline_process_base_s'] * 1e3:.2f} ms")
         print(f"{'':52} {'added us/call':>13} {'x base time':>11} {'x ours':>8}")
         for key, label in ROW_ORDER:
             r = rows[key]
@@ -379,7 +402,14 @@ def main() -> None:
     ap.add_argument("--all", action="store_true", help="timing, memory and callgrind")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--callgrind-child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--baseline-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.baseline_child:
+        torch.set_num_threads(1)
+        with tempfile.TemporaryDirectory(prefix="shapeprof-bench-") as tmp:
+            med = time_rows(args.baseline_child[0], int(args.baseline_child[1]), BASELINE_ROWS, tmp)
+        print(json.dumps(med))
+        return
     if args.callgrind_child:
         callgrind_child(args.callgrind_child[0], int(args.callgrind_child[1]))
         return
@@ -388,7 +418,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="shapeprof-bench-") as tmp:
         timing_only = not (args.memory or args.callgrind) or args.all
         if timing_only:
-            rows = Rows(tmp)
             names = [w for w in args.workloads.split(",") if w]
             for w in names:
                 if w not in WORKLOADS:
@@ -396,7 +425,7 @@ def main() -> None:
             results["timing"] = []
             for w in names:
                 print(f"running {w} ...", file=sys.stderr, flush=True)
-                results["timing"].append(bench_workload(w, args.rounds, rows))
+                results["timing"].append(bench_workload(w, args.rounds, tmp))
             print_timing(results["timing"])
         if args.memory or args.all:
             results["memory"] = bench_memory(args.memory_calls, tmp)
