@@ -43,7 +43,11 @@ thread_local ThreadState t_state;
 pthread_key_t g_scratch_key;
 pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
 
-void free_scratch(void* scratch) { sp_thread_free(static_cast<sp_thread*>(scratch)); }
+void free_scratch(void* scratch) {
+  // Runs on the exiting thread: later exit-time code may still run ops here.
+  if (t_state.scratch == scratch) t_state.scratch = nullptr;
+  sp_thread_free(static_cast<sp_thread*>(scratch));
+}
 void make_scratch_key() { pthread_key_create(&g_scratch_key, free_scratch); }
 
 sp_thread* new_scratch() {
@@ -58,10 +62,6 @@ void set_key(bool on) {
     c10::impl::tls_set_dispatch_key_included(kKey, on);
 }
 
-int64_t dtype_code(const at::Tensor& t) {
-  return static_cast<int64_t>(t.scalar_type());
-}
-
 // Appends <tensor>; returns false when the call must not be logged (a meta
 // tensor or symbolic sizes: someone is tracing, not running the model).
 bool encode_tensor(sp_enc* e, const at::Tensor& t) {
@@ -69,7 +69,7 @@ bool encode_tensor(sp_enc* e, const at::Tensor& t) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   if (impl->has_symbolic_sizes_strides() || impl->is_nested()) return false;
   c10::IntArrayRef sizes = impl->sizes();
-  sp_enc_tensor(e, static_cast<int>(dtype_code(t)),
+  sp_enc_tensor(e, static_cast<int>(t.scalar_type()),
                 static_cast<int>(sizes.size()), sizes.data());
   return true;
 }
