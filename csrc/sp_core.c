@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -726,9 +727,26 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   sp_summary_path_for(p->path, p->summary_path, cap);
   p->cfg.path = p->path;
   p->cfg.phases = p->phases;
-  int fd = open(p->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* Not O_TRUNC: first make sure no other live process writes this file
+   * (two processes with the same rank name, say). */
+  int fd = open(p->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     set_err(p, "cannot open records file ", p->path, errno);
+    return SP_IOERR;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK) {
+      set_err(p, "records file is in use by another profiler: ", p->path, 0);
+      return SP_BUSY;
+    }
+    set_err(p, "cannot lock records file ", p->path, e);
+    return SP_IOERR;
+  }
+  if (ftruncate(fd, 0) != 0) {
+    set_err(p, "cannot truncate records file ", p->path, errno);
+    close(fd);
     return SP_IOERR;
   }
   p->file.fd = fd;

@@ -24,6 +24,7 @@ extern "C" {
 #define SP_ERROR 1  /* bad argument or state; see sp_errmsg */
 #define SP_NOMEM 2
 #define SP_IOERR 3  /* open/grow/map/write of an output file failed */
+#define SP_BUSY 4   /* the records file is held by another open profiler */
 
 typedef struct sp_profiler sp_profiler;
 typedef struct sp_thread sp_thread;

@@ -18,7 +18,8 @@ typedef struct {
 } ProfilerObject;
 
 static PyObject *raise_for(int rc, const char *msg) {
-  PyObject *type = rc == SP_NOMEM ? PyExc_MemoryError
+  PyObject *type = rc == SP_NOMEM   ? PyExc_MemoryError
+                   : rc == SP_BUSY  ? PyExc_BlockingIOError
                    : rc == SP_IOERR ? PyExc_OSError
                                     : PyExc_ValueError;
   PyErr_SetString(type, msg);

@@ -76,7 +76,15 @@ class ShapeProfiler:
             raise FileNotFoundError(f"cannot write {path}: directory {parent} does not exist")
         self.rank = rank
         self.dedupe = bool(dedupe)
-        self._native = _C.Profiler(path, rank, skip_warmup, log_n_passes, self.dedupe, phase_list)
+        try:
+            self._native = _C.Profiler(path, rank, skip_warmup, log_n_passes, self.dedupe, phase_list)
+        except BlockingIOError:
+            # Another live profiler writes this file (two processes with the
+            # same rank name, say): never share it, take a name of our own.
+            stem, ext = os.path.splitext(path)
+            own = f"{stem}.pid{os.getpid()}{ext}"
+            _say(f"{path} is in use by another process; writing {own} instead")
+            self._native = _C.Profiler(own, rank, skip_warmup, log_n_passes, self.dedupe, phase_list)
         self._closed = False
         self._broken = False
         _open_profilers.add(self)

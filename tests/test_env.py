@@ -174,3 +174,24 @@ def test_phase_filter_from_env(monkeypatch, tmp_path):
     s = json.load(open(prof.summary_path))
     assert s["phase_passes"] == {"extend": 1, "prefill": 1}  # 2 logged, then the limit
     assert s["forward_passes"] == 5
+
+
+def test_two_profilers_never_share_a_file(tmp_path, capsys):
+    """Two processes with the same rank name (pipeline/data parallel): the
+    second gets a file of its own. flock is per open file, so two profilers in
+    one process show the same thing."""
+    path = tmp_path / "same.jsonl"
+    first = sgl_shapeprof.ShapeProfiler(path)
+    second = sgl_shapeprof.ShapeProfiler(path)
+    assert second.path == str(tmp_path / f"same.pid{os.getpid()}.jsonl")
+    assert "in use by another process" in capsys.readouterr().err
+    for prof, size in ((first, 3), (second, 5)):
+        with prof.forward_pass():
+            torch.ones(size).neg()
+        prof.close()
+    assert [r["inputs"] for r in load(path) if r["operation"] == "aten.neg.default"] == [
+        {"self": {"shape": [3], "dtype": "torch.float32"}}]
+    assert len(load(second.path)) == 2
+    third = sgl_shapeprof.ShapeProfiler(path)  # the first let go: the name is free again
+    assert third.path == str(path)
+    third.close()
