@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT
+import torch
+from helpers import ROOT, run_python
 
 from sgl_shapeprof import RecordReader
 from sgl_shapeprof.analyze import analyze_file, print_analysis
@@ -109,3 +110,36 @@ def test_reader_on_zero_padded_file(tmp_path):
     assert [r["call_id"] for r in recs] == [1, 2]
     assert recs[1]["incomplete"] and recs[1]["outputs"] is None
     assert reader.report.zero_padding == 5000
+
+
+FULL_DISK = r'''
+import json, resource, signal, sys, torch
+from sgl_shapeprof import ShapeProfiler
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # growing the file then fails with EFBIG, like a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (3 << 20, 3 << 20))
+prof = ShapeProfiler(sys.argv[1])
+x = torch.ones(4, 4)
+with prof.forward_pass():
+    for i in range(40000):                        # ~9 MB of records: more than the limit
+        x = torch.add(x, 1.0 / (i + 1))
+print(float(x.sum()))                              # the model's result, unaffected
+prof.close()
+'''
+
+
+def test_full_disk_is_reported_once_and_the_model_runs_on(tmp_path):
+    path = tmp_path / "full.jsonl"
+    r = run_python(FULL_DISK, args=(path,))
+    assert r.returncode == 0, r.stderr
+    expected = torch.ones(4, 4)
+    for i in range(40000):
+        expected = torch.add(expected, 1.0 / (i + 1))
+    assert float(r.stdout.strip()) == float(expected.sum())
+    lines = [ln for ln in r.stderr.splitlines() if "sgl_shapeprof" in ln]
+    assert len(lines) == 1 and "File too large" in lines[0] and "profiling stopped" in lines[0], r.stderr
+    reader = RecordReader(path)
+    recs = list(reader)
+    assert 5000 < len(recs) < 40000 and not reader.report.bad_lines
+    assert [r["call_id"] for r in recs] == list(range(1, len(recs) + 1))
+    summary = json.load(open(tmp_path / "full_summary.json"))
+    assert summary["profiler_failed"] is True and summary["total_operations"] == len(recs)
