@@ -42,6 +42,7 @@ def format_signature(rec: dict, with_outputs: bool = True) -> str:
 class OpStats:
     calls: int = 0
     signatures: Counter = field(default_factory=Counter)
+    examples: Dict[str, dict] = field(default_factory=dict)  # signature -> inputs/outputs
     errors: int = 0
 
 
@@ -72,7 +73,10 @@ def analyze_file(path: str, filter_op: Optional[str] = None, max_errors: int = 5
         if st is None:
             st = ops[op] = OpStats()
         st.calls += 1
-        st.signatures[format_signature(rec)] += 1
+        sig = format_signature(rec)
+        st.signatures[sig] += 1
+        if sig not in st.examples:
+            st.examples[sig] = {"inputs": rec.get("inputs") or {}, "outputs": rec.get("outputs")}
         passes[rec.get("forward_pass")] += 1
         if rec.get("phase"):
             phases[rec["phase"]] += 1
@@ -122,3 +126,25 @@ def print_analysis(a: Analysis, path: str, out: Optional[TextIO] = None, show_sh
             hidden = len(st.signatures) - (max_shapes or len(st.signatures))
             if hidden > 0:
                 w(f"{'':>8} {'':>6}    ... {hidden} more (sgl-shapeprof analyze --show-shapes)\n")
+
+
+def analysis_json(a: Analysis, path: str, top: Optional[int] = None) -> dict:
+    """The analysis as data: per operation, its distinct signatures (inputs
+    and outputs as in the records) with counts, most frequent first."""
+    ranked = sorted(a.ops.items(), key=lambda kv: -kv[1].calls)
+    if top:
+        ranked = ranked[:top]
+    rep = a.report
+    return {
+        "file": path,
+        "records": a.records,
+        "forward_passes": len(a.passes),
+        "last_line_cut": rep.cut_last_line,
+        "unreadable_lines": len(rep.bad_lines),
+        "errors": a.errors,
+        "operations": [
+            {"operation": op, "calls": st.calls, "errors": st.errors,
+             "signatures": [dict(st.examples[sig], count=count) for sig, count in st.signatures.most_common()]}
+            for op, st in ranked
+        ],
+    }

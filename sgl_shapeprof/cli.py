@@ -11,7 +11,7 @@ from . import __version__
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from .analyze import analyze_file, print_analysis
+    from .analyze import analysis_json, analyze_file, print_analysis
     if not os.path.isfile(args.file):
         print(f"sgl-shapeprof analyze: no such file: {args.file}", file=sys.stderr)
         return 2
@@ -20,7 +20,12 @@ def _analyze(args: argparse.Namespace) -> int:
     except __import__("re").error as e:
         print(f"sgl-shapeprof analyze: bad --filter-op regex {args.filter_op!r}: {e}", file=sys.stderr)
         return 2
-    print_analysis(a, args.file, show_shapes=args.show_shapes, top=args.top)
+    if args.json:
+        import json
+        json.dump(analysis_json(a, args.file, top=args.top), sys.stdout, indent=1)
+        print()
+    else:
+        print_analysis(a, args.file, show_shapes=args.show_shapes, top=args.top)
     return 0
 
 
@@ -84,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--show-shapes", action="store_true", help="list each operator's distinct shapes")
     a.add_argument("--top", type=int, metavar="N", help="only the N most called operators")
     a.add_argument("--filter-op", metavar="REGEX", help="only operators matching REGEX (re.search)")
+    a.add_argument("--json", action="store_true",
+                   help="machine-readable: each operator's distinct input/output shapes with counts")
     a.set_defaults(func=_analyze)
 
     r = sub.add_parser("record", help="profile a Python script: record [-o FILE] -- python script.py ARGS")

@@ -126,3 +126,16 @@ def test_analyze_streams_big_files(tmp_path):
     tracemalloc.stop()
     assert a.records == 40000
     assert peak < size / 10, (peak, size)
+
+
+def test_analyze_json_for_tuning_scripts(tmp_path, capsys):
+    path = tmp_path / "a.jsonl"
+    write(path, [rec(1, "aten.mm.default", [2, 3]), rec(2, "aten.mm.default", [2, 3]),
+                 rec(3, "aten.mm.default", [4, 3]), rec(4, "aten.relu.default", [9], error="bad")])
+    assert main(["analyze", str(path), "--json", "--filter-op", "mm"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["records"] == 3 and data["errors"] == []
+    (mm,) = data["operations"]
+    assert mm["operation"] == "aten.mm.default" and mm["calls"] == 3
+    assert [(s["inputs"]["self"]["shape"], s["count"]) for s in mm["signatures"]] == [([2, 3], 2), ([4, 3], 1)]
+    assert mm["signatures"][0]["outputs"] == {"shape": [2, 3], "dtype": "torch.float16"}
