@@ -74,6 +74,18 @@ def test_sigkill_from_outside_during_a_kernel(tmp_path):
     assert not os.path.exists(str(tmp_path / "s_summary.json"))
 
 
+def test_sigterm_from_outside_writes_the_summary(tmp_path):
+    p, path = start(tmp_path, "hang", 20)
+    assert p.stdout.readline().strip() == "done"
+    assert p.stdout.readline().strip() == "inside"
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=60)
+    assert p.returncode == -signal.SIGTERM   # still dies of it, as without us
+    check_file(path, 20, "hang")
+    summary = json.load(open(str(tmp_path / "s_summary.json")))
+    assert summary["ended_by"] == "SIGTERM" and summary["total_operations"] == 42
+
+
 @pytest.mark.parametrize("mode,sig", [("segv", signal.SIGSEGV), ("abort", signal.SIGABRT)])
 def test_fatal_signal_inside_an_operator(tmp_path, mode, sig):
     p, path = start(tmp_path, mode, 50)
