@@ -47,8 +47,11 @@ from sgl_shapeprof.demo_models import make_llama, make_unet, run_diffusion, run_
 # ---------------------------------------------------------------------------
 # workloads: run(marker) executes a fixed number of operator calls
 # ---------------------------------------------------------------------------
+DEVICE = os.environ.get("SHAPEPROF_BENCH_DEVICE", "cpu")  # set by --device, also for child processes
+
+
 def micro_workload(iters: int = 2000):
-    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    a, b = torch.randn(8, 8, device=DEVICE), torch.randn(8, 8, device=DEVICE)
 
     def run(marker):
         with _marked(marker):
@@ -59,8 +62,14 @@ def micro_workload(iters: int = 2000):
     return run
 
 
+def _sync():
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()
+
+
 def llama_workload():
-    model = make_llama(torch.float32)
+    # bfloat16 on a GPU, as served; float32 on CPU, where bf16 kernels are slow
+    model = make_llama(torch.bfloat16 if DEVICE != "cpu" else torch.float32, device=DEVICE)
 
     def run(marker):  # 4 requests: each run writes > 1 MiB, so file growth is in every run
         for seed in range(4):
@@ -69,7 +78,7 @@ def llama_workload():
 
 
 def diffusion_workload():
-    model = make_unet()
+    model = make_unet(device=DEVICE)
 
     def run(marker):
         run_diffusion(model, marker, passes=1, steps=50)
@@ -204,8 +213,10 @@ def time_rows(name: str, rounds: int, keys: list, tmp: str) -> dict:
                 gc.disable()
                 try:
                     with ctx:
+                        _sync()
                         t0 = time.perf_counter()
                         run(marker)
+                        _sync()
                         dt = time.perf_counter() - t0
                 finally:
                     gc.enable()
@@ -236,8 +247,9 @@ def bench_workload(name: str, rounds: int, tmp: str) -> dict:
 
 
 def print_timing(results: list) -> None:
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"1 intra-op thread, median of interleaved rounds\n")
+    gpu = f", {torch.cuda.get_device_name()}" if DEVICE != "cpu" else ""
+    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores{gpu}, torch {torch.__version__}, "
+          f"device {DEVICE}, 1 intra-op thread, median of interleaved rounds\n")
     for res in results:
         rows = res["rows"]
         ours = rows["ours"]["added_us_per_call"]
@@ -392,6 +404,7 @@ def bench_callgrind(n: int, tmp: str) -> dict:
 
 
 def main() -> None:
+    global DEVICE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default="micro,llama,diffusion")
     ap.add_argument("--rounds", type=int, default=15)
@@ -401,9 +414,13 @@ def main() -> None:
     ap.add_argument("--callgrind-calls", type=int, default=20000)
     ap.add_argument("--all", action="store_true", help="timing, memory and callgrind")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--device", default=DEVICE, help="cpu (default) or cuda: where the workloads run")
     ap.add_argument("--callgrind-child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--baseline-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    DEVICE = os.environ["SHAPEPROF_BENCH_DEVICE"] = args.device
+    if DEVICE != "cpu" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {DEVICE}: no CUDA device here")
     if args.baseline_child:
         torch.set_num_threads(1)
         with tempfile.TemporaryDirectory(prefix="shapeprof-bench-") as tmp:

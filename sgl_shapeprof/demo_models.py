@@ -118,8 +118,8 @@ class TinyLlama(nn.Module):
     def new_cache(self, batch: int) -> List[torch.Tensor]:
         c = self.c
         shape = (batch, c.kv_heads, c.max_seq, c.dim // c.heads)
-        dtype = self.embed.weight.dtype
-        return [torch.zeros(shape, dtype=dtype) for _ in range(2 * c.layers)]
+        w = self.embed.weight
+        return [torch.zeros(shape, dtype=w.dtype, device=w.device) for _ in range(2 * c.layers)]
 
     def forward(self, ids: torch.Tensor, cache: List[torch.Tensor], pos: int) -> torch.Tensor:
         t = ids.shape[1]
@@ -132,16 +132,17 @@ class TinyLlama(nn.Module):
 
 
 def make_llama(dtype: torch.dtype = torch.float32, seed: int = 0,
-               config: Optional[LlamaConfig] = None) -> TinyLlama:
+               config: Optional[LlamaConfig] = None, device: str = "cpu") -> TinyLlama:
     torch.manual_seed(seed)
-    return TinyLlama(config).to(dtype).eval()
+    return TinyLlama(config).to(device=device, dtype=dtype).eval()
 
 
 def run_llama(model: TinyLlama, marker=None, batch: int = 2, prompt_len: int = 16,
               decode_steps: int = 4, seed: int = 0) -> torch.Tensor:
     """One prefill pass, then decode_steps decode passes; returns the tokens."""
     gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, model.c.vocab, (batch, prompt_len), generator=gen)
+    device = model.embed.weight.device
+    ids = torch.randint(0, model.c.vocab, (batch, prompt_len), generator=gen).to(device)
     cache = model.new_cache(batch)
     with _pass(marker, "prefill"):
         logits = model(ids, cache, 0)
@@ -162,7 +163,7 @@ def run_llama(model: TinyLlama, marker=None, batch: int = 2, prompt_len: int = 1
 # --------------------------------------------------------------------------
 def timestep_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
     half = dim // 2
-    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32, device=t.device) / half)
     args = t.float()[:, None] * freqs[None]
     return torch.cat([args.cos(), args.sin()], dim=-1)
 
@@ -221,24 +222,24 @@ class TinyUNet(nn.Module):
         return self.out(self.up(torch.cat([up, h1], dim=1), temb))
 
 
-def make_unet(dtype: torch.dtype = torch.float32, seed: int = 0) -> TinyUNet:
+def make_unet(dtype: torch.dtype = torch.float32, seed: int = 0, device: str = "cpu") -> TinyUNet:
     torch.manual_seed(seed)
-    return TinyUNet().to(dtype).eval()
+    return TinyUNet().to(device=device, dtype=dtype).eval()
 
 
 def run_diffusion(model: TinyUNet, marker=None, passes: int = 1, steps: int = 50,
                   batch: int = 1, size: int = 16, seed: int = 0) -> torch.Tensor:
     """passes requests, each a pass of `steps` denoising steps (DDIM-like)."""
     gen = torch.Generator().manual_seed(seed)
-    dtype = model.inp.weight.dtype
-    ctx = torch.randn(batch, 8, 24, generator=gen).to(dtype)
+    dtype, device = model.inp.weight.dtype, model.inp.weight.device
+    ctx = torch.randn(batch, 8, 24, generator=gen).to(device, dtype)
     alphas = torch.linspace(0.999, 0.01, steps)
     x = None
     for _ in range(passes):
         with _pass(marker, "denoise"):
-            x = torch.randn(batch, 4, size, size, generator=gen).to(dtype)
+            x = torch.randn(batch, 4, size, size, generator=gen).to(device, dtype)
             for i in reversed(range(steps)):
-                t = torch.full((batch,), i, dtype=torch.int64)
+                t = torch.full((batch,), i, dtype=torch.int64, device=device)
                 eps = model(x, t, ctx)
                 a = float(alphas[i])
                 x = (x - (1 - a) ** 0.5 * eps) / a ** 0.5

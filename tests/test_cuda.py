@@ -15,10 +15,9 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 def test_cuda_llama_bf16_matches_reference(tmp_path):
     def work(marker):
-        model = make_llama(torch.bfloat16).cuda()
+        model = make_llama(torch.bfloat16, device="cuda")
         with torch.inference_mode():
-            run_llama(model.cuda(), marker, decode_steps=3)
-    # run_llama makes its ids on the CPU; the embedding moves them: both see the same
+            run_llama(model, marker, decode_steps=3)
     ref, ours, _ = run_both(tmp_path, work)
     assert_same_stream(ref, ours)
 
