@@ -1,10 +1,11 @@
 /*
  * sp_core.c -- see sp_core.h. Plain C11 + POSIX; no Python, no torch.
  *
- * Concurrency: one mutex per profiler guards its file, tables and counters;
- * the operator registry has its own mutex; the hot-path "is a logged pass
- * open" test is one atomic load. Only sp_emergency_close_all runs without
- * locks (it is called from fatal-signal handlers).
+ * Concurrency: one spinlock per profiler guards its file, tables and
+ * counters (held for a few hundred instructions, never across a kernel);
+ * the operator registry has a mutex for writers and lock-free readers; the
+ * hot-path "is a logged pass open" test is one atomic load. Only
+ * sp_emergency_close_all runs without locks (from fatal-signal handlers).
  */
 #define _GNU_SOURCE
 #include "sp_core.h"
@@ -62,19 +63,49 @@ static void buf_put(sp_buf *b, const char *s, size_t n) {
 
 #define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
 
-static size_t fmt_i64(char *out, int64_t v) {
-  char tmp[24];
-  size_t n = 0;
-  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-  do {
-    tmp[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  size_t k = 0;
-  if (v < 0) out[k++] = '-';
-  while (n) out[k++] = tmp[--n];
-  return k;
+static const char k_digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static char *put_u64(char *o, uint64_t v) {
+  if (v < 10) { /* most sizes and ids are short: skip the general loop */
+    *o = (char)('0' + v);
+    return o + 1;
+  }
+  if (v < 100) {
+    memcpy(o, k_digit_pairs + 2 * v, 2);
+    return o + 2;
+  }
+  char tmp[20];
+  char *e = tmp + sizeof tmp, *q = e;
+  while (v >= 100) {
+    const char *d = k_digit_pairs + 2 * (v % 100);
+    v /= 100;
+    *--q = d[1];
+    *--q = d[0];
+  }
+  if (v >= 10) {
+    const char *d = k_digit_pairs + 2 * v;
+    *--q = d[1];
+    *--q = d[0];
+  } else {
+    *--q = (char)('0' + v);
+  }
+  size_t n = (size_t)(e - q);
+  memcpy(o, q, n);
+  return o + n;
 }
+
+static char *put_i64(char *o, int64_t v) {
+  if (v < 0) {
+    *o++ = '-';
+    return put_u64(o, (uint64_t)0 - (uint64_t)v);
+  }
+  return put_u64(o, (uint64_t)v);
+}
+
+static size_t fmt_i64(char *out, int64_t v) { return (size_t)(put_i64(out, v) - out); }
 
 static void buf_i64(sp_buf *b, int64_t v) {
   if (!buf_reserve(b, 24)) return;
@@ -1001,48 +1032,6 @@ static int count_op(sp_profiler *p, int id) {
  * Records are formatted with a raw cursor into a buffer reserved once per
  * record: the bound below covers any encoding (each int64 word formats to at
  * most 20 digits plus separators; a tensor's words also carry its tail). */
-static const char k_digit_pairs[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-static char *put_u64(char *o, uint64_t v) {
-  if (v < 10) { /* most sizes and ids are short: skip the general loop */
-    *o = (char)('0' + v);
-    return o + 1;
-  }
-  if (v < 100) {
-    memcpy(o, k_digit_pairs + 2 * v, 2);
-    return o + 2;
-  }
-  char tmp[20];
-  char *e = tmp + sizeof tmp, *q = e;
-  while (v >= 100) {
-    const char *d = k_digit_pairs + 2 * (v % 100);
-    v /= 100;
-    *--q = d[1];
-    *--q = d[0];
-  }
-  if (v >= 10) {
-    const char *d = k_digit_pairs + 2 * v;
-    *--q = d[1];
-    *--q = d[0];
-  } else {
-    *--q = (char)('0' + v);
-  }
-  size_t n = (size_t)(e - q);
-  memcpy(o, q, n);
-  return o + n;
-}
-
-static char *put_i64(char *o, int64_t v) {
-  if (v < 0) {
-    *o++ = '-';
-    return put_u64(o, (uint64_t)0 - (uint64_t)v);
-  }
-  return put_u64(o, (uint64_t)v);
-}
-
 #define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
 
 static size_t enc_bound(const sp_enc *e) {
