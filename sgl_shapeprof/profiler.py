@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import Iterable, Iterator, Optional, Union
 
-from .config import ConfigError, read_env
+from .config import PHASE_ALIASES, ConfigError, read_env
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -66,7 +66,10 @@ class ShapeProfiler:
         _check_count("log_n_passes", log_n_passes)
         phase_list = None
         if phases is not None:
-            phase_list = ",".join(sorted(phases)) if not isinstance(phases, str) else phases
+            names = phases.split(",") if isinstance(phases, str) else list(phases)
+            names = {n.strip() for n in names if n.strip()}
+            names |= {PHASE_ALIASES[n] for n in names if n in PHASE_ALIASES}
+            phase_list = ",".join(sorted(names)) or None
         import torch  # noqa: F401  (loads libc10/libtorch for the extension)
 
         from . import _C

@@ -195,3 +195,13 @@ def test_two_profilers_never_share_a_file(tmp_path, capsys):
     third = sgl_shapeprof.ShapeProfiler(path)  # the first let go: the name is free again
     assert third.path == str(path)
     third.close()
+
+
+def test_phases_argument_same_as_env(tmp_path):
+    prof = sgl_shapeprof.ShapeProfiler(tmp_path / "ph.jsonl", phases=["prefill", "decode"])
+    logged = []
+    for phase in ["extend", "decode", "idle", None]:
+        logged.append(prof.start_forward_pass(phase))
+        prof.end_forward_pass()
+    prof.close()
+    assert logged == [True, True, False, False]
