@@ -154,3 +154,17 @@ def test_meta_and_fake_tensors_are_not_logged(tmp_path):
     prof.close()
     ops = [r["operation"] for r in load(tmp_path / "m.jsonl")]
     assert ops == ["aten.ones.default", "aten.exp.default", "aten.ones.default", "aten.neg.default"]
+
+
+def test_backward_inside_a_pass_is_logged(tmp_path):
+    """Autograd runs backward with the pass's dispatch state (on CPU on this
+    thread; on GPUs on device threads that inherit it)."""
+    w = torch.randn(6, 4, requires_grad=True)
+    prof = ShapeProfiler(tmp_path / "b.jsonl")
+    with prof.forward_pass("train"):
+        loss = torch.relu(torch.randn(3, 6) @ w).sum()
+        loss.backward()
+    prof.close()
+    ops = [r["operation"] for r in load(tmp_path / "b.jsonl")]
+    assert "aten.threshold_backward.default" in ops
+    assert w.grad is not None and w.grad.shape == (6, 4)
