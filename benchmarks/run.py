@@ -433,8 +433,8 @@ def main() -> None:
     torch.set_num_threads(1)
     results = {}
     with tempfile.TemporaryDirectory(prefix="shapeprof-bench-") as tmp:
-        timing_only = not (args.memory or args.callgrind) or args.all
-        if timing_only:
+        run_timing = not (args.memory or args.callgrind) or args.all
+        if run_timing:
             names = [w for w in args.workloads.split(",") if w]
             for w in names:
                 if w not in WORKLOADS:

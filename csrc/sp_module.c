@@ -182,25 +182,6 @@ static PyTypeObject ProfilerType = {
     .tp_getset = Profiler_getset,
 };
 
-static PyObject *mod_summary_path_for(PyObject *m, PyObject *arg) {
-  (void)m;
-  PyObject *b = NULL;
-  if (!PyUnicode_FSConverter(arg, &b)) return NULL;
-  Py_ssize_t n = PyBytes_GET_SIZE(b) + 32;
-  char *buf = PyMem_Malloc((size_t)n);
-  PyObject *r = NULL;
-  if (!buf) {
-    PyErr_NoMemory();
-  } else if (sp_summary_path_for(PyBytes_AS_STRING(b), buf, (size_t)n) == SP_OK) {
-    r = PyUnicode_DecodeFSDefault(buf);
-  } else {
-    PyErr_SetString(PyExc_ValueError, "bad records path");
-  }
-  PyMem_Free(buf);
-  Py_DECREF(b);
-  return r;
-}
-
 static PyObject *mod_thread_enabled(PyObject *m, PyObject *noargs) {
   (void)m;
   (void)noargs;
@@ -231,8 +212,6 @@ static PyMethodDef module_methods[] = {
      "Stop logging on this thread until resume_thread() (compilers)."},
     {"resume_thread", mod_resume_thread, METH_NOARGS,
      "Undo pause_thread() if this thread's pass is still logged."},
-    {"summary_path_for", mod_summary_path_for, METH_O,
-     "summary_path_for(records_path) -> the summary file's path."},
     {"thread_enabled", mod_thread_enabled, METH_NOARGS,
      "Whether the hook's dispatch key is in this thread's TLS."},
     {"hook_installed", mod_hook_installed, METH_NOARGS,

@@ -8,9 +8,11 @@ from __future__ import annotations
 import importlib.machinery
 import sys
 
-# What to patch, by module; the patch functions load only when one of these
-# modules is imported (the hook runs in every Python process of the server).
-TARGETS = ("sglang.srt.managers.tp_worker", "sglang.multimodal_gen.runtime.managers.gpu_worker")
+from .integrations import SGLANG_DIFFUSION_WORKER, SGLANG_LLM_WORKER
+
+# What to patch; the patch functions load only when one of these modules is
+# imported (the hook runs in every Python process of the server).
+TARGETS = (SGLANG_LLM_WORKER, SGLANG_DIFFUSION_WORKER)
 
 
 def _patch(module) -> None:
@@ -19,9 +21,8 @@ def _patch(module) -> None:
 
 
 class _PatchingLoader:
-    def __init__(self, loader, patch):
+    def __init__(self, loader):
         self._loader = loader
-        self._patch = patch
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
@@ -29,7 +30,7 @@ class _PatchingLoader:
     def exec_module(self, module):
         self._loader.exec_module(module)
         try:
-            self._patch(module)
+            _patch(module)
         except Exception as e:  # never break the import
             sys.stderr.write(f"sgl_shapeprof: cannot hook {module.__name__}: {e}\n")
 
@@ -46,7 +47,7 @@ class _WorkerFinder:
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _PatchingLoader(spec.loader, _patch)
+        spec.loader = _PatchingLoader(spec.loader)
         return spec
 
     def invalidate_caches(self):

@@ -87,6 +87,12 @@ def analyze_file(path: str, filter_op: Optional[str] = None, max_errors: int = 5
     return Analysis(reader.report, ops, errors, passes, phases, n)
 
 
+def _ranked(a: Analysis, top: Optional[int]) -> list:
+    """(operation, OpStats), most called first; the first `top` if given."""
+    ranked = sorted(a.ops.items(), key=lambda kv: -kv[1].calls)
+    return ranked[:top] if top else ranked
+
+
 def print_analysis(a: Analysis, path: str, out: Optional[TextIO] = None, show_shapes: bool = False,
                    top: Optional[int] = None, max_shapes: Optional[int] = None) -> None:
     w = (out or sys.stdout).write
@@ -114,9 +120,7 @@ def print_analysis(a: Analysis, path: str, out: Optional[TextIO] = None, show_sh
             w(f"  call {rec.get('call_id')} (pass {rec.get('forward_pass')}) {rec.get('operation')}\n")
             w(f"    {format_signature(rec, with_outputs=False)}\n")
             w(f"    {first}\n")
-    ranked = sorted(a.ops.items(), key=lambda kv: -kv[1].calls)
-    if top:
-        ranked = ranked[:top]
+    ranked = _ranked(a, top)
     w(f"\n{'calls':>8} {'shapes':>6}  operation\n")
     for op, st in ranked:
         w(f"{st.calls:>8} {len(st.signatures):>6}  {op}\n")
@@ -131,9 +135,7 @@ def print_analysis(a: Analysis, path: str, out: Optional[TextIO] = None, show_sh
 def analysis_json(a: Analysis, path: str, top: Optional[int] = None) -> dict:
     """The analysis as data: per operation, its distinct signatures (inputs
     and outputs as in the records) with counts, most frequent first."""
-    ranked = sorted(a.ops.items(), key=lambda kv: -kv[1].calls)
-    if top:
-        ranked = ranked[:top]
+    ranked = _ranked(a, top)
     rep = a.report
     return {
         "file": path,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 from typing import List, Optional
@@ -17,7 +18,7 @@ def _analyze(args: argparse.Namespace) -> int:
         return 2
     try:
         a = analyze_file(args.file, filter_op=args.filter_op)
-    except __import__("re").error as e:
+    except re.error as e:
         print(f"sgl-shapeprof analyze: bad --filter-op regex {args.filter_op!r}: {e}", file=sys.stderr)
         return 2
     if args.json:

@@ -24,12 +24,10 @@ import threading
 from typing import Any, Callable, Optional
 
 from ..profiler import ShapeProfiler, _say, from_env
+from . import SGLANG_DIFFUSION_WORKER, SGLANG_LLM_WORKER
 
 _ATTACHED = "_sgl_shapeprof"
 _depth = threading.local()
-
-LLM_MODULE = "sglang.srt.managers.tp_worker"
-DIFFUSION_MODULE = "sglang.multimodal_gen.runtime.managers.gpu_worker"
 
 
 def llm_phase(batch: Any = None, forward_batch: Any = None) -> Optional[str]:
@@ -43,10 +41,9 @@ def llm_phase(batch: Any = None, forward_batch: Any = None) -> Optional[str]:
 
 
 def llm_tp_rank(worker: Any) -> Optional[int]:
-    for attr in ("tp_rank",):
-        value = getattr(worker, attr, None)
-        if isinstance(value, int):
-            return value
+    value = getattr(worker, "tp_rank", None)
+    if isinstance(value, int):
+        return value
     try:  # SGLang 0.5.2x keeps parallel state in runtime_context
         from sglang.srt.runtime_context import get_parallel
         return int(get_parallel().tp_rank)
@@ -143,4 +140,4 @@ def patch_diffusion_module(module: Any) -> None:
     _wrap_init(module.GPUWorker, attach_diffusion_worker)
 
 
-TARGETS = {LLM_MODULE: patch_llm_module, DIFFUSION_MODULE: patch_diffusion_module}
+TARGETS = {SGLANG_LLM_WORKER: patch_llm_module, SGLANG_DIFFUSION_WORKER: patch_diffusion_module}
