@@ -1,28 +1,49 @@
-# One-command entry points. Each creates .venv (if missing), installs
-# torch 2.13.0 (CPU) and this package into it, then does its job.
-PYTHON ?= python3
-VENV   ?= .venv
-PY     := $(VENV)/bin/python
-TORCH  ?= torch==2.13.0
-TORCH_INDEX ?=
+# One-command entry points. Each creates a virtual environment (if missing),
+# installs torch and this package into it, then does its job.
+#
+#   make demo | test | bench     torch 2.13.0 (the CPU wheel), in .venv
+#   make test TORCH=2.15.0       another torch release, in .venv-torch2.15.0
+#   make test-matrix             the whole suite on every supported torch
+#   make test-sglang             the real SGLang 0.5.23 engine (torch 2.14.1, its pin)
+PYTHON  ?= python3
+TORCH   ?= 2.13.0
+TORCHES := 2.13.0 2.14.1 2.15.0
+SGLANG_TORCH := 2.14.1
 
-.PHONY: install install-test demo test bench clean
+ifeq ($(TORCH),2.13.0)
+VENV ?= .venv
+# develop here: an editable install builds the module into the checkout
+EDITABLE := -e
+else
+VENV ?= .venv-torch$(TORCH)
+# a regular install: the checkout's module belongs to the default venv
+EDITABLE :=
+endif
+PY := $(VENV)/bin/python
 
-SOURCES := setup.py pyproject.toml $(wildcard csrc/*.c csrc/*.cpp csrc/*.h)
+# Our sources build with warnings as errors here and in CI (not for users).
+export SGL_SHAPEPROF_WERROR := 1
+
+.PHONY: install install-test demo test test-matrix test-sglang bench clean
+
+NATIVE := setup.py pyproject.toml $(wildcard csrc/*.c csrc/*.cpp csrc/*.h)
+PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*.pth)
+SOURCES := $(NATIVE) $(if $(EDITABLE),,$(PYSRC))
 
 $(VENV)/.torch:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "setuptools>=64" wheel
-	$(PY) -m pip install -q $(TORCH_INDEX) "$(TORCH)"
+	# the exact release asked for (this machine's pip config may cap torch)
+	PIP_CONSTRAINT=/dev/null $(PY) -m pip install -q "torch==$(TORCH)"
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.torch $(SOURCES)
-	$(PY) -m pip install -q --no-build-isolation -e .
+	$(PY) -m pip install -q --no-build-isolation $(EDITABLE) .
 	touch $@
 
 # with the test extras: pytest, and transformers/diffusers for the real-model tests
 $(VENV)/.installed-test: $(VENV)/.torch $(SOURCES)
-	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
+	$(PY) -m pip install -q --no-build-isolation $(EDITABLE) ".[test]"
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -32,11 +53,22 @@ install-test: $(VENV)/.installed-test
 demo: install
 	$(VENV)/bin/sgl-shapeprof demo
 
+# bin/pytest, not python -m pytest: the checkout must not shadow the install
 test: install-test
-	$(PY) -m pytest -q
+	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+
+test-matrix:
+	set -e; for t in $(TORCHES); do $(MAKE) --no-print-directory test TORCH=$$t; done
+
+# SGLang's own pin, its pure-Python dependencies, a placeholder sgl_kernel
+test-sglang:
+	$(MAKE) --no-print-directory install-test TORCH=$(SGLANG_TORCH)
+	bash tests/sglang_env/setup.sh .venv-torch$(SGLANG_TORCH)
+	.venv-torch$(SGLANG_TORCH)/bin/pytest -q $(PYTEST_ARGS)
 
 bench: install
 	$(PY) benchmarks/run.py --all
 
 clean:
-	rm -rf build *.egg-info sgl_shapeprof/*.so shapeprof-demo $(VENV)/.installed $(VENV)/.installed-test
+	rm -rf build *.egg-info sgl_shapeprof/*.so sgl_shapeprof/_build.py shapeprof-demo \
+	  $(VENV)/.installed $(VENV)/.installed-test

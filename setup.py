@@ -2,45 +2,86 @@
 
     pip install --no-build-isolation .
 
-(An isolated build would make pip fetch its own torch: gigabytes, and an ABI
-that may not match the torch you run.)
+torch's own extension machinery (torch.utils.cpp_extension) picks the C++
+standard, ABI flag, include and library paths of the torch it runs under; the
+C core is compiled as C11 beside it. The wheel requires the torch release it
+was built for: a C++ extension only loads into that one.
+
+SGL_SHAPEPROF_WERROR=1 (set by the Makefile and CI) turns our warnings into
+errors; a user's install must not fail because a newer compiler warns.
 """
 import os
 import sys
 
-from setuptools import Extension, setup
-from setuptools.command.build_ext import build_ext
+from setuptools import setup
 from setuptools.command.build_py import build_py
 
-try:
-    import torch
-    from torch.utils import cpp_extension
-except ImportError:  # pragma: no cover - build-time message
-    sys.exit("sgl_shapeprof: building needs torch installed first "
-             "(pip install torch, then pip install --no-build-isolation .)")
-
-WARNINGS = ["-Wall", "-Wextra", "-Werror"]
-TORCH_LIB = cpp_extension.library_paths()[0]
+ISOLATED_HINT = ("sgl_shapeprof must be built against the torch you run: "
+                 "install torch first, then: pip install --no-build-isolation sgl_shapeprof "
+                 "(or: pip install --no-build-isolation . in its source folder)")
 
 
-class BuildExt(build_ext):
-    """C11 for .c, C++17 for .cpp, from one extension."""
+def _torch_or_exit():
+    """torch, or one line saying how to build. An isolated build environment
+    (plain `pip install .`) has no torch of its own: we refuse to fetch one,
+    since the extension would be built against a torch the user does not run."""
+    if "pip-build-env-" in (os.environ.get("PYTHONPATH", "") + sys.prefix):
+        sys.exit(f"error: {ISOLATED_HINT}")
+    try:
+        import torch
+        from torch.utils import cpp_extension
+    except ImportError:
+        sys.exit(f"error: {ISOLATED_HINT}")
+    if "pip-build-env-" in (torch.__file__ or ""):
+        sys.exit(f"error: {ISOLATED_HINT}")
+    return torch, cpp_extension
+
+
+torch, cpp_extension = _torch_or_exit()
+
+TORCH_VERSION = torch.__version__.split("+")[0]  # "2.14.1" of "2.14.1+cu128"
+STRICT = os.environ.get("SGL_SHAPEPROF_WERROR") == "1"
+WARNINGS = ["-Wall", "-Wextra"] + (["-Werror"] if STRICT else [])
+
+
+class BuildExt(cpp_extension.BuildExtension):
+    """torch's build_ext, with .c sources compiled as C11 (torch adds its C++
+    standard to every source), objects kept per torch version, and the torch
+    it was built for written beside the module (checked before loading it)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("use_ninja", False)  # ninja would bypass compile_one below
+        super().__init__(*args, **kwargs)
+
+    def finalize_options(self):
+        super().finalize_options()
+        # Objects built against one torch must never be linked for another.
+        self.build_temp = os.path.join(self.build_temp, f"torch-{torch.__version__}")
+        self.force = True
 
     def build_extensions(self):
-        compiler = self.compiler
-        original = compiler._compile
+        compile_cxx = self.compiler._compile
 
         def compile_one(obj, src, ext, cc_args, extra_postargs, pp_opts):
-            std = ["-std=c++17"] if src.endswith(".cpp") else ["-std=c11"]
-            return original(obj, src, ext, cc_args, extra_postargs + std, pp_opts)
+            if src.endswith(".c"):
+                extra_postargs = [a for a in extra_postargs if not a.startswith("-std=")]
+                extra_postargs.append("-std=c11")
+            return compile_cxx(obj, src, ext, cc_args, extra_postargs, pp_opts)
 
-        compiler._compile = compile_one
+        self.compiler._compile = compile_one  # torch's wrapper calls this
         super().build_extensions()
+
+    def run(self):
+        super().run()
+        target = os.path.dirname(self.get_ext_fullpath("sgl_shapeprof._C"))
+        with open(os.path.join(target, "_build.py"), "w") as f:
+            f.write('"""Written by setup.py: the torch this build of sgl_shapeprof._C is for."""\n'
+                    f"TORCH_VERSION = {torch.__version__!r}\n")
 
 
 class BuildPy(build_py):
     """Puts the zero-edit start-up hook at the top of the wheel, so that it
-    lands in site-packages/ (it does nothing unless SGLANG_PROFILE_SHAPES=1)."""
+    lands in site-packages/ (it does nothing unless SGLANG_PROFILE_SHAPES is set)."""
 
     PTH = os.path.join("sgl_shapeprof", "sgl_shapeprof_autohook.pth")
 
@@ -49,21 +90,22 @@ class BuildPy(build_py):
         self.copy_file(self.PTH, os.path.join(self.build_lib, os.path.basename(self.PTH)))
 
 
-abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
+# Torch's headers are system headers to us: our warning flags are for our code.
 system_includes = []
 for path in cpp_extension.include_paths():
     system_includes += ["-isystem", path]
+torch_lib = cpp_extension.library_paths()[0]
 
-extension = Extension(
+extension = cpp_extension.CppExtension(
     "sgl_shapeprof._C",
     sources=["csrc/sp_core.c", "csrc/sp_fallback.cpp", "csrc/sp_module.c"],
     include_dirs=["csrc"],
-    language="c++",
-    extra_compile_args=WARNINGS + system_includes + [
-        "-O2", "-fvisibility=hidden", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"],
-    library_dirs=[TORCH_LIB],
-    libraries=["c10", "torch_cpu"],
-    extra_link_args=[f"-Wl,-rpath,{TORCH_LIB}"],
+    extra_compile_args=WARNINGS + system_includes + ["-O2", "-fvisibility=hidden"],
+    extra_link_args=[f"-Wl,-rpath,{torch_lib}"],
 )
 
-setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt, "build_py": BuildPy})
+setup(
+    ext_modules=[extension],
+    cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
+    install_requires=[f"torch=={TORCH_VERSION}", "numpy"],
+)

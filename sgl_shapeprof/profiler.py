@@ -70,9 +70,9 @@ class ShapeProfiler:
             names = {n.strip() for n in names if n.strip()}
             names |= {PHASE_ALIASES[n] for n in names if n in PHASE_ALIASES}
             phase_list = ",".join(sorted(names)) or None
-        import torch  # noqa: F401  (loads libc10/libtorch for the extension)
+        from ._native import load
 
-        from . import _C
+        _C = load()
 
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
@@ -175,7 +175,7 @@ _compiler_hook_failed = False
 
 
 def _pause_for_compiler(_args=None) -> None:
-    from . import _C
+    from . import _C  # loaded: a profiler exists
     _C.pause_thread()
 
 
@@ -256,7 +256,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False) -> Option
                 path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
                 dedupe=dedupe, phases=cfg.phases)
             return _env_profiler
-    except (ConfigError, ValueError, TypeError) as e:
+    except (ConfigError, ValueError, TypeError, ImportError) as e:
         _say(f"{e}; profiling is off")
     except OSError as e:
         _say(f"{e}; profiling is off")

@@ -14,6 +14,10 @@ import sgl_shapeprof
 from sgl_shapeprof import ShapeProfiler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where the sgl_shapeprof under test lives: this checkout (editable install)
+# or site-packages (the torch matrix installs a build per venv). Child
+# processes must import that one, never the checkout's build for another torch.
+PKG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(sgl_shapeprof.__file__)))
 FIELDS = ("call_id", "forward_pass", "phase", "operation", "inputs", "outputs", "error")
 
 
@@ -49,11 +53,11 @@ def assert_same_stream(ref: List[dict], ours: List[dict]) -> None:
 
 def run_python(code: str, env_extra=None, timeout=120, cwd=None, args=()) -> subprocess.CompletedProcess:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "tests"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([PKG_ROOT, os.path.join(ROOT, "tests"), env.get("PYTHONPATH", "")])
     if env_extra:
         env.update(env_extra)
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=cwd)
 
 
-__all__ = ["load", "run_both", "assert_same_stream", "run_python", "sgl_shapeprof", "ROOT"]
+__all__ = ["load", "run_both", "assert_same_stream", "run_python", "sgl_shapeprof", "ROOT", "PKG_ROOT"]

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from helpers import ROOT, load
+from helpers import PKG_ROOT, load
 
 from sgl_shapeprof.cli import main
 
@@ -12,7 +12,7 @@ from sgl_shapeprof.cli import main
 def cli(*args, cwd=None, timeout=300):
     # "python" in a command means the one first on PATH: make that ours.
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    env = dict(os.environ, PYTHONPATH=ROOT, PATH=path)
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT, PATH=path)
     return subprocess.run([sys.executable, "-m", "sgl_shapeprof", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=timeout, env=env)
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from helpers import ROOT, run_python
+from helpers import PKG_ROOT, run_python
 
 from sgl_shapeprof import RecordReader
 from sgl_shapeprof.analyze import analyze_file, print_analysis
@@ -40,7 +40,7 @@ print("survived", flush=True)
 
 def start(tmp_path, mode, n_ops):
     path = str(tmp_path / "s.jsonl")
-    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONFAULTHANDLER="")
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT, PYTHONFAULTHANDLER="")
     p = subprocess.Popen([sys.executable, "-c", CHILD, path, mode, str(n_ops)], env=env,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return p, path

@@ -4,7 +4,7 @@ import os
 
 import pytest
 import torch
-from helpers import ROOT, load, run_python
+from helpers import load, run_python
 
 import sgl_shapeprof
 from sgl_shapeprof.config import ConfigError, read_env, records_path_for_rank
