@@ -23,6 +23,9 @@ PY := $(VENV)/bin/python
 
 # Our sources build with warnings as errors here and in CI (not for users).
 export SGL_SHAPEPROF_WERROR := 1
+# Each venv pins its torch exactly; a machine-wide pip cap on torch (as on
+# our CI machines) must not veto the releases we test.
+export PIP_CONSTRAINT := /dev/null
 
 .PHONY: install install-test demo test test-matrix test-sglang bench clean
 
@@ -33,8 +36,7 @@ SOURCES := $(NATIVE) $(if $(EDITABLE),,$(PYSRC))
 $(VENV)/.torch:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "setuptools>=64" wheel
-	# the exact release asked for (this machine's pip config may cap torch)
-	PIP_CONSTRAINT=/dev/null $(PY) -m pip install -q "torch==$(TORCH)"
+	$(PY) -m pip install -q "torch==$(TORCH)"
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.torch $(SOURCES)

@@ -30,7 +30,7 @@
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
 #define SP_MAX_PHASES 32                   /* distinct phase labels counted */
-#define SP_SNAPSHOT_EVERY 1.0              /* seconds between running summaries */
+#define SP_SNAPSHOT_EVERY 1.0              /* seconds between summaries of unlogged passes */
 
 /* ======================================================================
  * Growable byte buffer and JSON helpers
@@ -576,6 +576,20 @@ static int file_write_at(sp_file *f, size_t off, const char *data, size_t n) {
   return 0;
 }
 
+/* Between passes the file holds exactly its records (JSON Lines readers
+ * reject a NUL tail). Forgets the allocated tail, which the caller then cuts
+ * with ftruncate outside the spinlock: pages past the new end are dropped,
+ * so they are allocated and faulted in again before the next write. Returns
+ * the length to cut to, or -1 if there is nothing to cut. Spinlock held. */
+static off_t file_forget_tail(sp_file *f) {
+  if (f->fd < 0 || f->size <= f->len) return -1;
+  f->size = f->len;
+  if (f->faulted > f->len) f->faulted = f->len / g_page * g_page;
+  f->spec_owner = NULL;
+  f->spec_end = f->len;
+  return (off_t)f->len;
+}
+
 /* ======================================================================
  * Profiler
  * ====================================================================== */
@@ -612,8 +626,31 @@ static inline void lock_release(sp_lock *l) {
   atomic_flag_clear_explicit(&l->f, memory_order_release);
 }
 
+/* A phase label and what was counted for it. */
+struct phase_stat {
+  char name[64];
+  long long passes, calls; /* logged passes; calls observed in them */
+};
+
+/* What a summary says: copied from the profiler under its lock, then
+ * written without it (or taken from the live profiler by a dying process). */
+typedef struct summary_src {
+  long long records, passes, logged_passes, dedupe_skipped, signatures, errors;
+  long long bytes;
+  int n_ops;                 /* operators observed, in summary order: */
+  int *ops;                  /* their ids */
+  long long *counts, *first; /* by position in ops */
+  int n_phases;
+  const struct phase_stat *phases;
+  const char *ended_by;
+  int failed;
+} summary_src;
+
 struct sp_profiler {
   sp_lock lock;
+  /* Orders pass boundaries, close and summary writes, which do syscalls
+   * (trim, summary) outside the spinlock. Taken before the spinlock. */
+  pthread_mutex_t pass_mu;
   sp_config cfg;
   char *path, *summary_path, *phases;
   char errmsg[SP_ERRMSG_CAP];
@@ -627,12 +664,14 @@ struct sp_profiler {
   long long passes, logged_passes;
   int in_pass, pass_logged;
   int cur_phase;        /* index in phases, or -1 */
-  struct phase_stat {
-    char name[64];
-    long long passes, calls; /* logged passes; calls observed in them */
-  } phase_stats[SP_MAX_PHASES];
+  struct phase_stat phase_stats[SP_MAX_PHASES];
   int n_phases;
   double last_snapshot; /* when the summary was last written while running */
+  /* the summary's copy (pass_mu): op ids, counts, first-seen order */
+  int *snap_ops;
+  long long *snap_counts, *snap_first;
+  int snap_cap;
+  struct phase_stat snap_phases[SP_MAX_PHASES];
   sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"]' */
   /* the next call_id, as decimal text: incremented, never formatted */
   char id_text[24];
@@ -653,6 +692,8 @@ struct sp_profiler {
   size_t text_n, text_cap;
   struct sp_profiler *next_open; /* in g_open */
 };
+
+static int write_summary_now(sp_profiler *p, const char *ended_by);
 
 static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static sp_profiler *g_open;
@@ -736,6 +777,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   if (!p) return SP_NOMEM;
   *out = p;
   atomic_flag_clear(&p->lock.f);
+  pthread_mutex_init(&p->pass_mu, NULL);
   p->file.fd = -1;
   p->closed = 1; /* until it opens */
   if (!cfg || !cfg->path || !cfg->path[0]) {
@@ -788,6 +830,15 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->last_snapshot = -1e9;
   p->id_text[0] = '1';
   p->id_len = 1;
+  /* An earlier run's summary must not stand beside the new records. */
+  int e = write_summary_now(p, "running");
+  if (e) {
+    set_err(p, "cannot write summary file ", p->summary_path, e);
+    p->closed = 1;
+    close(fd);
+    p->file.fd = -1;
+    return SP_IOERR;
+  }
   pthread_mutex_lock(&g_open_lock);
   p->next_open = g_open;
   g_open = p;
@@ -839,10 +890,9 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int write_summary(sp_profiler *p);
-
 int sp_pass_begin(sp_profiler *p, const char *phase) {
   if (!p || atomic_load(&p->orphaned)) return 0;
+  pthread_mutex_lock(&p->pass_mu); /* after any trim of the last pass's end */
   lock_acquire(&p->lock);
   int logged = 0;
   if (!p->closed) {
@@ -872,28 +922,38 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
   }
   atomic_store(&p->logging, logged);
   lock_release(&p->lock);
+  pthread_mutex_unlock(&p->pass_mu);
   return logged;
 }
 
 void sp_pass_end(sp_profiler *p) {
   if (!p || atomic_load(&p->orphaned)) return;
+  pthread_mutex_lock(&p->pass_mu);
   lock_acquire(&p->lock);
   int was_logged = p->in_pass && p->pass_logged && !p->closed;
+  int was_pass = p->in_pass && !p->closed;
   p->in_pass = 0;
   p->pass_logged = 0;
   atomic_store(&p->logging, 0);
-  /* Servers are often SIGKILLed at shutdown: keep a summary on disk as we
-   * go, at most once a second, so that a kill loses at most that second. */
-  if (was_logged) {
-    double t = now_seconds();
-    if (t - p->last_snapshot >= SP_SNAPSHOT_EVERY) {
-      p->last_snapshot = t;
-      p->ended_by = "running";
-      write_summary(p);
-      p->ended_by = "close";
-    }
-  }
+  off_t cut = p->closed ? -1 : file_forget_tail(&p->file);
   lock_release(&p->lock);
+  /* No call is logged now, and no pass begins before we are done: the file
+   * can be cut to its records, and the summary written, without the lock. */
+  if (cut >= 0 && ftruncate(p->file.fd, cut) != 0) {
+    int e = errno;
+    lock_acquire(&p->lock);
+    fail(p, "cannot trim records file ", e);
+    lock_release(&p->lock);
+  }
+  /* Servers are SIGKILLed at shutdown: after each logged pass the summary
+   * on disk agrees with the records. Unlogged passes (past the limit, say)
+   * only move forward_passes: at most once a second for those. */
+  double t = now_seconds();
+  if (was_logged || (was_pass && t - p->last_snapshot >= SP_SNAPSHOT_EVERY)) {
+    p->last_snapshot = t;
+    write_summary_now(p, "running");
+  }
+  pthread_mutex_unlock(&p->pass_mu);
 }
 
 void sp_get_stats(sp_profiler *p, sp_stats *o) {
@@ -1297,7 +1357,8 @@ static void drop_spec(sp_profiler *p, sp_thread *t) {
   if (t->spec && f->spec_owner == t) {
     /* Blank the half line, so that a crash now does not show a call that
      * did not crash. Zeros read as the file's unused tail. */
-    if (f->map && t->spec_at >= f->map_off && f->spec_end <= f->map_off + f->map_len)
+    if (f->map && t->spec_at >= f->map_off && f->spec_end <= f->map_off + f->map_len &&
+        f->spec_end <= f->size)
       memset(f->map + (t->spec_at - f->map_off), 0, f->spec_end - t->spec_at);
     f->spec_owner = NULL;
     f->spec_end = f->len;
@@ -1475,82 +1536,204 @@ static void fdw_json_str(fdw *w, const char *s) {
   fdw_put(w, "\"", 1);
 }
 
-static int order_before(const sp_profiler *p, int a, int b) {
-  if (p->op_counts[a] != p->op_counts[b]) return p->op_counts[a] > p->op_counts[b];
-  return p->op_first[a] < p->op_first[b];
+/* Most frequent first; ties in the order first seen. Shell sort: no
+ * allocation (the fatal-signal path sorts too), fine for thousands. */
+static void sort_ops(int *ops, long long *counts, long long *first, int k) {
+  for (int gap = k / 2; gap > 0; gap /= 2)
+    for (int i = gap; i < k; i++)
+      for (int j = i; j >= gap; j -= gap) {
+        int before = counts[j] != counts[j - gap] ? counts[j] > counts[j - gap]
+                                                  : first[j] < first[j - gap];
+        if (!before) break;
+        int o = ops[j];
+        ops[j] = ops[j - gap];
+        ops[j - gap] = o;
+        long long c = counts[j];
+        counts[j] = counts[j - gap];
+        counts[j - gap] = c;
+        long long f = first[j];
+        first[j] = first[j - gap];
+        first[j - gap] = f;
+      }
 }
 
-/* Writes the summary to a temporary file and renames it into place. Uses no
- * malloc and no locks (the caller holds what it can). */
-static int write_summary(sp_profiler *p) {
-  char tmp[4096];
-  size_t n = strlen(p->summary_path);
-  if (n + 16 > sizeof tmp) return ENAMETOOLONG;
-  memcpy(tmp, p->summary_path, n);
-  memcpy(tmp + n, ".tmp", 5);
-  fdw w;
-  w.n = 0;
-  w.err = 0;
-  w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (w.fd < 0) return errno;
-  /* Most frequent first; ties in the order first seen. Shell sort: no
-   * allocation, fine for thousands of operators. */
+/* Copies what the summary says; spinlock held. Returns 0, or the number of
+ * op slots the copy needs (the caller grows it without the lock, retries). */
+static int snapshot_locked(sp_profiler *p, summary_src *s) {
+  int k = 0;
+  for (int id = 0; id < p->op_cap; id++) k += p->op_counts[id] != 0;
+  if (k > p->snap_cap) return k;
+  k = 0;
+  for (int id = 0; id < p->op_cap; id++)
+    if (p->op_counts[id]) {
+      p->snap_ops[k] = id;
+      p->snap_counts[k] = p->op_counts[id];
+      p->snap_first[k] = p->op_first[id];
+      k++;
+    }
+  memcpy(p->snap_phases, p->phase_stats, (size_t)p->n_phases * sizeof p->snap_phases[0]);
+  s->records = p->records;
+  s->passes = p->passes;
+  s->logged_passes = p->logged_passes;
+  s->dedupe_skipped = p->dedupe_skipped;
+  s->signatures = p->signatures;
+  s->errors = p->errors;
+  s->bytes = (long long)p->file.len;
+  s->n_ops = k;
+  s->ops = p->snap_ops;
+  s->counts = p->snap_counts;
+  s->first = p->snap_first;
+  s->n_phases = p->n_phases;
+  s->phases = p->snap_phases;
+  s->ended_by = p->ended_by;
+  s->failed = p->failed;
+  return 0;
+}
+
+static int grow_snapshot(sp_profiler *p, int need) {
+  int cap = p->snap_cap ? p->snap_cap : 64;
+  while (cap < need) cap *= 2;
+  int *o = realloc(p->snap_ops, (size_t)cap * sizeof *o);
+  if (o) p->snap_ops = o;
+  long long *c = realloc(p->snap_counts, (size_t)cap * sizeof *c);
+  if (c) p->snap_counts = c;
+  long long *f = realloc(p->snap_first, (size_t)cap * sizeof *f);
+  if (f) p->snap_first = f;
+  if (!o || !c || !f) return 0;
+  p->snap_cap = cap;
+  return 1;
+}
+
+/* Takes the spinlock to copy the summary's data; pass_mu held (it guards
+ * the copy). 0 on out of memory. */
+static int snapshot(sp_profiler *p, summary_src *s) {
+  for (;;) {
+    lock_acquire(&p->lock);
+    int need = snapshot_locked(p, s);
+    if (!need) {
+      lock_release(&p->lock);
+      sort_ops(s->ops, s->counts, s->first, s->n_ops);
+      return 1;
+    }
+    lock_release(&p->lock);
+    if (!grow_snapshot(p, need)) return 0;
+  }
+}
+
+/* The live profiler as a summary, for a dying process: no malloc, no lock. */
+static void live_src(sp_profiler *p, summary_src *s) {
   int k = 0;
   for (int id = 0; id < p->op_cap; id++)
     if (p->op_counts[id]) p->op_order[k++] = id;
+  /* No room to copy counts without malloc: sort the ids, looking up. */
   for (int gap = k / 2; gap > 0; gap /= 2)
     for (int i = gap; i < k; i++)
-      for (int j = i; j >= gap && order_before(p, p->op_order[j], p->op_order[j - gap]); j -= gap) {
-        int x = p->op_order[j];
-        p->op_order[j] = p->op_order[j - gap];
-        p->op_order[j - gap] = x;
+      for (int j = i; j >= gap; j -= gap) {
+        int a = p->op_order[j], b = p->op_order[j - gap];
+        int before = p->op_counts[a] != p->op_counts[b] ? p->op_counts[a] > p->op_counts[b]
+                                                        : p->op_first[a] < p->op_first[b];
+        if (!before) break;
+        p->op_order[j] = b;
+        p->op_order[j - gap] = a;
       }
+  s->records = p->records;
+  s->passes = p->passes;
+  s->logged_passes = p->logged_passes;
+  s->dedupe_skipped = p->dedupe_skipped;
+  s->signatures = p->signatures;
+  s->errors = p->errors;
+  s->bytes = (long long)p->file.len;
+  s->n_ops = k;
+  s->ops = p->op_order;
+  s->counts = NULL; /* look up by id */
+  s->first = NULL;
+  s->n_phases = p->n_phases;
+  s->phases = p->phase_stats;
+  s->ended_by = p->ended_by;
+  s->failed = p->failed;
+}
+
+static atomic_uint g_tmp_seq;
+
+/* Opens a temporary file beside path that nobody else can have planted:
+ * a name of our own (pid, sequence), O_EXCL, never through a symlink.
+ * Async-signal-safe. Returns the fd, or -1 with errno set. */
+static int open_tmp_beside(const char *path, char *tmp, size_t cap) {
+  size_t n = strlen(path);
+  if (n + 48 > cap) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  for (int attempt = 0; attempt < 8; attempt++) {
+    char *o = tmp;
+    memcpy(o, path, n);
+    o += n;
+    *o++ = '.';
+    o = put_u64(o, (uint64_t)getpid());
+    *o++ = '.';
+    o = put_u64(o, atomic_fetch_add(&g_tmp_seq, 1));
+    memcpy(o, ".tmp", 5);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+/* Writes the summary to a temporary file and renames it into place. No
+ * malloc, no locks. */
+static int write_summary(const sp_profiler *p, const summary_src *s) {
+  char tmp[4096];
+  fdw w;
+  w.n = 0;
+  w.err = 0;
+  w.fd = open_tmp_beside(p->summary_path, tmp, sizeof tmp);
+  if (w.fd < 0) return errno ? errno : EIO;
   fdw_str(&w, "{\n  \"rank\": ");
   fdw_i64(&w, p->cfg.rank);
   fdw_str(&w, ",\n  \"total_operations\": ");
-  fdw_i64(&w, p->records);
+  fdw_i64(&w, s->records);
   fdw_str(&w, ",\n  \"forward_passes\": ");
-  fdw_i64(&w, p->passes);
+  fdw_i64(&w, s->passes);
   fdw_str(&w, ",\n  \"unique_operations\": ");
-  fdw_i64(&w, k);
+  fdw_i64(&w, s->n_ops);
   fdw_str(&w, ",\n  \"operation_counts\": {");
-  for (int i = 0; i < k; i++) {
+  for (int i = 0; i < s->n_ops; i++) {
     fdw_str(&w, i ? ",\n    " : "\n    ");
-    sp_op *op = op_get(p->op_order[i]);
-    fdw_json_str(&w, op->name);
+    sp_op *op = op_get(s->ops[i]);
+    fdw_json_str(&w, op ? op->name : "unknown");
     fdw_str(&w, ": ");
-    fdw_i64(&w, p->op_counts[p->op_order[i]]);
+    fdw_i64(&w, s->counts ? s->counts[i] : p->op_counts[s->ops[i]]);
   }
-  fdw_str(&w, k ? "\n  },\n" : "},\n");
+  fdw_str(&w, s->n_ops ? "\n  },\n" : "},\n");
   fdw_str(&w, "  \"dedupe_enabled\": ");
   fdw_str(&w, p->cfg.dedupe ? "true" : "false");
   fdw_str(&w, ",\n  \"dedupe_skipped_count\": ");
-  fdw_i64(&w, p->dedupe_skipped);
+  fdw_i64(&w, s->dedupe_skipped);
   fdw_str(&w, ",\n  \"unique_op_signatures\": ");
-  fdw_i64(&w, p->signatures);
+  fdw_i64(&w, s->signatures);
   for (int which = 0; which < 2; which++) {
     fdw_str(&w, which ? ",\n  \"phase_operations\": {" : ",\n  \"phase_passes\": {");
-    for (int i = 0; i < p->n_phases; i++) {
+    for (int i = 0; i < s->n_phases; i++) {
       fdw_str(&w, i ? ",\n    " : "\n    ");
-      fdw_json_str(&w, p->phase_stats[i].name);
+      fdw_json_str(&w, s->phases[i].name);
       fdw_str(&w, ": ");
-      fdw_i64(&w, which ? p->phase_stats[i].calls : p->phase_stats[i].passes);
+      fdw_i64(&w, which ? s->phases[i].calls : s->phases[i].passes);
     }
-    fdw_str(&w, p->n_phases ? "\n  }" : "}");
+    fdw_str(&w, s->n_phases ? "\n  }" : "}");
   }
   fdw_str(&w, ",\n  \"format_version\": 1");
   fdw_str(&w, ",\n  \"logged_forward_passes\": ");
-  fdw_i64(&w, p->logged_passes);
+  fdw_i64(&w, s->logged_passes);
   fdw_str(&w, ",\n  \"error_count\": ");
-  fdw_i64(&w, p->errors);
+  fdw_i64(&w, s->errors);
   fdw_str(&w, ",\n  \"records_bytes\": ");
-  fdw_i64(&w, (int64_t)p->file.len);
+  fdw_i64(&w, s->bytes);
   fdw_str(&w, ",\n  \"records_file\": ");
   fdw_json_str(&w, p->path);
   fdw_str(&w, ",\n  \"ended_by\": ");
-  fdw_json_str(&w, p->ended_by);
+  fdw_json_str(&w, s->ended_by);
   fdw_str(&w, ",\n  \"profiler_failed\": ");
-  fdw_str(&w, p->failed ? "true" : "false");
+  fdw_str(&w, s->failed ? "true" : "false");
   fdw_str(&w, "\n}\n");
   fdw_flush(&w);
   int err = w.err;
@@ -1558,6 +1741,14 @@ static int write_summary(sp_profiler *p) {
   if (!err && rename(tmp, p->summary_path) != 0) err = errno;
   if (err) unlink(tmp);
   return err;
+}
+
+/* Writes the summary as it stands; pass_mu held, spinlock not. */
+static int write_summary_now(sp_profiler *p, const char *ended_by) {
+  summary_src s;
+  if (!snapshot(p, &s)) return ENOMEM;
+  if (ended_by) s.ended_by = ended_by;
+  return write_summary(p, &s);
 }
 
 static void unlink_open(sp_profiler *p) {
@@ -1588,25 +1779,36 @@ int sp_close(sp_profiler *p) {
     }
     return SP_OK;
   }
+  pthread_mutex_lock(&p->pass_mu);
   lock_acquire(&p->lock);
   if (p->closed) {
     lock_release(&p->lock);
+    pthread_mutex_unlock(&p->pass_mu);
     return SP_OK;
   }
   atomic_store(&p->logging, 0);
   p->closed = 1;
+  /* Calls still in flight on other threads see the map gone and write
+   * nothing; the syscalls come after the lock. */
+  sp_file file = p->file;
+  p->file.map = NULL;
+  p->file.fd = -1;
+  p->file.size = p->file.len;
+  p->file.spec_owner = NULL;
+  p->file.spec_end = p->file.len;
+  lock_release(&p->lock);
   int rc = SP_OK;
-  if (ftruncate(p->file.fd, (off_t)p->file.len) != 0) {
+  if (ftruncate(file.fd, (off_t)file.len) != 0) {
     set_err(p, "cannot trim records file ", p->path, errno);
     rc = SP_IOERR;
   }
-  release_file(&p->file);
-  int e = write_summary(p);
+  release_file(&file);
+  int e = write_summary_now(p, NULL);
   if (e) {
     set_err(p, "cannot write summary file ", p->summary_path, e);
     rc = SP_IOERR;
   }
-  lock_release(&p->lock);
+  pthread_mutex_unlock(&p->pass_mu);
   unlink_open(p);
   return rc;
 }
@@ -1627,6 +1829,11 @@ void sp_free(sp_profiler *p) {
   free(p->slots);
   free(p->arena);
   free(p->text);
+  free(p->snap_ops);
+  free(p->snap_counts);
+  free(p->snap_first);
+  /* A forked child's copy may be locked by a thread that is not there. */
+  if (p->owner_pid == getpid() && !atomic_load(&p->orphaned)) pthread_mutex_destroy(&p->pass_mu);
   free(p);
 }
 
@@ -1660,9 +1867,11 @@ void sp_emergency_close_all(void) {
     p->ended_by = sig ? signal_name(sig) : "emergency";
     /* Keep an in-flight call's inputs: they are the point of a crash. */
     size_t keep = p->file.spec_end > p->file.len ? p->file.spec_end : p->file.len;
-    if (ftruncate(p->file.fd, (off_t)keep) != 0) { /* nothing more to do */
+    if (p->file.fd >= 0 && ftruncate(p->file.fd, (off_t)keep) != 0) { /* nothing more to do */
     }
-    write_summary(p);
+    summary_src s;
+    live_src(p, &s);
+    write_summary(p, &s);
     if (locked) lock_release(&p->lock);
   }
 }
