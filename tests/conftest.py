@@ -13,3 +13,11 @@ def _clean_profiler_env(monkeypatch):
     for k in list(os.environ):
         if k.startswith("SGLANG_PROFILE_SHAPES") or k in ("RANK", "LOCAL_RANK"):
             monkeypatch.delenv(k, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _neutral_cwd(tmp_path, monkeypatch):
+    """Child processes (`python -c ...`) put their cwd first on sys.path:
+    run from a scratch folder, so that they import the sgl_shapeprof under
+    test (site-packages in the torch matrix), never the checkout's build."""
+    monkeypatch.chdir(tmp_path)
