@@ -663,6 +663,7 @@ struct sp_profiler {
   /* passes */
   long long passes, logged_passes;
   int in_pass, pass_logged;
+  int last_logged;      /* the pass that ended last was logged (for reopen) */
   int cur_phase;        /* index in phases, or -1 */
   struct phase_stat phase_stats[SP_MAX_PHASES];
   int n_phases;
@@ -926,12 +927,33 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
   return logged;
 }
 
+int sp_pass_reopen(sp_profiler *p) {
+  if (!p || atomic_load(&p->orphaned)) return 0;
+  pthread_mutex_lock(&p->pass_mu);
+  lock_acquire(&p->lock);
+  int logged = 0;
+  if (!p->closed) {
+    if (p->in_pass) {
+      logged = p->pass_logged; /* still open: nothing to reopen */
+    } else {
+      logged = p->last_logged && !p->failed;
+      p->in_pass = 1; /* same number, header and phase: not counted again */
+      p->pass_logged = logged;
+    }
+  }
+  atomic_store(&p->logging, logged);
+  lock_release(&p->lock);
+  pthread_mutex_unlock(&p->pass_mu);
+  return logged;
+}
+
 void sp_pass_end(sp_profiler *p) {
   if (!p || atomic_load(&p->orphaned)) return;
   pthread_mutex_lock(&p->pass_mu);
   lock_acquire(&p->lock);
   int was_logged = p->in_pass && p->pass_logged && !p->closed;
   int was_pass = p->in_pass && !p->closed;
+  if (p->in_pass) p->last_logged = was_logged;
   p->in_pass = 0;
   p->pass_logged = 0;
   atomic_store(&p->logging, 0);

@@ -56,6 +56,11 @@ int sp_summary_path_for(const char *records_path, char *buf, size_t cap);
  * while a pass is open ends that pass first. */
 int sp_pass_begin(sp_profiler *p, const char *phase);
 void sp_pass_end(sp_profiler *p);
+/* Reopens the pass that ended last, under its number and phase, without
+ * counting a new pass: for work that belongs to it but runs after its end
+ * (SGLang's delayed sampling). Returns 1 if it was logged. End it with
+ * sp_pass_end. */
+int sp_pass_reopen(sp_profiler *p);
 /* True while a logged pass is open and the profiler works. Lock-free. */
 int sp_logging(const sp_profiler *p);
 

@@ -95,12 +95,26 @@ static PyObject *Profiler_pass_begin(PyObject *self_, PyObject *args) {
   return PyBool_FromLong(logged);
 }
 
+static PyObject *Profiler_pass_reopen(PyObject *self_, PyObject *noargs) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  (void)noargs;
+  if (!check(self)) return NULL;
+  int logged = sp_pass_reopen(self->p);
+  self->pass_open = 1;
+  if (logged) sp_hook_enable(self->p);
+  else sp_hook_disable(self->p);
+  return PyBool_FromLong(logged);
+}
+
 static PyObject *Profiler_pass_end(PyObject *self_, PyObject *noargs) {
   ProfilerObject *self = (ProfilerObject *)self_;
   (void)noargs;
   if (!check(self)) return NULL;
   sp_hook_disable(self->p);
+  /* trims the file and writes the summary: file I/O */
+  Py_BEGIN_ALLOW_THREADS
   sp_pass_end(self->p);
+  Py_END_ALLOW_THREADS
   self->pass_open = 0;
   Py_RETURN_NONE;
 }
@@ -152,6 +166,8 @@ static PyObject *Profiler_get_summary_path(PyObject *self_, void *c) {
 static PyMethodDef Profiler_methods[] = {
     {"pass_begin", Profiler_pass_begin, METH_VARARGS,
      "pass_begin(phase=None) -> bool: start a forward pass; True if logged."},
+    {"pass_reopen", Profiler_pass_reopen, METH_NOARGS,
+     "pass_reopen() -> bool: reopen the pass that ended last; True if logged."},
     {"pass_end", Profiler_pass_end, METH_NOARGS,
      "End the forward pass."},
     {"close", Profiler_close, METH_NOARGS,

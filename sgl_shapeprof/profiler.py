@@ -104,6 +104,19 @@ class ShapeProfiler:
             self._give_up(e)
             return False
 
+    def reopen_forward_pass(self) -> bool:
+        """Reopens the pass that ended last on this profiler, under its
+        number and phase (not counted again), for work that belongs to it but
+        runs after its end, such as SGLang's delayed sampling. True if that
+        pass is logged. End it with end_forward_pass()."""
+        if self._closed or self._broken:
+            return False
+        try:
+            return bool(self._native.pass_reopen())
+        except Exception as e:
+            self._give_up(e)
+            return False
+
     def end_forward_pass(self) -> None:
         if self._closed or self._broken:
             return

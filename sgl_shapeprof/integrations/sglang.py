@@ -54,30 +54,100 @@ def llm_tp_rank(worker: Any) -> Optional[int]:
     return value if isinstance(value, int) else None
 
 
+def _reopen_for(result: Any, profiler: ShapeProfiler) -> None:
+    """SGLang's overlap scheduler may sample a batch after its forward
+    returned (result.delay_sample_func, called before the next batch's
+    forward): those ops belong to the pass, so the call reopens it."""
+    sample = getattr(result, "delay_sample_func", None)
+    if not callable(sample) or getattr(sample, "__sgl_shapeprof_wrapped__", False):
+        return
+
+    @functools.wraps(sample)
+    def sample_in_pass(*args, **kwargs):
+        profiler.reopen_forward_pass()
+        try:
+            return sample(*args, **kwargs)
+        finally:
+            profiler.end_forward_pass()
+    sample_in_pass.__sgl_shapeprof_wrapped__ = True
+    try:
+        result.delay_sample_func = sample_in_pass
+    except Exception:  # a result we cannot change: sampled unprofiled
+        pass
+
+
+def _phase(phase_of: Callable[..., Optional[str]], args, kwargs) -> Optional[str]:
+    try:
+        return phase_of(*args, **kwargs)
+    except Exception:
+        return None
+
+
 def profile_calls(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[..., Optional[str]]) -> Callable:
     """fn, with each outermost call made one forward pass."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        depth = getattr(_depth, "n", 0)
-        if depth:  # a forward inside a forward: one pass
+        if getattr(_depth, "n", 0):  # a forward inside a forward: one pass
             return fn(*args, **kwargs)
-        try:
-            phase = phase_of(*args, **kwargs)
-        except Exception:
-            phase = None
+        phase = _phase(phase_of, args, kwargs)
         _depth.n = 1
         profiler.start_forward_pass(phase)
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
         finally:
             profiler.end_forward_pass()
             _depth.n = 0
+        _reopen_for(result, profiler)
+        return result
     wrapper.__sgl_shapeprof_wrapped__ = True
     return wrapper
 
 
-def _attach(worker: Any, method: str, rank: Optional[int], dedupe_default: bool,
+def _batch_len(batch=None, *args, **kwargs) -> Optional[int]:
+    return len(batch) if isinstance(batch, (list, tuple)) else None
+
+
+def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[..., Optional[str]],
+                   count_of: Callable[..., Optional[int]] = _batch_len) -> Callable:
+    """fn, a generator function whose work runs as it is iterated: the work
+    up to each item it yields is one forward pass. count_of(*args) is how
+    many items it yields (one per request), when known: the work after the
+    last one (up to StopIteration) then goes into the last item's pass
+    instead of a pass of its own."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if getattr(_depth, "n", 0):
+            yield from fn(*args, **kwargs)
+            return
+        phase = _phase(phase_of, args, kwargs)
+        try:
+            expected = count_of(*args, **kwargs)
+        except Exception:
+            expected = None
+        items = fn(*args, **kwargs)
+        done = 0
+        while True:
+            _depth.n = 1
+            if expected is not None and done >= expected > 0:
+                profiler.reopen_forward_pass()
+            else:
+                profiler.start_forward_pass(phase)
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+            finally:
+                profiler.end_forward_pass()
+                _depth.n = 0
+            done += 1
+            yield item
+    wrapper.__sgl_shapeprof_wrapped__ = True
+    return wrapper
+
+
+def _attach(worker: Any, methods: dict, rank: Optional[int], dedupe_default: bool,
             phase_of: Callable[..., Optional[str]]) -> Optional[ShapeProfiler]:
+    """methods: {name: profile_calls or profile_yields}; absent ones are skipped."""
     # The instance's own dict: worker classes may answer any attribute.
     attached = vars(worker).get(_ATTACHED)
     if attached is not None:  # patched and zero-edit both
@@ -86,13 +156,27 @@ def _attach(worker: Any, method: str, rank: Optional[int], dedupe_default: bool,
         profiler = from_env(rank=rank, dedupe_default=dedupe_default)
         if profiler is None:
             return None
-        bound = getattr(worker, method)
-        setattr(worker, method, profile_calls(bound, profiler, phase_of))
+        for name, wrap in methods.items():
+            bound = getattr(worker, name, None)
+            if callable(bound):
+                setattr(worker, name, wrap(bound, profiler, phase_of))
         setattr(worker, _ATTACHED, profiler)
         return profiler
     except Exception as e:  # never stop the server
         _say(f"cannot attach to {type(worker).__name__}: {e}; profiling is off")
         return None
+
+
+# Every way SGLang 0.5.23 runs a model forward on a TpModelWorker: generation
+# (also speculative verify: batch None, forward_batch given), PD-multiplexed
+# split prefill (--enable-pdmux), and embedding/reward models.
+LLM_FORWARDS = {"forward_batch_generation": profile_calls,
+                "forward_batch_split_prefill": profile_calls,
+                "forward_batch_embedding": profile_calls}
+# GPUWorker (CPUWorker on CPU): one request or group; and the generator that
+# yields one output per request (grouped AR + per-request DiT, multi-output).
+DIFFUSION_FORWARDS = {"execute_forward": profile_calls,
+                      "execute_forward_sequentially": profile_yields}
 
 
 def attach_llm_worker(worker: Any) -> Optional[ShapeProfiler]:
@@ -104,7 +188,18 @@ def attach_llm_worker(worker: Any) -> Optional[ShapeProfiler]:
         phase = llm_phase(batch, forward_batch)
         return f"draft_{phase}" if draft and phase else phase
 
-    return _attach(worker, "forward_batch_generation", llm_tp_rank(worker), False, phase_of)
+    return _attach(worker, LLM_FORWARDS, llm_tp_rank(worker), False, phase_of)
+
+
+def is_warmup_request(req: Any) -> bool:
+    """As GPUWorker decides: Req.is_warmup, or the torch.compile pre-warm
+    prompts marked extra["server_internal_prewarm"]."""
+    if req is None:
+        return False
+    if getattr(req, "is_warmup", False):
+        return True
+    extra = getattr(req, "extra", None)
+    return bool(isinstance(extra, dict) and extra.get("server_internal_prewarm"))
 
 
 def attach_diffusion_worker(worker: Any) -> Optional[ShapeProfiler]:
@@ -112,11 +207,10 @@ def attach_diffusion_worker(worker: Any) -> Optional[ShapeProfiler]:
     the end of __init__). Each request is a pass, 'warmup' or 'generate'."""
     def phase_of(batch=None, *args, **kwargs):
         reqs = batch if isinstance(batch, (list, tuple)) else [batch]
-        warm = any(getattr(r, "is_warmup", False) for r in reqs if r is not None)
-        return "warmup" if warm else "generate"
+        return "warmup" if any(is_warmup_request(r) for r in reqs) else "generate"
 
     rank = getattr(worker, "rank", None)
-    return _attach(worker, "execute_forward", rank if isinstance(rank, int) else None, True, phase_of)
+    return _attach(worker, DIFFUSION_FORWARDS, rank if isinstance(rank, int) else None, True, phase_of)
 
 
 def _wrap_init(cls: type, attach: Callable[[Any], Any]) -> None:

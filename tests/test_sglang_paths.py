@@ -1,0 +1,136 @@
+"""The SGLang worker paths beyond forward_batch_generation, on stand-in
+workers shaped like 0.5.23's: delayed sampling reopens its pass, split prefill
+and embedding forwards are passes, the diffusion worker's sequential generator
+is one pass per yielded request, and pre-warm requests are labelled warmup."""
+import json
+import types
+
+import pytest
+import torch
+from helpers import load
+
+from sgl_shapeprof.integrations import sglang as integ
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    out = tmp_path / "s.jsonl"
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(out))
+    return out
+
+
+def mode(name):
+    return types.SimpleNamespace(forward_mode=types.SimpleNamespace(name=name))
+
+
+class LlmWorker:
+    tp_rank = 0
+    is_draft_worker = False
+
+    def forward_batch_generation(self, batch=None, forward_batch=None, delay=False):
+        x = torch.ones(3, 4) @ torch.ones(4, 5)
+        result = types.SimpleNamespace(logits=x, delay_sample_func=None)
+        if delay:
+            def sample():
+                result.next_token_ids = torch.argmax(result.logits, dim=-1)
+                return result
+            result.delay_sample_func = sample
+        return result
+
+    def forward_batch_split_prefill(self, batch):
+        return torch.ones(2, 2).neg()
+
+    def forward_batch_embedding(self, batch):
+        return torch.ones(6, 8).sum(dim=1), False
+
+
+def test_delayed_sampling_belongs_to_its_pass(env):
+    w = LlmWorker()
+    prof = integ.attach_llm_worker(w)
+    r1 = w.forward_batch_generation(mode("DECODE"), delay=True)
+    torch.ones(1).add(1)                     # the scheduler's own work: not logged
+    r1.delay_sample_func()                   # sampled later, before the next batch
+    r2 = w.forward_batch_generation(mode("EXTEND"))
+    assert r2.delay_sample_func is None
+    prof.close()
+    recs = load(env)
+    ops = [(r["forward_pass"], r["phase"], r["operation"]) for r in recs]
+    assert ops == [(1, "decode", "aten.ones.default"), (1, "decode", "aten.ones.default"),
+                   (1, "decode", "aten.mm.default"), (1, "decode", "aten.argmax.default"),
+                   (2, "extend", "aten.ones.default"), (2, "extend", "aten.ones.default"),
+                   (2, "extend", "aten.mm.default")]
+    summary = json.loads(open(prof.summary_path).read())
+    assert summary["forward_passes"] == 2 and summary["phase_passes"] == {"decode": 1, "extend": 1}
+    assert summary["total_operations"] == len(recs)
+
+
+def test_reopen_after_an_unlogged_pass_logs_nothing(env, monkeypatch):
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_PHASES", "extend")
+    w = LlmWorker()
+    prof = integ.attach_llm_worker(w)
+    w.forward_batch_generation(mode("DECODE"), delay=True).delay_sample_func()
+    prof.close()
+    assert load(env) == []
+
+
+def test_split_prefill_and_embedding_forwards_are_passes(env):
+    w = LlmWorker()
+    prof = integ.attach_llm_worker(w)
+    w.forward_batch_split_prefill(mode("SPLIT_PREFILL"))
+    w.forward_batch_embedding(mode("EXTEND"))
+    prof.close()
+    assert [(r["forward_pass"], r["phase"], r["operation"]) for r in load(env)] == [
+        (1, "split_prefill", "aten.ones.default"), (1, "split_prefill", "aten.neg.default"),
+        (2, "extend", "aten.ones.default"), (2, "extend", "aten.sum.dim_IntList")]
+
+
+class Req:
+    def __init__(self, n, is_warmup=False, extra=None):
+        self.n, self.is_warmup, self.extra = n, is_warmup, extra or {}
+
+
+class DiffusionWorker:
+    rank = 0
+
+    def execute_forward(self, batch, return_req=False):
+        return torch.zeros(batch[0].n).exp()
+
+    def execute_forward_sequentially(self, batch):
+        shared = torch.ones(len(batch), 3).cumsum(0)   # batched work before the first yield
+        for req in batch:
+            yield torch.ones(req.n) * shared[0, 0]
+        torch.ones(1).sqrt()                            # clean-up after the last yield
+
+
+def test_sequential_generator_is_one_pass_per_request(env):
+    w = DiffusionWorker()
+    prof = integ.attach_diffusion_worker(w)
+    outs = []
+    for out in w.execute_forward_sequentially([Req(2), Req(5)]):
+        outs.append(out)
+        torch.ones(9).neg()                  # the consumer's work between yields: not logged
+    prof.close()
+    assert [o.shape[0] for o in outs] == [2, 5]
+    recs = load(env)
+    by_pass = {}
+    for r in recs:
+        by_pass.setdefault(r["forward_pass"], []).append(r["operation"])
+    assert sorted(by_pass) == [1, 2]
+    assert "aten.cumsum.default" in by_pass[1] and "aten.cumsum.default" not in by_pass[2]
+    assert by_pass[2][-1] == "aten.sqrt.default"     # in the last request's pass
+    assert all(r["phase"] == "generate" for r in recs)
+    assert not any(r["operation"] == "aten.neg.default" for r in recs)
+    summary = json.loads(open(prof.summary_path).read())
+    assert summary["forward_passes"] == 2
+
+
+def test_prewarm_requests_are_warmup_passes(env):
+    w = DiffusionWorker()
+    prof = integ.attach_diffusion_worker(w)
+    w.execute_forward([Req(2, extra={"server_internal_prewarm": True})])
+    w.execute_forward([Req(3, is_warmup=True)])
+    w.execute_forward([Req(4)])
+    prof.close()
+    assert [r["phase"] for r in load(env) if r["operation"] == "aten.exp.default"] == [
+        "warmup", "warmup", "generate"]
