@@ -716,6 +716,13 @@ static void at_fork_child(void) {
   for (sp_profiler *p = g_open; p; p = p->next_open) {
     atomic_store(&p->orphaned, 1);
     atomic_store(&p->logging, 0);
+    /* The child's copy of the descriptor shares the parent's flock: closing
+     * it here keeps the lock the parent's alone, so that the parent can
+     * reopen the path while children (DataLoader workers...) live on. */
+    if (p->file.map) munmap(p->file.map, p->file.map_len);
+    p->file.map = NULL;
+    if (p->file.fd >= 0) close(p->file.fd);
+    p->file.fd = -1;
   }
   at_fork_parent();
 }

@@ -62,6 +62,9 @@ def records_path_for_rank(path: str, rank: int, several: bool) -> str:
     return os.path.join(head, f"{stem}.rank{rank}{ext}")
 
 
+INT_MAX = 2 ** 63 - 1  # the core counts in 64-bit integers
+
+
 def _int(name: str, value: str) -> int:
     try:
         n = int(value.strip(), 10)
@@ -69,6 +72,8 @@ def _int(name: str, value: str) -> int:
         raise ConfigError(f"{name}={value!r} is not an integer") from None
     if n < 0:
         raise ConfigError(f"{name}={value!r} must not be negative")
+    if n > INT_MAX:
+        raise ConfigError(f"{name}={value!r} is too large (at most {INT_MAX})")
     return n
 
 

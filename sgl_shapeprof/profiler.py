@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import Iterable, Iterator, Optional, Union
 
-from .config import PHASE_ALIASES, ConfigError, read_env
+from .config import ENV_FILE, PHASE_ALIASES, ConfigError, read_env
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -99,7 +99,7 @@ class ShapeProfiler:
             return False
         try:
             _hook_compiler()
-            return bool(self._native.pass_begin(phase))
+            return bool(self._native.pass_begin(_label(phase)))
         except Exception as e:  # never into the model
             self._give_up(e)
             return False
@@ -184,6 +184,31 @@ class ShapeProfiler:
         return f"<ShapeProfiler {self.path!r} rank={self.rank} {state}>"
 
 
+_bad_label_said = False
+
+
+def _label(phase) -> Optional[str]:
+    """A phase label the native side can take: text without NUL bytes or
+    lone surrogates (those are escaped, and said once) -- a bad label must
+    not turn profiling off."""
+    global _bad_label_said
+    if phase is None:
+        return None
+    if not isinstance(phase, str):
+        phase = str(phase)
+    if "\0" not in phase:
+        try:
+            phase.encode("utf-8")
+            return phase
+        except UnicodeEncodeError:
+            pass
+    fixed = phase.replace("\0", "\\0").encode("utf-8", "backslashreplace").decode("utf-8")
+    if not _bad_label_said:
+        _bad_label_said = True
+        _say(f"phase label {phase!r} has a NUL byte or a lone surrogate; recorded as {fixed!r}")
+    return fixed
+
+
 _compiler_hook_failed = False
 
 
@@ -251,6 +276,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False) -> Option
     a process, calls for the same records file return the same profiler.
     """
     global _env_profiler
+    cfg = None
     try:
         cfg = read_env()
         if not cfg.enabled:
@@ -271,8 +297,9 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False) -> Option
             return _env_profiler
     except (ConfigError, ValueError, TypeError, ImportError) as e:
         _say(f"{e}; profiling is off")
-    except OSError as e:
-        _say(f"{e}; profiling is off")
+    except OSError as e:  # the records file: name the variable that chose it
+        where = f"{ENV_FILE}={cfg.path!r}: " if cfg is not None and ENV_FILE in os.environ else ""
+        _say(f"{where}{e}; profiling is off")
     except Exception as e:  # the host must start anyway
         _say(f"cannot start profiling ({type(e).__name__}: {e}); profiling is off")
     return None

@@ -26,6 +26,9 @@ def test_defaults():
     ("SGLANG_PROFILE_SHAPES_LOG_N_PASSES", "ten"),
     ("SGLANG_PROFILE_SHAPES_DEDUPE", "2"),
     ("SGLANG_PROFILE_SHAPES_PHASES", "decode;prefill"),
+    ("SGLANG_PROFILE_SHAPES_SKIP_WARMUP", str(2 ** 63)),
+    ("SGLANG_PROFILE_SHAPES_LOG_N_PASSES", "9" * 30),
+    ("SGLANG_PROFILE_SHAPES_RANK", str(2 ** 64)),
 ])
 def test_bad_value_one_line_and_off(monkeypatch, capsys, tmp_path, name, value):
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
@@ -97,6 +100,25 @@ def test_unwritable_path_is_one_line_and_off(monkeypatch, capsys):
     assert sgl_shapeprof.from_env() is None
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "/nonexistent/dir" in err[0]
+    assert "SGLANG_PROFILE_SHAPES_FILE='/nonexistent/dir/s.jsonl'" in err[0]
+
+
+@pytest.mark.parametrize("label,recorded", [("de\0code", "de\\0code"), ("x\udc80y", "x\\udc80y")])
+def test_a_bad_phase_label_is_escaped_and_profiling_goes_on(tmp_path, capsys, label, recorded):
+    import torch
+    from sgl_shapeprof import profiler as profiler_module
+    profiler_module._bad_label_said = False
+    prof = sgl_shapeprof.ShapeProfiler(str(tmp_path / "p.jsonl"))
+    assert prof.start_forward_pass(label) is True
+    torch.ones(2).neg()
+    prof.end_forward_pass()
+    with prof.forward_pass("decode"):
+        torch.ones(3).neg()
+    prof.close()
+    recs = load(tmp_path / "p.jsonl")
+    assert [r["phase"] for r in recs] == [recorded] * 2 + ["decode"] * 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "phase label" in err[0]
 
 
 def test_explicit_profiler_bad_arguments(tmp_path):

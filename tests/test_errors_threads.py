@@ -168,3 +168,34 @@ def test_backward_inside_a_pass_is_logged(tmp_path):
     ops = [r["operation"] for r in load(tmp_path / "b.jsonl")]
     assert "aten.threshold_backward.default" in ops
     assert w.grad is not None and w.grad.shape == (6, 4)
+
+
+FORK_HOLDS = r'''
+import os, sys, torch
+from sgl_shapeprof import ShapeProfiler
+path = sys.argv[1]
+prof = ShapeProfiler(path)
+with prof.forward_pass():
+    torch.ones(2).neg()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:                 # a DataLoader worker, say: lives on, never profiles
+    os.close(w)
+    os.read(r, 1)
+    os._exit(0)
+os.close(r)
+prof.close()
+again = ShapeProfiler(path)  # the same path, while the child lives
+print(again.path)
+again.close()
+os.close(w)
+os.waitpid(pid, 0)
+'''
+
+
+def test_a_live_forked_child_does_not_keep_the_file_locked(tmp_path):
+    path = str(tmp_path / "f.jsonl")
+    r = run_python(FORK_HOLDS, args=(path,))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == path
+    assert "in use" not in r.stderr
