@@ -22,7 +22,7 @@ endif
 PY := $(VENV)/bin/python
 
 # Our sources build with warnings as errors here and in CI (not for users).
-export SGL_SHAPEPROF_WERROR := 1
+export SHAPEPROF_WERROR := 1
 # Each venv pins its torch exactly; a machine-wide pip cap on torch (as on
 # our CI machines) must not veto the releases we test.
 export PIP_CONSTRAINT := /dev/null

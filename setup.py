@@ -7,7 +7,7 @@ standard, ABI flag, include and library paths of the torch it runs under; the
 C core is compiled as C11 beside it. The wheel requires the torch release it
 was built for: a C++ extension only loads into that one.
 
-SGL_SHAPEPROF_WERROR=1 (set by the Makefile and CI) turns our warnings into
+SHAPEPROF_WERROR=1 (set by the Makefile and CI) turns our warnings into
 errors; a user's install must not fail because a newer compiler warns.
 """
 import os
@@ -40,7 +40,7 @@ def _torch_or_exit():
 torch, cpp_extension = _torch_or_exit()
 
 TORCH_VERSION = torch.__version__.split("+")[0]  # "2.14.1" of "2.14.1+cu128"
-STRICT = os.environ.get("SGL_SHAPEPROF_WERROR") == "1"
+STRICT = os.environ.get("SHAPEPROF_WERROR") == "1"
 WARNINGS = ["-Wall", "-Wextra"] + (["-Werror"] if STRICT else [])
 
 

@@ -23,7 +23,7 @@ FILES = {
     "tp_worker": "sglang/srt/managers/tp_worker.py",
     "gpu_worker": "sglang/multimodal_gen/runtime/managers/gpu_worker.py",
 }
-CACHE = os.environ.get("SGL_SHAPEPROF_TEST_CACHE",
+CACHE = os.environ.get("SHAPEPROF_TEST_CACHE",
                        os.path.join(os.path.expanduser("~"), ".cache", "sgl_shapeprof-tests"))
 
 

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Run SGLang's real offline engine on CPU with the tiny random Llama.
+
+    python run_llm.py MODEL_DIR [--tp 2] [--max-new-tokens 4] [--json OUT.json]
+
+--json writes one object per prompt: prompt, text, output_ids, prompt_tokens,
+completion_tokens, cached_tokens (radix-cache hits; 0 here, as both prompts
+are scheduled in one batch).
+
+Needs: PYTHONPATH containing tests/sglang_env/stubs (placeholder sgl_kernel).
+The environment variables below are set here if the caller has not set them.
+"""
+import argparse
+import os
+import sys
+import time
+
+T0 = time.time()
+
+
+def _env(tp):
+    os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # The CUDA torch wheel ships nvidia-nccl; SGLang would find it and try an
+    # NCCL communicator on a CPU device. Point it at a file that does not exist.
+    os.environ.setdefault("SGLANG_NCCL_SO_PATH", "/nonexistent/libnccl.so.2")
+    # One OpenMP thread group per TP rank, core ids separated by '|'.
+    ncpu = os.cpu_count() or 1
+    if tp == 1:
+        os.environ.setdefault("SGLANG_CPU_OMP_THREADS_BIND", f"0-{ncpu - 1}" if ncpu > 1 else "0")
+    else:
+        os.environ.setdefault(
+            "SGLANG_CPU_OMP_THREADS_BIND", "|".join(str(i % ncpu) for i in range(tp))
+        )
+    here = os.path.dirname(os.path.abspath(__file__))
+    stubs = os.path.join(here, "stubs")
+    pp = os.environ.get("PYTHONPATH", "")
+    if stubs not in pp.split(os.pathsep):
+        # child processes (scheduler / TP workers) inherit this
+        os.environ["PYTHONPATH"] = stubs + (os.pathsep + pp if pp else "")
+    if stubs not in sys.path:
+        sys.path.insert(0, stubs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--max-new-tokens", type=int, default=4)
+    ap.add_argument("--json", default=None, help="write per-prompt results here")
+    a = ap.parse_args()
+    _env(a.tp)
+
+    import sglang as sgl
+
+    t_import = time.time()
+    engine = sgl.Engine(
+        model_path=a.model,
+        device="cpu",
+        attention_backend="torch_native",
+        sampling_backend="pytorch",
+        disable_cuda_graph=True,
+        tp_size=a.tp,
+        dtype="bfloat16",
+        mem_fraction_static=0.05,
+        max_total_tokens=2048,
+        context_length=256,
+        max_running_requests=8,
+        chunked_prefill_size=256,
+        grammar_backend="none",
+        skip_server_warmup=True,
+        log_level="warning",
+        random_seed=0,
+    )
+    t_up = time.time()
+    prompts = ["the capital of france is", "tell me a story once upon a time"]
+    outs = engine.generate(
+        prompts, {"max_new_tokens": a.max_new_tokens, "temperature": 0.0, "ignore_eos": True}
+    )
+    t_gen = time.time()
+    for p, o in zip(prompts, outs):
+        meta = o.get("meta_info", {})
+        print(f"prompt={p!r} -> {o['text']!r} (completion_tokens={meta.get('completion_tokens')})")
+    if a.json:
+        import json
+
+        with open(a.json, "w") as f:
+            json.dump(
+                [
+                    {
+                        "prompt": p,
+                        "text": o["text"],
+                        "output_ids": o.get("output_ids"),
+                        "prompt_tokens": o["meta_info"]["prompt_tokens"],
+                        "completion_tokens": o["meta_info"]["completion_tokens"],
+                        "cached_tokens": o["meta_info"].get("cached_tokens", 0),
+                    }
+                    for p, o in zip(prompts, outs)
+                ],
+                f,
+                indent=1,
+            )
+    engine.shutdown()
+    t_end = time.time()
+    print(
+        f"run_llm tp={a.tp}: import {t_import - T0:.1f}s, engine start {t_up - t_import:.1f}s, "
+        f"generate {t_gen - t_up:.1f}s, shutdown {t_end - t_gen:.1f}s, total {t_end - T0:.1f}s"
+    )
+    ok = all(o.get("meta_info", {}).get("completion_tokens") == a.max_new_tokens for o in outs)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Install SGLang 0.5.23 (CPU engine + diffusion runtime) into a venv that
+# already has torch 2.14.1, reproducibly and idempotently.
+#
+#   tests/sglang_env/setup.sh VENV
+#
+# Make such a venv first, e.g.:
+#   python3 -m venv VENV && VENV/bin/pip install torch==2.14.1 torchvision==0.29.1
+# Afterwards run things with PYTHONPATH=tests/sglang_env/stubs (placeholder
+# sgl_kernel); run_llm.py / run_diffusion.py set that themselves.
+set -euo pipefail
+VENV=${1:?usage: setup.sh VENV}
+HERE=$(cd "$(dirname "$0")" && pwd)
+PY="$VENV/bin/python"
+SGLANG_VERSION=0.5.23
+[ -x "$PY" ] || { echo "setup.sh: no python at $PY" >&2; exit 2; }
+t0=$(date +%s)
+
+tv=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
+if [ "$tv" != "2.14.1" ]; then
+  echo "setup.sh: $VENV needs torch 2.14.1 first (found: ${tv:-none})" >&2; exit 2
+fi
+
+# Skip everything when this exact requirement set was installed before.
+stamp="$VENV/.sglang_env.stamp"
+want=$(cat "$HERE/requirements.txt" "$HERE/constraints.txt" "$0" | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
+   && "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('sglang') != '$SGLANG_VERSION')" 2>/dev/null; then
+  echo "setup.sh: $VENV already set up (sglang $SGLANG_VERSION)"; exit 0
+fi
+
+# pip, minus two kinds of noise: local-index warnings, and the resolver listing
+# sglang's undeclared-on-purpose CUDA dependencies (expected with --no-deps).
+pip() {
+  local rc=0
+  "$PY" -m pip --disable-pip-version-check -q "$@" >"$VENV/.sglang_env.pip.log" 2>&1 || rc=$?
+  grep -vE "^WARNING: Location .* is ignored|^sglang $SGLANG_VERSION requires |^ERROR: pip's dependency resolver does not currently|^$" \
+    "$VENV/.sglang_env.pip.log" || true
+  [ "$rc" = 0 ] || { echo "setup.sh: pip $* failed ($rc); log: $VENV/.sglang_env.pip.log" >&2; exit "$rc"; }
+}
+
+# 1. sglang itself without its declared dependencies (flashinfer, sglang-kernel,
+#    cuda-python, ... are CUDA-only and not needed on the CPU path).
+if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('sglang') != '$SGLANG_VERSION')" 2>/dev/null; then
+  pip install --no-deps "sglang==$SGLANG_VERSION"
+fi
+# 2. torchvision matching torch (SGLang's multimodal code imports it); then
+#    what the CPU engine, HTTP server and diffusion runtime import, pinned;
+#    constraints.txt keeps torch/torchvision where they are.
+pip install "torchvision==0.29.1" -c "$HERE/constraints.txt"
+pip install -r "$HERE/requirements.txt" -c "$HERE/constraints.txt"
+
+# 3. check: torch unchanged, the engine modules import with the placeholder.
+PYTHONPATH="$HERE/stubs${PYTHONPATH:+:$PYTHONPATH}" "$PY" - <<'PYEOF'
+import torch
+assert torch.__version__.split("+")[0] == "2.14.1", torch.__version__
+import sglang
+import sglang.srt.entrypoints.engine, sglang.srt.managers.scheduler
+import sglang.srt.model_executor.model_runner, sglang.srt.models.llama
+import sglang.srt.entrypoints.http_server
+from sglang.multimodal_gen import DiffGenerator
+import sglang.multimodal_gen.runtime.pipelines.diffusers_pipeline
+import sgl_kernel
+assert getattr(sgl_kernel, "__sgl_kernel_placeholder__", False)
+print("setup.sh: sglang", sglang.__version__, "torch", torch.__version__, "OK")
+PYEOF
+echo "$want" > "$stamp"
+echo "setup.sh: done in $(( $(date +%s) - t0 ))s"

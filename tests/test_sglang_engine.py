@@ -1,0 +1,212 @@
+"""SGLang 0.5.23's real engine, end to end, on CPU with tiny random models
+(tests/sglang_env: `make test-sglang` sets up torch 2.14.1, SGLang and a
+placeholder sgl_kernel). Both ways in (the zero-edit start-up hook, and
+SGLang's own files patched with patches/), LLM at TP=1 and TP=2 over gloo,
+and the diffusion runtime with deduplication. SGLang ends every run by
+SIGKILLing its workers: the files must still be exact and agree."""
+import glob
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+from helpers import PKG_ROOT, ROOT
+
+SGLANG_VERSION = "0.5.23"
+ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")
+STUBS = os.path.join(ENV_DIR, "stubs")
+OVERLAY = os.path.join(ENV_DIR, "patched_overlay")
+WORKERS = {"tp_worker": "sglang/srt/managers/tp_worker.py",
+           "gpu_worker": "sglang/multimodal_gen/runtime/managers/gpu_worker.py"}
+
+
+def _sglang_version():
+    try:
+        return importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+pytestmark = pytest.mark.skipif(
+    _sglang_version() != SGLANG_VERSION or importlib.util.find_spec("sglang") is None,
+    reason=f"needs sglang=={SGLANG_VERSION} installed (make test-sglang)")
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    out = tmp_path_factory.mktemp("models")
+    r = subprocess.run([sys.executable, os.path.join(ENV_DIR, "make_models.py"), str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def patched_tree(tmp_path_factory):
+    """SGLang's two worker files, as installed, with our patches applied."""
+    import sglang
+    site = os.path.dirname(os.path.dirname(sglang.__file__))
+    tree = tmp_path_factory.mktemp("patched")
+    for name, rel in WORKERS.items():
+        os.makedirs(tree / os.path.dirname(rel), exist_ok=True)
+        shutil.copy(os.path.join(site, rel), tree / rel)
+        patch = os.path.join(ROOT, "patches", f"sglang-{SGLANG_VERSION}-{name}.patch")
+        r = subprocess.run(["patch", "-p1", "--forward", "-d", str(tree), "-i", patch],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+    return tree
+
+
+def zero_edit_hook_installed():
+    return os.path.exists(os.path.join(sysconfig.get_paths()["purelib"], "sgl_shapeprof_autohook.pth"))
+
+
+def run(script, args, tmp_path, way, patched_tree=None, **profile_env):
+    """Runs one of tests/sglang_env's drivers with SGLANG_PROFILE_SHAPES=1."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PROFILE_SHAPES")}
+    paths = [STUBS, PKG_ROOT]
+    if way == "patched":
+        paths.insert(0, OVERLAY)
+        env["SHAPEPROF_PATCHED_TREE"] = str(patched_tree)
+    elif not zero_edit_hook_installed():
+        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.update({"SGLANG_PROFILE_SHAPES": "1", "SGLANG_PROFILE_SHAPES_FILE": str(tmp_path / "shapes.jsonl")})
+    env.update({f"SGLANG_PROFILE_SHAPES_{k.upper()}": str(v) for k, v in profile_env.items()})
+    r = subprocess.run([sys.executable, os.path.join(ENV_DIR, script), *map(str, args)],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
+    return r
+
+
+def read_run(path, ended_by="running"):
+    """Records and summary of a run, checked against each other: exact bytes,
+    no NUL tail, the same totals. The LLM engine SIGKILLs its workers (no
+    close runs: the summary is the one of the last pass end); the diffusion
+    runtime shuts its worker down, which closes the profiler."""
+    data = open(path, "rb").read()
+    assert b"\0" not in data and (not data or data.endswith(b"\n")), "records file has a tail"
+    records = [json.loads(line) for line in data.decode().splitlines()]
+    summary = json.load(open(str(path).replace(".jsonl", "_summary.json")))
+    assert summary["ended_by"] == ended_by
+    assert summary["total_operations"] == len(records)
+    assert summary["records_bytes"] == len(data)
+    assert summary["logged_forward_passes"] >= len({r["forward_pass"] for r in records})
+    counts = summary["operation_counts"]
+    assert sum(counts.values()) == summary["total_operations"] + summary["dedupe_skipped_count"]
+    if not summary["dedupe_enabled"]:
+        ops = {}
+        for r in records:
+            ops[r["operation"]] = ops.get(r["operation"], 0) + 1
+        assert ops == counts
+    phases = {}
+    for r in records:
+        phases.setdefault(r["phase"], set()).add(r["forward_pass"])
+    assert {k: len(v) for k, v in phases.items()}.items() <= summary["phase_passes"].items()
+    return records, summary
+
+
+def qkv_rows(records, out_features, hidden=64):
+    """Per pass: the row counts of the QKV projection's input (one per layer):
+    aten.mm(x, W.t()) as SGLang runs it on CPU, or aten.linear(x, W)."""
+    rows = {}
+    for r in records:
+        ins = r["inputs"]
+        if r["operation"] == "aten.mm.default":
+            x, w, want = ins.get("self"), ins.get("mat2"), [hidden, out_features]
+        elif r["operation"] == "aten.linear.default":
+            x, w, want = ins.get("input"), ins.get("weight"), [out_features, hidden]
+        else:
+            continue
+        if w and x and w["shape"] == want and x["shape"][-1] == hidden:
+            rows.setdefault((r["forward_pass"], r["phase"]), []).append(x["shape"][0])
+    return rows
+
+
+@pytest.mark.parametrize("way", ["zero-edit", "patched"])
+def test_llm_tp1_extend_and_decode(models, patched_tree, tmp_path, way):
+    run("run_llm.py", [models / "tiny-llama", "--json", tmp_path / "out.json"], tmp_path, way, patched_tree)
+    out = json.load(open(tmp_path / "out.json"))
+    records, summary = read_run(tmp_path / "shapes.jsonl")
+    assert summary["rank"] == 0 and summary["dedupe_enabled"] is False
+    assert {"extend", "decode"} <= set(summary["phase_passes"])
+    rows = qkv_rows(records, out_features=64 + 2 * 32)   # 4 heads x 16 + 2 x (2 kv heads x 16)
+    extend = {k: v for k, v in rows.items() if k[1] == "extend"}
+    decode = {k: v for k, v in rows.items() if k[1] == "decode"}
+    assert extend and decode, sorted(rows)
+    for per_layer in rows.values():
+        assert len(per_layer) == 2 and len(set(per_layer)) == 1   # 2 layers, same rows
+    # extend: the prompts' tokens; decode: one row per running request
+    assert sum(v[0] for v in extend.values()) == sum(o["prompt_tokens"] for o in out)
+    assert {v[0] for v in decode.values()} <= {1, len(out)} and max(v[0] for v in decode.values()) == len(out)
+    decode_steps = sum(o["completion_tokens"] for o in out) - len(out)   # the first token comes from extend
+    assert sum(v[0] for v in decode.values()) == decode_steps
+
+
+def test_llm_tp2_one_rank_logs_its_all_reduce(models, tmp_path):
+    run("run_llm.py", [models / "tiny-llama", "--tp", "2", "--json", tmp_path / "out.json"], tmp_path,
+        "zero-edit", rank=1)
+    assert sorted(os.listdir(tmp_path)) == ["out.json", "shapes.jsonl", "shapes_summary.json"]
+    records, summary = read_run(tmp_path / "shapes.jsonl")
+    assert summary["rank"] == 1
+    assert any("all_reduce" in op or "allreduce" in op for op in summary["operation_counts"]), \
+        sorted(summary["operation_counts"])
+    # this rank's half of the heads: QKV is 64 -> 64 here, and so is the MLP's
+    # down projection (128 / 2 -> 64): 2 layers x 2 GEMMs of the same rows
+    rows = qkv_rows(records, out_features=(64 + 2 * 32) // 2)
+    assert rows and all(len(v) == 4 and len(set(v)) == 1 for v in rows.values()), rows
+    out = json.load(open(tmp_path / "out.json"))
+    assert sum(v[0] for k, v in rows.items() if k[1] == "extend") == sum(o["prompt_tokens"] for o in out)
+    assert {v[0] for k, v in rows.items() if k[1] == "decode"} <= {1, len(out)}
+
+
+def test_llm_tp2_all_ranks_decode_only(models, tmp_path):
+    run("run_llm.py", [models / "tiny-llama", "--tp", "2"], tmp_path, "zero-edit", rank="all",
+        phases="decode")
+    files = sorted(glob.glob(str(tmp_path / "shapes.rank*.jsonl")))
+    assert [os.path.basename(f) for f in files] == ["shapes.rank0.jsonl", "shapes.rank1.jsonl"]
+    for rank, f in enumerate(files):
+        records, summary = read_run(f)
+        assert summary["rank"] == rank
+        assert records and {r["phase"] for r in records} == {"decode"}
+        assert set(summary["phase_passes"]) == {"decode"}
+
+
+@pytest.mark.parametrize("way", ["zero-edit", "patched"])
+def test_diffusion_deduplicated(models, patched_tree, tmp_path, way):
+    run("run_diffusion.py", [models / "tiny-sd", "--steps", "3", "--out", tmp_path / "images"], tmp_path, way,
+        patched_tree)
+    records, summary = read_run(tmp_path / "shapes.jsonl", ended_by="close")
+    assert summary["dedupe_enabled"] is True and summary["dedupe_skipped_count"] > 0
+    assert "generate" in summary["phase_passes"]
+    convs = [r for r in records if r["operation"] == "aten.convolution.default"
+             or r["operation"] == "aten.conv2d.default"]
+    assert convs
+    # deduplicated: each written signature is distinct
+    sigs = [json.dumps([r["operation"], r["inputs"]], sort_keys=True) for r in records if "error" not in r]
+    assert len(sigs) == len(set(sigs))
+    # the UNet ran once per step: its convolutions were observed more often than written
+    conv_op = convs[0]["operation"]
+    assert summary["operation_counts"][conv_op] > sum(r["operation"] == conv_op for r in records)
+
+
+def test_patches_apply_to_the_installed_sglang(patched_tree):
+    for rel in WORKERS.values():
+        text = open(patched_tree / rel).read()
+        assert "sgl_shapeprof" in text
+        r = subprocess.run([sys.executable, "-m", "py_compile", str(patched_tree / rel)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+
+def test_zero_edit_hook_is_in_the_wheel_install():
+    # In the SGLang venv sgl_shapeprof is installed from a wheel (not editable):
+    # the start-up hook must have landed in site-packages with it.
+    if os.path.realpath(PKG_ROOT) == os.path.realpath(ROOT):
+        pytest.skip("editable install: the hook is installed with `sgl-shapeprof hook install`")
+    assert zero_edit_hook_installed()
