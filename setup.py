@@ -16,9 +16,9 @@ import sys
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-ISOLATED_HINT = ("sgl_shapeprof must be built against the torch you run: "
-                 "install torch first, then: pip install --no-build-isolation sgl_shapeprof "
-                 "(or: pip install --no-build-isolation . in its source folder)")
+ISOLATED_HINT = ("sgl_shapeprof builds against the torch you run, and pip's isolated build "
+                 "environment has none: pip install --no-build-isolation . "
+                 "(or sgl_shapeprof; with torch installed first)")
 
 
 def _torch_or_exit():

@@ -89,7 +89,7 @@ def test_plain_pip_install_fails_fast_with_one_line(tmp_path):
                        capture_output=True, text=True, timeout=600)
     out = r.stdout + r.stderr
     assert r.returncode != 0
-    assert "install torch first, then: pip install --no-build-isolation" in out
+    assert "isolated build environment has none: pip install --no-build-isolation ." in out
     assert "Collecting torch" not in out and "Downloading torch" not in out
     assert not list(tmp_path.glob("*.whl"))
 
