@@ -25,12 +25,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SP_FILE_GROW ((size_t)1 << 20)     /* file grows 1 MiB at a time */
+/* The file is cut back to its records after passes end (the flusher), so it
+ * grows in small steps: what is allocated and faulted in ahead of the writer
+ * is thrown away at the next cut. */
+#define SP_FILE_GROW ((size_t)64 << 10)    /* allocated 64 KiB at a time */
+#define SP_PREFAULT ((size_t)16 << 10)     /* faulted in 16 KiB at a time */
 #define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
 #define SP_MAX_PHASES 32                   /* distinct phase labels counted */
-#define SP_SNAPSHOT_EVERY 1.0              /* seconds between summaries of unlogged passes */
+#define SP_FLUSH_EVERY 0.005               /* seconds between flushes while passes run */
 
 /* ======================================================================
  * Growable byte buffer and JSON helpers
@@ -545,12 +549,12 @@ static int file_map(sp_file *f, size_t off, size_t n) {
 #define MADV_POPULATE_WRITE 23
 #endif
 
-/* Faults in the pages ahead of the writer in one call per SP_FILE_GROW
+/* Faults in the pages ahead of the writer in one call per SP_PREFAULT
  * instead of one page fault per 4 KiB. Best effort. */
 static void file_prefault(sp_file *f, size_t end) {
   if (end <= f->faulted) return;
   size_t from = f->faulted > f->map_off ? f->faulted : f->map_off;
-  size_t to = (end + SP_FILE_GROW - 1) / SP_FILE_GROW * SP_FILE_GROW;
+  size_t to = (end + SP_PREFAULT - 1) / SP_PREFAULT * SP_PREFAULT;
   if (to > f->size) to = f->size;
   if (to > f->map_off + f->map_len) to = f->map_off + f->map_len;
   if (to <= from) return;
@@ -648,9 +652,13 @@ typedef struct summary_src {
 
 struct sp_profiler {
   sp_lock lock;
-  /* Orders pass boundaries, close and summary writes, which do syscalls
-   * (trim, summary) outside the spinlock. Taken before the spinlock. */
+  /* Orders pass boundaries, the flusher's trim and close, which do
+   * syscalls outside the spinlock. Taken before the spinlock. */
   pthread_mutex_t pass_mu;
+  /* Orders summary writes (flusher, close) and guards the snapshot buffers.
+   * Taken before pass_mu. */
+  pthread_mutex_t summary_mu;
+  atomic_int flush_wanted; /* a pass ended since the last flush */
   sp_config cfg;
   char *path, *summary_path, *phases;
   char errmsg[SP_ERRMSG_CAP];
@@ -667,7 +675,6 @@ struct sp_profiler {
   int cur_phase;        /* index in phases, or -1 */
   struct phase_stat phase_stats[SP_MAX_PHASES];
   int n_phases;
-  double last_snapshot; /* when the summary was last written while running */
   /* the summary's copy (pass_mu): op ids, counts, first-seen order */
   int *snap_ops;
   long long *snap_counts, *snap_first;
@@ -695,17 +702,25 @@ struct sp_profiler {
 };
 
 static int write_summary_now(sp_profiler *p, const char *ended_by);
+static void request_flush(sp_profiler *p);
 
 static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static sp_profiler *g_open;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+static pthread_mutex_t g_flush_mu;
+static pthread_cond_t g_flush_cv;
+static atomic_int g_flush_pending;
+static int g_flusher_started;
+
 static void at_fork_prepare(void) {
-  pthread_mutex_lock(&g_open_lock);
+  pthread_mutex_lock(&g_open_lock); /* the flusher is between flushes */
   pthread_mutex_lock(&g_ops_lock);
   pthread_mutex_lock(&g_dtype_lock);
+  pthread_mutex_lock(&g_flush_mu);
 }
 static void at_fork_parent(void) {
+  pthread_mutex_unlock(&g_flush_mu);
   pthread_mutex_unlock(&g_dtype_lock);
   pthread_mutex_unlock(&g_ops_lock);
   pthread_mutex_unlock(&g_open_lock);
@@ -724,6 +739,11 @@ static void at_fork_child(void) {
     if (p->file.fd >= 0) close(p->file.fd);
     p->file.fd = -1;
   }
+  /* The flusher thread is not in the child: a profiler made here starts
+   * its own. */
+  g_flusher_started = 0;
+  atomic_store(&g_flush_pending, 0);
+  pthread_cond_init(&g_flush_cv, NULL);
   at_fork_parent();
 }
 static void global_init(void) {
@@ -786,6 +806,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   *out = p;
   atomic_flag_clear(&p->lock.f);
   pthread_mutex_init(&p->pass_mu, NULL);
+  pthread_mutex_init(&p->summary_mu, NULL);
   p->file.fd = -1;
   p->closed = 1; /* until it opens */
   if (!cfg || !cfg->path || !cfg->path[0]) {
@@ -835,7 +856,6 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->closed = 0;
   p->ended_by = "close";
   p->cur_phase = -1;
-  p->last_snapshot = -1e9;
   p->id_text[0] = '1';
   p->id_len = 1;
   /* An earlier run's summary must not stand beside the new records. */
@@ -964,25 +984,11 @@ void sp_pass_end(sp_profiler *p) {
   p->in_pass = 0;
   p->pass_logged = 0;
   atomic_store(&p->logging, 0);
-  off_t cut = p->closed ? -1 : file_forget_tail(&p->file);
   lock_release(&p->lock);
-  /* No call is logged now, and no pass begins before we are done: the file
-   * can be cut to its records, and the summary written, without the lock. */
-  if (cut >= 0 && ftruncate(p->file.fd, cut) != 0) {
-    int e = errno;
-    lock_acquire(&p->lock);
-    fail(p, "cannot trim records file ", e);
-    lock_release(&p->lock);
-  }
-  /* Servers are SIGKILLed at shutdown: after each logged pass the summary
-   * on disk agrees with the records. Unlogged passes (past the limit, say)
-   * only move forward_passes: at most once a second for those. */
-  double t = now_seconds();
-  if (was_logged || (was_pass && t - p->last_snapshot >= SP_SNAPSHOT_EVERY)) {
-    p->last_snapshot = t;
-    write_summary_now(p, "running");
-  }
   pthread_mutex_unlock(&p->pass_mu);
+  /* The file is cut to its records and the summary rewritten by the
+   * flusher thread, off this thread, within SP_FLUSH_EVERY. */
+  if (was_pass) request_flush(p);
 }
 
 void sp_get_stats(sp_profiler *p, sp_stats *o) {
@@ -1633,7 +1639,7 @@ static int grow_snapshot(sp_profiler *p, int need) {
   return 1;
 }
 
-/* Takes the spinlock to copy the summary's data; pass_mu held (it guards
+/* Takes the spinlock to copy the summary's data; summary_mu held (it guards
  * the copy). 0 on out of memory. */
 static int snapshot(sp_profiler *p, summary_src *s) {
   for (;;) {
@@ -1772,12 +1778,106 @@ static int write_summary(const sp_profiler *p, const summary_src *s) {
   return err;
 }
 
-/* Writes the summary as it stands; pass_mu held, spinlock not. */
+/* Writes the summary as it stands; summary_mu held (or p not yet shared),
+ * spinlock not. */
 static int write_summary_now(sp_profiler *p, const char *ended_by) {
   summary_src s;
   if (!snapshot(p, &s)) return ENOMEM;
   if (ended_by) s.ended_by = ended_by;
   return write_summary(p, &s);
+}
+
+/* ======================================================================
+ * The flusher: after passes end, one thread per process cuts each records
+ * file to its records and rewrites its summary, so that between passes the
+ * files on disk are exact (a SIGKILL then loses nothing) while the passes
+ * themselves pay no syscall. Bursts of passes are coalesced: at most one
+ * flush per SP_FLUSH_EVERY, the first one at once.
+ * ====================================================================== */
+static pthread_mutex_t g_flush_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_flush_cv = PTHREAD_COND_INITIALIZER;
+static atomic_int g_flush_pending; /* some profiler wants a flush */
+static int g_flusher_started;      /* g_flush_mu */
+
+/* g_open_lock held. */
+static void flush_one(sp_profiler *p) {
+  if (!atomic_exchange(&p->flush_wanted, 0)) return;
+  pthread_mutex_lock(&p->summary_mu);
+  pthread_mutex_lock(&p->pass_mu);
+  if (p->closed || atomic_load(&p->orphaned) || p->in_pass) {
+    /* closed: close wrote it; in a pass: that pass's end asks again */
+    pthread_mutex_unlock(&p->pass_mu);
+    pthread_mutex_unlock(&p->summary_mu);
+    return;
+  }
+  lock_acquire(&p->lock);
+  off_t cut = file_forget_tail(&p->file);
+  lock_release(&p->lock);
+  /* No pass can begin (pass_mu) and none runs: nothing writes the file. */
+  if (cut >= 0 && ftruncate(p->file.fd, cut) != 0) {
+    int e = errno;
+    lock_acquire(&p->lock);
+    fail(p, "cannot trim records file ", e);
+    lock_release(&p->lock);
+  }
+  summary_src s;
+  int ok = snapshot(p, &s);
+  pthread_mutex_unlock(&p->pass_mu);
+  if (ok) {
+    s.ended_by = "running";
+    write_summary(p, &s);
+  }
+  pthread_mutex_unlock(&p->summary_mu);
+}
+
+static void flush_all(void) {
+  pthread_mutex_lock(&g_open_lock);
+  for (sp_profiler *p = g_open; p; p = p->next_open) flush_one(p);
+  pthread_mutex_unlock(&g_open_lock);
+}
+
+static void *flusher_main(void *arg) {
+  (void)arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the host's threads' */
+  double last = -1e9;
+  for (;;) {
+    pthread_mutex_lock(&g_flush_mu);
+    while (!atomic_load(&g_flush_pending)) pthread_cond_wait(&g_flush_cv, &g_flush_mu);
+    pthread_mutex_unlock(&g_flush_mu);
+    double wait = last + SP_FLUSH_EVERY - now_seconds();
+    if (wait > 0) {
+      struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+      }
+    }
+    atomic_store(&g_flush_pending, 0);
+    flush_all();
+    last = now_seconds();
+  }
+  return NULL;
+}
+
+static void request_flush(sp_profiler *p) {
+  atomic_store(&p->flush_wanted, 1);
+  if (atomic_exchange(&g_flush_pending, 1)) return; /* asked already */
+  pthread_mutex_lock(&g_flush_mu);
+  if (!g_flusher_started) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    g_flusher_started = pthread_create(&t, &attr, flusher_main, NULL) == 0;
+    pthread_attr_destroy(&attr);
+  }
+  int started = g_flusher_started;
+  if (started) pthread_cond_signal(&g_flush_cv);
+  pthread_mutex_unlock(&g_flush_mu);
+  if (!started) { /* no thread to be had: flush on this one */
+    atomic_store(&g_flush_pending, 0);
+    flush_all();
+  }
 }
 
 static void unlink_open(sp_profiler *p) {
@@ -1808,11 +1908,13 @@ int sp_close(sp_profiler *p) {
     }
     return SP_OK;
   }
+  pthread_mutex_lock(&p->summary_mu);
   pthread_mutex_lock(&p->pass_mu);
   lock_acquire(&p->lock);
   if (p->closed) {
     lock_release(&p->lock);
     pthread_mutex_unlock(&p->pass_mu);
+    pthread_mutex_unlock(&p->summary_mu);
     return SP_OK;
   }
   atomic_store(&p->logging, 0);
@@ -1826,6 +1928,7 @@ int sp_close(sp_profiler *p) {
   p->file.spec_owner = NULL;
   p->file.spec_end = p->file.len;
   lock_release(&p->lock);
+  pthread_mutex_unlock(&p->pass_mu);
   int rc = SP_OK;
   if (ftruncate(file.fd, (off_t)file.len) != 0) {
     set_err(p, "cannot trim records file ", p->path, errno);
@@ -1837,7 +1940,7 @@ int sp_close(sp_profiler *p) {
     set_err(p, "cannot write summary file ", p->summary_path, e);
     rc = SP_IOERR;
   }
-  pthread_mutex_unlock(&p->pass_mu);
+  pthread_mutex_unlock(&p->summary_mu);
   unlink_open(p);
   return rc;
 }
@@ -1862,7 +1965,10 @@ void sp_free(sp_profiler *p) {
   free(p->snap_counts);
   free(p->snap_first);
   /* A forked child's copy may be locked by a thread that is not there. */
-  if (p->owner_pid == getpid() && !atomic_load(&p->orphaned)) pthread_mutex_destroy(&p->pass_mu);
+  if (p->owner_pid == getpid() && !atomic_load(&p->orphaned)) {
+    pthread_mutex_destroy(&p->pass_mu);
+    pthread_mutex_destroy(&p->summary_mu);
+  }
   free(p);
 }
 

@@ -72,7 +72,10 @@ def test_rank_killed_mid_pass_keeps_its_records(tmp_path):
     assert [r["operation"] for r in recs].count("aten.mm.default") == 3  # passes 1, 2 and the fatal one
     assert max(r["forward_pass"] for r in recs) == 3
     assert all(r["call_id"] == i + 1 for i, r in enumerate(recs))
-    # SIGKILL runs no handler, but the summary written as passes ended is there
+    # SIGKILL runs no handler; the summary on disk is this run's (written at
+    # open, then by the flusher after passes end: the kill came milliseconds
+    # after pass 2, so it may or may not have caught up), never ahead of the file
     import json
     s = json.load(open(tmp_path / "shapes_summary.json"))
-    assert s["ended_by"] == "running" and s["rank"] == 1 and s["total_operations"] >= 1
+    assert s["ended_by"] == "running" and s["rank"] == 1
+    assert s["total_operations"] <= len(recs) and s["forward_passes"] <= 3

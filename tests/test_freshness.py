@@ -1,5 +1,6 @@
-"""Files that are never stale: between passes the records file holds exactly
-its records (no NUL tail of the pre-extended window), and the summary on disk
+"""Files that are never stale: soon after a pass ends (the flusher thread's
+work, within SP_FLUSH_EVERY = 5 ms of the last flush) the records file holds exactly its
+records (no NUL tail of the pre-extended window) and the summary on disk
 agrees with them, even when the process is then SIGKILLed (SGLang ends its
 workers that way)."""
 import json
@@ -7,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from helpers import PKG_ROOT
@@ -25,6 +27,21 @@ sys.stdin.readline()   # the parent kills us here, between passes
 '''
 
 
+def wait_for_flush(summary_path, passes, timeout=10.0):
+    """Polls (no fixed sleep) until the summary on disk counts `passes`
+    passes; the flusher promises a few ms, we allow far more on a busy CI."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            s = json.loads(open(summary_path).read())
+            if s["forward_passes"] == passes:
+                return s
+        except (OSError, ValueError):
+            pass
+        assert time.monotonic() < deadline, f"no summary for {passes} passes after {timeout} s"
+        time.sleep(0.01)
+
+
 def run_and_kill(tmp_path, dedupe, passes, limit=0):
     path = tmp_path / "k.jsonl"
     env = dict(os.environ, PYTHONPATH=PKG_ROOT)
@@ -33,6 +50,7 @@ def run_and_kill(tmp_path, dedupe, passes, limit=0):
                          stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        wait_for_flush(tmp_path / "k_summary.json", passes)
         data = path.read_bytes()   # while the process lives, between passes
     finally:
         p.kill()
@@ -110,6 +128,7 @@ def test_file_is_exact_between_passes_and_grows_again(tmp_path):
         with prof.forward_pass():
             for _ in range(200):
                 torch.ones(5, i + 1).neg()
+        wait_for_flush(tmp_path / "g_summary.json", i + 1)
         data = path.read_bytes()
         assert b"\0" not in data and data.endswith(b"\n")
         assert len(data.splitlines()) == 400 * (i + 1)
