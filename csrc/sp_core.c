@@ -1592,6 +1592,20 @@ static void sort_ops(int *ops, long long *counts, long long *first, int k) {
       }
 }
 
+/* The summary's counters (not the per-operator and per-phase tables). */
+static void src_counters(const sp_profiler *p, summary_src *s) {
+  s->records = p->records;
+  s->passes = p->passes;
+  s->logged_passes = p->logged_passes;
+  s->dedupe_skipped = p->dedupe_skipped;
+  s->signatures = p->signatures;
+  s->errors = p->errors;
+  s->bytes = (long long)p->file.len;
+  s->n_phases = p->n_phases;
+  s->ended_by = p->ended_by;
+  s->failed = p->failed;
+}
+
 /* Copies what the summary says; spinlock held. Returns 0, or the number of
  * op slots the copy needs (the caller grows it without the lock, retries). */
 static int snapshot_locked(sp_profiler *p, summary_src *s) {
@@ -1607,21 +1621,12 @@ static int snapshot_locked(sp_profiler *p, summary_src *s) {
       k++;
     }
   memcpy(p->snap_phases, p->phase_stats, (size_t)p->n_phases * sizeof p->snap_phases[0]);
-  s->records = p->records;
-  s->passes = p->passes;
-  s->logged_passes = p->logged_passes;
-  s->dedupe_skipped = p->dedupe_skipped;
-  s->signatures = p->signatures;
-  s->errors = p->errors;
-  s->bytes = (long long)p->file.len;
+  src_counters(p, s);
   s->n_ops = k;
   s->ops = p->snap_ops;
   s->counts = p->snap_counts;
   s->first = p->snap_first;
-  s->n_phases = p->n_phases;
   s->phases = p->snap_phases;
-  s->ended_by = p->ended_by;
-  s->failed = p->failed;
   return 0;
 }
 
@@ -1671,21 +1676,12 @@ static void live_src(sp_profiler *p, summary_src *s) {
         p->op_order[j] = b;
         p->op_order[j - gap] = a;
       }
-  s->records = p->records;
-  s->passes = p->passes;
-  s->logged_passes = p->logged_passes;
-  s->dedupe_skipped = p->dedupe_skipped;
-  s->signatures = p->signatures;
-  s->errors = p->errors;
-  s->bytes = (long long)p->file.len;
+  src_counters(p, s);
   s->n_ops = k;
   s->ops = p->op_order;
   s->counts = NULL; /* look up by id */
   s->first = NULL;
-  s->n_phases = p->n_phases;
   s->phases = p->phase_stats;
-  s->ended_by = p->ended_by;
-  s->failed = p->failed;
 }
 
 static atomic_uint g_tmp_seq;

@@ -14,19 +14,7 @@ import time
 
 T0 = time.time()
 
-
-def _env():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
-    os.environ.setdefault("SGLANG_NCCL_SO_PATH", "/nonexistent/libnccl.so.2")
-    here = os.path.dirname(os.path.abspath(__file__))
-    stubs = os.path.join(here, "stubs")
-    pp = os.environ.get("PYTHONPATH", "")
-    if stubs not in pp.split(os.pathsep):
-        os.environ["PYTHONPATH"] = stubs + (os.pathsep + pp if pp else "")
-    if stubs not in sys.path:
-        sys.path.insert(0, stubs)
+from cpu_env import cpu_environment  # noqa: E402  (beside this script)
 
 
 def main():
@@ -36,7 +24,7 @@ def main():
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    _env()
+    cpu_environment()
     out = a.out or tempfile.mkdtemp(prefix="sgl_diff_out_")
 
     from sglang.multimodal_gen import DiffGenerator

@@ -17,14 +17,11 @@ import time
 
 T0 = time.time()
 
+from cpu_env import cpu_environment  # noqa: E402  (beside this script)
+
 
 def _env(tp):
-    os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    # The CUDA torch wheel ships nvidia-nccl; SGLang would find it and try an
-    # NCCL communicator on a CPU device. Point it at a file that does not exist.
-    os.environ.setdefault("SGLANG_NCCL_SO_PATH", "/nonexistent/libnccl.so.2")
+    cpu_environment()
     # One OpenMP thread group per TP rank, core ids separated by '|'.
     ncpu = os.cpu_count() or 1
     if tp == 1:
@@ -33,14 +30,6 @@ def _env(tp):
         os.environ.setdefault(
             "SGLANG_CPU_OMP_THREADS_BIND", "|".join(str(i % ncpu) for i in range(tp))
         )
-    here = os.path.dirname(os.path.abspath(__file__))
-    stubs = os.path.join(here, "stubs")
-    pp = os.environ.get("PYTHONPATH", "")
-    if stubs not in pp.split(os.pathsep):
-        # child processes (scheduler / TP workers) inherit this
-        os.environ["PYTHONPATH"] = stubs + (os.pathsep + pp if pp else "")
-    if stubs not in sys.path:
-        sys.path.insert(0, stubs)
 
 
 def main():
