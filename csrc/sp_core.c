@@ -831,9 +831,14 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->cfg.phases = p->phases;
   /* Not O_TRUNC: first make sure no other live process writes this file
    * (two processes with the same rank name, say). */
-  int fd = open(p->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  /* Never through a symbolic link: in a shared folder (/tmp) anyone could
+   * plant one and have us truncate its target. */
+  int fd = open(p->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
-    set_err(p, "cannot open records file ", p->path, errno);
+    if (errno == ELOOP)
+      set_err(p, "records file is a symbolic link, not written through: ", p->path, 0);
+    else
+      set_err(p, "cannot open records file ", p->path, errno);
     return SP_IOERR;
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

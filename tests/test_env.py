@@ -227,3 +227,28 @@ def test_phases_argument_same_as_env(tmp_path):
         prof.end_forward_pass()
     prof.close()
     assert logged == [True, True, False, False]
+
+
+def test_links_at_our_paths_are_never_written_through(tmp_path, capsys, monkeypatch):
+    """In a shared folder anyone may plant a symlink where we write."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "a.jsonl").symlink_to(victim)
+    with pytest.raises(OSError, match="symbolic link"):
+        sgl_shapeprof.ShapeProfiler(str(tmp_path / "a.jsonl"))
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(tmp_path / "a.jsonl"))
+    assert sgl_shapeprof.from_env() is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "symbolic link" in err[0] and "SGLANG_PROFILE_SHAPES_FILE" in err[0]
+    # the summary and any temporary name beside it: replaced, never followed
+    (tmp_path / "b_summary.json").symlink_to(victim)
+    (tmp_path / "b_summary.json.tmp").symlink_to(victim)
+    import torch
+    prof = sgl_shapeprof.ShapeProfiler(str(tmp_path / "b.jsonl"))
+    with prof.forward_pass():
+        torch.ones(2).neg()
+    prof.close()
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "b_summary.json").is_symlink()
+    assert json.loads((tmp_path / "b_summary.json").read_text())["total_operations"] == 2
