@@ -136,32 +136,33 @@ static size_t utf8_seq_len(const unsigned char *s, size_t left) {
   return n;
 }
 
-/* A JSON string literal (quotes included). Invalid UTF-8 becomes U+FFFD so
- * every line stays readable by json.loads. */
-static void buf_json_str(sp_buf *b, const char *s, size_t len) {
+/* The one JSON string escaper, for records and summaries alike: writes the
+ * literal (quotes included) through put(sink, bytes, n). Invalid UTF-8 becomes
+ * U+FFFD, so that every line and the summary stay readable by json.loads.
+ * Async-signal-safe (the dying-process summary uses it). */
+typedef void (*put_fn)(void *sink, const char *s, size_t n);
+
+static void json_str(put_fn put, void *sink, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *u = (const unsigned char *)s;
-  if (!buf_reserve(b, len + 2)) return;
-  b->p[b->n++] = '"';
+  put(sink, "\"", 1);
   size_t i = 0;
   while (i < len) {
     unsigned char c = u[i];
     if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
       size_t j = i + 1;
-      while (j < len && u[j] >= 0x20 && u[j] != '"' && u[j] != '\\' &&
-             u[j] < 0x80)
-        j++;
-      buf_put(b, s + i, j - i);
+      while (j < len && u[j] >= 0x20 && u[j] != '"' && u[j] != '\\' && u[j] < 0x80) j++;
+      put(sink, s + i, j - i);
       i = j;
       continue;
     }
     if (c >= 0x80) {
       size_t k = utf8_seq_len(u + i, len - i);
       if (k) {
-        buf_put(b, s + i, k);
+        put(sink, s + i, k);
         i += k;
       } else {
-        BUF_LIT(b, "\\ufffd");
+        put(sink, "\\ufffd", 6);
         i++;
       }
       continue;
@@ -184,10 +185,17 @@ static void buf_json_str(sp_buf *b, const char *s, size_t len) {
         esc[5] = hex[c & 15];
         en = 6;
     }
-    buf_put(b, esc, en);
+    put(sink, esc, en);
     i++;
   }
-  buf_put(b, "\"", 1);
+  put(sink, "\"", 1);
+}
+
+static void buf_sink(void *b, const char *s, size_t n) { buf_put((sp_buf *)b, s, n); }
+
+static void buf_json_str(sp_buf *b, const char *s, size_t len) {
+  if (!buf_reserve(b, len + 2)) return;
+  json_str(buf_sink, b, s, len);
 }
 
 static char *dup_buf(const sp_buf *b) {
@@ -1557,24 +1565,8 @@ static void fdw_i64(fdw *w, int64_t v) {
   char t[24];
   fdw_put(w, t, fmt_i64(t, v));
 }
-/* Op names and paths: quote, escaping '"', '\\' and control characters. */
-static void fdw_json_str(fdw *w, const char *s) {
-  static const char hex[] = "0123456789abcdef";
-  fdw_put(w, "\"", 1);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      char e[2] = {'\\', (char)c};
-      fdw_put(w, e, 2);
-    } else if (c < 0x20) {
-      char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-      fdw_put(w, e, 6);
-    } else {
-      fdw_put(w, (const char *)&c, 1);
-    }
-  }
-  fdw_put(w, "\"", 1);
-}
+static void fdw_sink(void *w, const char *s, size_t n) { fdw_put((fdw *)w, s, n); }
+static void fdw_json_str(fdw *w, const char *s) { json_str(fdw_sink, w, s, strlen(s)); }
 
 /* Most frequent first; ties in the order first seen. Shell sort: no
  * allocation (the fatal-signal path sorts too), fine for thousands. */

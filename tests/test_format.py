@@ -141,3 +141,17 @@ def test_every_line_is_json_and_newline_terminated(tmp_path):
     data = open(prof.path, "rb").read()
     assert data.endswith(b"\n") and b"\0" not in data
     assert all(json.loads(line) for line in data.splitlines())
+
+
+def test_summary_of_a_path_that_is_not_utf8_is_valid_json(tmp_path):
+    import os
+    import torch
+    from sgl_shapeprof import ShapeProfiler
+    path = os.path.join(os.fsencode(str(tmp_path)), b"caf\xe9.jsonl")   # Latin-1 bytes
+    prof = ShapeProfiler(os.fsdecode(path))
+    with prof.forward_pass():
+        torch.ones(2).neg()
+    prof.close()
+    summary = json.loads(open(os.path.join(os.fsencode(str(tmp_path)), b"caf\xe9_summary.json"), "rb").read())
+    assert summary["total_operations"] == 2
+    assert summary["records_file"].endswith("caf\ufffd.jsonl")   # the one escaper: U+FFFD for bad bytes
