@@ -18,8 +18,16 @@ from .config import ENV_FILE, PHASE_ALIASES, ConfigError, read_env
 PathLike = Union[str, "os.PathLike[str]"]
 
 _open_profilers: "weakref.WeakSet[ShapeProfiler]" = weakref.WeakSet()
+_pass_owner: dict = {}  # thread ident -> the profiler whose pass is open there
+_said: set = set()
 _env_profiler: Optional["ShapeProfiler"] = None
 _env_lock = threading.Lock()
+
+
+def _say_once(key: str, message: str) -> None:
+    if key not in _said:
+        _said.add(key)
+        _say(message)
 
 
 def _say(message: str) -> None:
@@ -90,19 +98,43 @@ class ShapeProfiler:
             self._native = _C.Profiler(own, rank, skip_warmup, log_n_passes, self.dedupe, phase_list)
         self._closed = False
         self._broken = False
+        self._depth = 0           # open passes on _pass_thread (nesting)
+        self._pass_thread = 0
+        self._logged = False
         _open_profilers.add(self)
 
     # -- passes -------------------------------------------------------------
     def start_forward_pass(self, phase: Optional[str] = None) -> bool:
-        """Starts a forward pass on this thread; True if it is logged."""
+        """Starts a forward pass on this thread; True if it is logged.
+
+        A pass started inside an open pass of this profiler on the same
+        thread is part of it (one pass; its end ends nothing). A pass of
+        another profiler inside it is refused (False, said once): one thread
+        logs into one file at a time, and the outer pass keeps logging."""
         if self._closed or self._broken:
             return False
+        me = threading.get_ident()
+        if self._depth and self._pass_thread == me:
+            self._depth += 1
+            return self._logged
+        owner = _pass_owner.get(me)
+        if owner is not None and owner is not self and owner._depth and not owner._closed:
+            _say_once("nested", f"a pass of {owner!r} is open on this thread: a pass of {self!r} "
+                                f"inside it is not logged (one file per thread at a time)")
+            return False
+        return self._begin(self._native.pass_begin, _label(phase))
+
+    def _begin(self, native_begin, *args) -> bool:
         try:
             _hook_compiler()
-            return bool(self._native.pass_begin(_label(phase)))
+            logged = bool(native_begin(*args))
         except Exception as e:  # never into the model
             self._give_up(e)
             return False
+        me = threading.get_ident()
+        self._depth, self._pass_thread, self._logged = 1, me, logged
+        _pass_owner[me] = self
+        return logged
 
     def reopen_forward_pass(self) -> bool:
         """Reopens the pass that ended last on this profiler, under its
@@ -111,15 +143,21 @@ class ShapeProfiler:
         pass is logged. End it with end_forward_pass()."""
         if self._closed or self._broken:
             return False
-        try:
-            return bool(self._native.pass_reopen())
-        except Exception as e:
-            self._give_up(e)
-            return False
+        if self._depth:  # a pass is open: nothing to reopen
+            self._depth += 1
+            return self._logged
+        return self._begin(self._native.pass_reopen)
 
     def end_forward_pass(self) -> None:
         if self._closed or self._broken:
             return
+        if self._depth > 1:  # the end of a nested pass: the outer one goes on
+            self._depth -= 1
+            return
+        if self._depth:
+            self._depth = 0
+            if _pass_owner.get(self._pass_thread) is self:
+                del _pass_owner[self._pass_thread]
         try:
             self._native.pass_end()
         except Exception as e:

@@ -199,3 +199,33 @@ def test_a_live_forked_child_does_not_keep_the_file_locked(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == path
     assert "in use" not in r.stderr
+
+
+def test_nested_passes_never_lose_the_outer_pass(tmp_path, capsys):
+    a = ShapeProfiler(tmp_path / "a.jsonl")
+    b = ShapeProfiler(tmp_path / "b.jsonl")
+    with a.forward_pass("outer") as logged:
+        assert logged
+        torch.ones(1).neg()
+        with a.forward_pass("inner") as inner:      # the same profiler: one pass
+            assert inner
+            torch.ones(2).neg()
+        torch.ones(3).neg()                         # still logged
+        with b.forward_pass() as other:             # another profiler: refused
+            assert other is False
+            torch.ones(4).neg()
+        torch.ones(5).neg()                         # still logged, into a
+    with b.forward_pass() as logged_b:              # b works on its own
+        assert logged_b
+        torch.ones(6).neg()
+    a.close()
+    b.close()
+    shapes = [(r["forward_pass"], r["phase"], r["inputs"].get("self", {}).get("shape"))
+              for r in load(tmp_path / "a.jsonl") if r["operation"] == "aten.neg.default"]
+    assert shapes == [(1, "outer", [1]), (1, "outer", [2]), (1, "outer", [3]), (1, "outer", [4]),
+                      (1, "outer", [5])]
+    assert [r["inputs"]["self"]["shape"] for r in load(tmp_path / "b.jsonl")
+            if r["operation"] == "aten.neg.default"] == [[6]]
+    err = capsys.readouterr().err
+    assert err.count("is not logged") == 1
+    assert read_summary(tmp_path / "a_summary.json")["forward_passes"] == 1
