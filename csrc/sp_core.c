@@ -33,7 +33,6 @@
 #define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
-#define SP_MAX_PHASES 32                   /* distinct phase labels counted */
 #define SP_FLUSH_EVERY 0.005               /* seconds between flushes while passes run */
 
 /* ======================================================================
@@ -640,7 +639,7 @@ static inline void lock_release(sp_lock *l) {
 
 /* A phase label and what was counted for it. */
 struct phase_stat {
-  char name[64];
+  char *name;              /* owned; never moves or changes once made */
   long long passes, calls; /* logged passes; calls observed in them */
 };
 
@@ -681,13 +680,14 @@ struct sp_profiler {
   int in_pass, pass_logged;
   int last_logged;      /* the pass that ended last was logged (for reopen) */
   int cur_phase;        /* index in phases, or -1 */
-  struct phase_stat phase_stats[SP_MAX_PHASES];
-  int n_phases;
+  struct phase_stat *phase_stats; /* every label a logged pass had */
+  int n_phases, phase_cap;
   /* the summary's copy (pass_mu): op ids, counts, first-seen order */
   int *snap_ops;
   long long *snap_counts, *snap_first;
   int snap_cap;
-  struct phase_stat snap_phases[SP_MAX_PHASES];
+  struct phase_stat *snap_phases;
+  int snap_phase_cap;
   sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"]' */
   /* the next call_id, as decimal text: incremented, never formatted */
   char id_text[24];
@@ -914,14 +914,23 @@ static int phase_wanted(const sp_profiler *p, const char *phase) {
   return 0;
 }
 
-/* The slot of a phase label (added if new); -1 when all slots are taken. */
+/* The slot of a phase label (added if new: any length, any number of them);
+ * -1 only when out of memory. Labels are few: a linear search will do. */
 static int phase_index(sp_profiler *p, const char *phase) {
   for (int i = 0; i < p->n_phases; i++)
     if (strcmp(p->phase_stats[i].name, phase) == 0) return i;
-  if (p->n_phases == SP_MAX_PHASES || strlen(phase) >= sizeof p->phase_stats[0].name) return -1;
+  if (p->n_phases == p->phase_cap) {
+    int cap = p->phase_cap ? 2 * p->phase_cap : 8;
+    struct phase_stat *st = realloc(p->phase_stats, (size_t)cap * sizeof *st);
+    if (!st) return -1;
+    p->phase_stats = st;
+    p->phase_cap = cap;
+  }
+  char *name = xstrdup(phase);
+  if (!name) return -1;
   struct phase_stat *st = &p->phase_stats[p->n_phases];
-  memset(st, 0, sizeof *st);
-  strcpy(st->name, phase);
+  st->name = name;
+  st->passes = st->calls = 0;
   return p->n_phases++;
 }
 
@@ -1603,12 +1612,17 @@ static void src_counters(const sp_profiler *p, summary_src *s) {
   s->failed = p->failed;
 }
 
-/* Copies what the summary says; spinlock held. Returns 0, or the number of
- * op slots the copy needs (the caller grows it without the lock, retries). */
-static int snapshot_locked(sp_profiler *p, summary_src *s) {
+/* Copies what the summary says; spinlock held. Returns 0, or 1 when the
+ * copy needs more room: *need_ops op slots and *need_phases phase slots (the
+ * caller grows it without the lock and retries). */
+static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *need_phases) {
   int k = 0;
   for (int id = 0; id < p->op_cap; id++) k += p->op_counts[id] != 0;
-  if (k > p->snap_cap) return k;
+  if (k > p->snap_cap || p->n_phases > p->snap_phase_cap) {
+    *need_ops = k;
+    *need_phases = p->n_phases;
+    return 1;
+  }
   k = 0;
   for (int id = 0; id < p->op_cap; id++)
     if (p->op_counts[id]) {
@@ -1627,7 +1641,14 @@ static int snapshot_locked(sp_profiler *p, summary_src *s) {
   return 0;
 }
 
-static int grow_snapshot(sp_profiler *p, int need) {
+static int grow_snapshot(sp_profiler *p, int need, int need_phases) {
+  if (need_phases > p->snap_phase_cap) {
+    struct phase_stat *ph = realloc(p->snap_phases, (size_t)need_phases * sizeof *ph);
+    if (!ph) return 0;
+    p->snap_phases = ph;
+    p->snap_phase_cap = need_phases;
+  }
+  if (need <= p->snap_cap) return 1;
   int cap = p->snap_cap ? p->snap_cap : 64;
   while (cap < need) cap *= 2;
   int *o = realloc(p->snap_ops, (size_t)cap * sizeof *o);
@@ -1645,15 +1666,15 @@ static int grow_snapshot(sp_profiler *p, int need) {
  * the copy). 0 on out of memory. */
 static int snapshot(sp_profiler *p, summary_src *s) {
   for (;;) {
+    int need_ops = 0, need_phases = 0;
     lock_acquire(&p->lock);
-    int need = snapshot_locked(p, s);
-    if (!need) {
+    if (!snapshot_locked(p, s, &need_ops, &need_phases)) {
       lock_release(&p->lock);
       sort_ops(s->ops, s->counts, s->first, s->n_ops);
       return 1;
     }
     lock_release(&p->lock);
-    if (!grow_snapshot(p, need)) return 0;
+    if (!grow_snapshot(p, need_ops, need_phases)) return 0;
   }
 }
 
@@ -1957,6 +1978,9 @@ void sp_free(sp_profiler *p) {
   free(p->snap_ops);
   free(p->snap_counts);
   free(p->snap_first);
+  for (int i = 0; i < p->n_phases; i++) free(p->phase_stats[i].name);
+  free(p->phase_stats);
+  free(p->snap_phases);
   /* A forked child's copy may be locked by a thread that is not there. */
   if (p->owner_pid == getpid() && !atomic_load(&p->orphaned)) {
     pthread_mutex_destroy(&p->pass_mu);

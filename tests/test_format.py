@@ -155,3 +155,18 @@ def test_summary_of_a_path_that_is_not_utf8_is_valid_json(tmp_path):
     summary = json.loads(open(os.path.join(os.fsencode(str(tmp_path)), b"caf\xe9_summary.json"), "rb").read())
     assert summary["total_operations"] == 2
     assert summary["records_file"].endswith("caf\ufffd.jsonl")   # the one escaper: U+FFFD for bad bytes
+
+
+def test_every_phase_label_is_counted(tmp_path):
+    import torch
+    from sgl_shapeprof import ShapeProfiler
+    long_label = "decode_" + "x" * 100
+    labels = [f"p{i}" for i in range(40)] + [long_label, long_label]
+    prof = ShapeProfiler(str(tmp_path / "l.jsonl"))
+    for label in labels:
+        with prof.forward_pass(label):
+            torch.ones(2).neg()
+    prof.close()
+    summary = json.loads((tmp_path / "l_summary.json").read_text())
+    assert summary["phase_passes"] == {**{f"p{i}": 1 for i in range(40)}, long_label: 2}
+    assert summary["phase_operations"][long_label] == 4
