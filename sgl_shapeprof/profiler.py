@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import Iterable, Iterator, Optional, Union
 
-from .config import ENV_FILE, PHASE_ALIASES, ConfigError, read_env
+from .config import ENV_FILE, ENV_PHASES, PHASE_ALIASES, ConfigError, read_env
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -98,6 +98,9 @@ class ShapeProfiler:
             self._native = _C.Profiler(own, rank, skip_warmup, log_n_passes, self.dedupe, phase_list)
         self._closed = False
         self._broken = False
+        self._phase_filter = phase_list  # to say so at close when it matched nothing
+        self._phases_seen: set = set()
+        self._phases_from = "phases="  # from_env names its variable here
         self._depth = 0           # open passes on _pass_thread (nesting)
         self._pass_thread = 0
         self._logged = False
@@ -122,7 +125,10 @@ class ShapeProfiler:
             _say_once("nested", f"a pass of {owner!r} is open on this thread: a pass of {self!r} "
                                 f"inside it is not logged (one file per thread at a time)")
             return False
-        return self._begin(self._native.pass_begin, _label(phase))
+        phase = _label(phase)
+        if self._phase_filter is not None and len(self._phases_seen) < 16:
+            self._phases_seen.add(phase)
+        return self._begin(self._native.pass_begin, phase)
 
     def _begin(self, native_begin, *args) -> bool:
         try:
@@ -181,8 +187,14 @@ class ShapeProfiler:
         _open_profilers.discard(self)
         try:
             self._native.close()
+            stats = self._native.stats()
         except Exception as e:
             _say(f"closing {self.path}: {e}")
+            return
+        if self._phase_filter is not None and stats["passes"] and not stats["logged_passes"]:
+            seen = ", ".join(sorted(repr(p) for p in self._phases_seen))
+            _say(f"{self._phases_from}{self._phase_filter!r} matched none of the {stats['passes']} passes "
+                 f"(labels seen: {seen or 'none'}); nothing was recorded in {self.path}")
 
     def __enter__(self) -> "ShapeProfiler":
         return self
@@ -332,6 +344,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False) -> Option
             _env_profiler = ShapeProfiler(
                 path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
                 dedupe=dedupe, phases=cfg.phases)
+            _env_profiler._phases_from = f"{ENV_PHASES}="
             return _env_profiler
     except (ConfigError, ValueError, TypeError, ImportError) as e:
         _say(f"{e}; profiling is off")

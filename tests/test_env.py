@@ -252,3 +252,24 @@ def test_links_at_our_paths_are_never_written_through(tmp_path, capsys, monkeypa
     assert victim.read_text() == "precious\n"
     assert not (tmp_path / "b_summary.json").is_symlink()
     assert json.loads((tmp_path / "b_summary.json").read_text())["total_operations"] == 2
+
+
+def test_a_phase_filter_that_matches_nothing_is_said_at_close(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(tmp_path / "t.jsonl"))
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_PHASES", "decod")   # a typo
+    prof = sgl_shapeprof.from_env()
+    for phase in ("extend", "decode", "decode"):
+        with prof.forward_pass(phase):
+            torch.ones(2).neg()
+    prof.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["sgl_shapeprof: SGLANG_PROFILE_SHAPES_PHASES='decod' matched none of the 3 passes "
+                   f"(labels seen: 'decode', 'extend'); nothing was recorded in {tmp_path / 't.jsonl'}"]
+    # a filter that matched something says nothing
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_PHASES", "decode")
+    prof = sgl_shapeprof.from_env()
+    with prof.forward_pass("decode"):
+        torch.ones(2).neg()
+    prof.close()
+    assert capsys.readouterr().err == ""
