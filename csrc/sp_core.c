@@ -528,8 +528,14 @@ static int file_grow(sp_file *f, size_t need) {
   /* fallocate reserves the blocks, so a full disk fails here, not as a
    * SIGBUS when a mapped page is first touched. */
   int r = fallocate(f->fd, 0, (off_t)f->size, (off_t)(size - f->size));
-  if (r != 0 && (errno == EOPNOTSUPP || errno == ENOSYS))
-    r = ftruncate(f->fd, (off_t)size);
+  if (r != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
+    /* ext2, some network and FUSE file systems: a sparse file would turn a
+     * full disk into a SIGBUS on first touch. posix_fallocate writes the
+     * blocks instead, so a full disk fails here too. */
+    int e = posix_fallocate(f->fd, (off_t)f->size, (off_t)(size - f->size));
+    if (e) return e;
+    r = 0;
+  }
   if (r != 0) return errno ? errno : EIO;
   f->size = size;
   return 0;

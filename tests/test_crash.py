@@ -2,6 +2,7 @@
 in flight leaves its inputs, which the reader recovers."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,3 +158,50 @@ def test_full_disk_is_reported_once_and_the_model_runs_on(tmp_path):
     assert [r["call_id"] for r in recs] == list(range(1, len(recs) + 1))
     summary = json.load(open(tmp_path / "full_summary.json"))
     assert summary["profiler_failed"] is True and summary["total_operations"] == len(recs)
+
+
+FULL_EXT2 = r'''
+import sys, torch
+from sgl_shapeprof import ShapeProfiler
+prof = ShapeProfiler(sys.argv[1])
+x = torch.ones(4, 4)
+with prof.forward_pass():
+    for i in range(40000):                        # ~9 MB of records on a 2 MiB file system
+        x = torch.add(x, 1.0 / (i + 1))
+print(float(x.sum()))
+prof.close()
+'''
+
+
+@pytest.fixture
+def full_ext2(tmp_path):
+    """A 2 MiB ext2 file system (no fallocate there), loop-mounted."""
+    if os.geteuid() != 0 or not shutil.which("mkfs.ext2") or not os.path.exists("/dev/loop-control"):
+        pytest.skip("needs root, mkfs.ext2 and loop devices")
+    image, mnt = tmp_path / "ext2.img", tmp_path / "mnt"
+    image.write_bytes(b"\0" * (2 << 20))
+    mnt.mkdir()
+    subprocess.run(["mkfs.ext2", "-q", "-F", str(image)], check=True, capture_output=True)
+    r = subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot loop-mount: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_full_disk_without_fallocate_is_an_error_not_a_sigbus(full_ext2):
+    path = full_ext2 / "full.jsonl"
+    r = run_python(FULL_EXT2, args=(path,))
+    assert r.returncode == 0, f"the host died ({r.returncode}): {r.stderr[-2000:]}"
+    expected = torch.ones(4, 4)
+    for i in range(40000):
+        expected = torch.add(expected, 1.0 / (i + 1))
+    assert float(r.stdout.strip()) == float(expected.sum())
+    lines = [ln for ln in r.stderr.splitlines() if "sgl_shapeprof" in ln]
+    assert len(lines) == 1 and "No space left" in lines[0] and "profiling stopped" in lines[0], r.stderr
+    reader = RecordReader(str(path))
+    recs = list(reader)
+    assert 1000 < len(recs) < 40000 and not reader.report.bad_lines
+    assert [x["call_id"] for x in recs] == list(range(1, len(recs) + 1))
