@@ -5,6 +5,7 @@
 #   make test TORCH=2.15.0       another torch release, in .venv-torch2.15.0
 #   make test-matrix             the whole suite on every supported torch
 #   make test-sglang             the real SGLang 0.5.23 engine (torch 2.14.1, its pin)
+#   make test-core               the C core's unit tests: plain, ASan+UBSan, TSan (no torch)
 PYTHON  ?= python3
 TORCH   ?= 2.13.0
 TORCHES := 2.13.0 2.14.1 2.15.0
@@ -27,7 +28,7 @@ export SHAPEPROF_WERROR := 1
 # our CI machines) must not veto the releases we test.
 export PIP_CONSTRAINT := /dev/null
 
-.PHONY: install install-test demo test test-matrix test-sglang bench clean
+.PHONY: install install-test demo test test-matrix test-sglang test-core bench clean
 
 NATIVE := setup.py pyproject.toml $(wildcard csrc/*.c csrc/*.cpp csrc/*.h)
 PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*.pth)
@@ -67,6 +68,18 @@ test-sglang:
 	$(MAKE) --no-print-directory install-test TORCH=$(SGLANG_TORCH)
 	bash tests/sglang_env/setup.sh .venv-torch$(SGLANG_TORCH)
 	.venv-torch$(SGLANG_TORCH)/bin/pytest -q $(PYTEST_ARGS)
+
+CC ?= gcc
+CORE_SANITIZERS := "-O2" \
+  "-O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+  "-O1 -fsanitize=thread"
+test-core:
+	mkdir -p build
+	set -e; for flags in $(CORE_SANITIZERS); do \
+	  echo "== test_core $$flags"; \
+	  $(CC) -std=c11 -Wall -Wextra -Werror -g $$flags -o build/test_core \
+	    csrc/tests/test_core.c csrc/sp_core.c -lpthread; \
+	  TSAN_OPTIONS=halt_on_error=1 ./build/test_core; echo; done
 
 bench: install
 	$(PY) benchmarks/run.py --all

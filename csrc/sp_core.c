@@ -1637,7 +1637,8 @@ static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *n
       p->snap_first[k] = p->op_first[id];
       k++;
     }
-  memcpy(p->snap_phases, p->phase_stats, (size_t)p->n_phases * sizeof p->snap_phases[0]);
+  if (p->n_phases)
+    memcpy(p->snap_phases, p->phase_stats, (size_t)p->n_phases * sizeof p->snap_phases[0]);
   src_counters(p, s);
   s->n_ops = k;
   s->ops = p->snap_ops;

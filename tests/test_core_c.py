@@ -1,5 +1,6 @@
 """The C core's own unit tests (csrc/tests/test_core.c): built without torch
-or Python, and run plain and under AddressSanitizer + UndefinedBehaviorSanitizer."""
+or Python, and run plain, under AddressSanitizer + UndefinedBehaviorSanitizer,
+and under ThreadSanitizer (also `make test-core`, which needs no torch)."""
 import os
 import shutil
 import subprocess
@@ -13,6 +14,8 @@ VARIANTS = {
     "plain": ["-O2"],
     "asan-ubsan": ["-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                    "-fno-omit-frame-pointer"],
+    # the flusher thread runs beside the tests' passes
+    "tsan": ["-O1", "-fsanitize=thread"],
 }
 
 
@@ -27,7 +30,7 @@ def test_core_unit_tests(tmp_path, variant):
          os.path.join(CSRC, "sp_core.c"), "-lpthread"], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
-               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1", TSAN_OPTIONS="halt_on_error=1")
     run = subprocess.run([exe], capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.strip() == "11 passed, 0 failed"
