@@ -81,6 +81,7 @@ class ShapeProfiler:
         from ._native import load
 
         _C = load()
+        _hook_tensor_printing()
 
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
@@ -290,6 +291,39 @@ def _hook_compiler() -> None:
     except Exception as e:  # another torch: compile-time ops may be logged
         _compiler_hook_failed = True
         _say(f"cannot hook torch.compile's callbacks ({e}); ops it runs while compiling may be logged")
+
+
+_printing_hooked = False
+
+
+def _hook_tensor_printing() -> None:
+    """Printing a tensor (repr, str, format) runs dozens of operators (item,
+    select, is_nonzero, ...) that are not the model's; PyTorch turns dispatch
+    modes off around it, so a TorchDispatchMode logs none of them. Pause
+    this thread's logging the same way (torch._tensor_str._str is what
+    Tensor.__repr__ calls)."""
+    global _printing_hooked
+    if _printing_hooked:
+        return
+    _printing_hooked = True
+    try:
+        import functools
+
+        import torch._tensor_str as tensor_str
+        from . import _C
+        original = tensor_str._str
+
+        @functools.wraps(original)
+        def _str(self, *args, **kwargs):
+            paused = _C.pause_thread()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                if paused:
+                    _C.resume_thread()
+        tensor_str._str = _str
+    except Exception as e:  # another torch: printing inside a pass is logged
+        _say(f"cannot hook tensor printing ({e}); a tensor printed inside a logged pass logs its ops")
 
 
 @atexit.register

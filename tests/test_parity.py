@@ -113,3 +113,24 @@ def test_autocast_cpu(tmp_path):
     assert_same_stream(ref, ours)
     assert any(r["operation"] == "aten._to_copy.default" or "bfloat16" in json.dumps(r["outputs"])
                for r in ours)
+
+
+def test_printing_a_tensor_inside_a_pass_is_not_logged(tmp_path):
+    """PyTorch turns dispatch modes off while it prints a tensor: the
+    reference logs none of printing's internal ops, and neither do we."""
+    def workload(marker):
+        x = torch.randn(3, 4)
+        marker.start_forward_pass()
+        y = x.relu()
+        text = repr(y) + str(y[0]) + f"{y.sum()}" + format(y.mean(), ".2f")
+        assert "tensor" in text
+        y.neg()
+        marker.end_forward_pass()
+    ref, ours, _ = run_both(tmp_path, workload)
+    # format() of a 0-dim tensor is .item() (detach + _local_scalar_dense):
+    # the model's own calls, seen by both; repr/str internals by neither
+    assert [r["operation"] for r in ours] == [
+        "aten.relu.default", "aten.select.int", "aten.sum.default", "aten.detach.default",
+        "aten._local_scalar_dense.default", "aten.mean.default", "aten.detach.default",
+        "aten._local_scalar_dense.default", "aten.neg.default"]
+    assert_same_stream(ref, ours)
