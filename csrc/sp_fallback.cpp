@@ -37,6 +37,8 @@ struct ThreadState {
   sp_thread* scratch;
   sp_profiler* profiler;  // the pass this thread started
   bool paused;            // key taken out while a compiler runs
+  bool saw_meta;          // the call being described has a meta tensor
+  bool allow_meta;        // ...and is described anyway: it raised
 };
 thread_local ThreadState t_state;
 
@@ -65,7 +67,10 @@ void set_key(bool on) {
 // Appends <tensor>; returns false when the call must not be logged (a meta
 // tensor or symbolic sizes: someone is tracing, not running the model).
 bool encode_tensor(sp_enc* e, const at::Tensor& t) {
-  if (t.is_meta()) return false;
+  if (t.is_meta() && !t_state.allow_meta) {
+    t_state.saw_meta = true;
+    return false;
+  }
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   if (impl->has_symbolic_sizes_strides() || impl->is_nested()) return false;
   c10::IntArrayRef sizes = impl->sizes();
@@ -236,6 +241,33 @@ void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kKey), stack);
 }
 
+// A call on meta tensors is not logged, unless it raises: a TorchDispatchMode
+// logs it then, and errors are always written (FORMAT.md).
+void redispatch_meta(sp_profiler* p, sp_thread* t, const c10::OperatorHandle& op,
+                     c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  size_t n_args = op.schema().arguments().size();
+  if (stack->size() < n_args) return redispatch(op, ks, stack);
+  // The inputs, kept for describing them if the call raises: the stack's
+  // arguments are consumed by the call.
+  std::vector<c10::IValue> args(stack->end() - n_args, stack->end());
+  try {
+    redispatch(op, ks, stack);
+  } catch (...) {
+    std::exception_ptr ex = std::current_exception();
+    try {
+      int id = intern_op(t, op);
+      t_state.allow_meta = true;
+      bool ok = id >= 0 && encode_inputs(&sp_thread_enc(t)->in, id, args.data(), args.size());
+      t_state.allow_meta = false;
+      if (ok && sp_call_begin(p, t) != SP_CALL_SKIP) record_exception(p, t, ex);
+    } catch (const std::exception& e) {
+      t_state.allow_meta = false;
+      internal_error(e.what());
+    }
+    std::rethrow_exception(ex);
+  }
+}
+
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
               torch::jit::Stack* stack) {
   ThreadState& ts = t_state;
@@ -246,6 +278,7 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
   int state = SP_CALL_SKIP;
   sp_thread* t = ts.scratch;
+  ts.saw_meta = false;
   try {
     if (!t) t = ts.scratch = new_scratch();
     if (t) {
@@ -258,7 +291,10 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   } catch (const std::exception& e) {
     internal_error(e.what());
   }
-  if (state == SP_CALL_SKIP) return redispatch(op, ks, stack);
+  if (state == SP_CALL_SKIP) {
+    if (ts.saw_meta) return redispatch_meta(p, t, op, ks, stack);
+    return redispatch(op, ks, stack);
+  }
   try {
     redispatch(op, ks, stack);
   } catch (...) {

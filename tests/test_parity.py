@@ -134,3 +134,23 @@ def test_printing_a_tensor_inside_a_pass_is_not_logged(tmp_path):
         "aten._local_scalar_dense.default", "aten.mean.default", "aten.detach.default",
         "aten._local_scalar_dense.default", "aten.neg.default"]
     assert_same_stream(ref, ours)
+
+
+def test_a_call_on_meta_tensors_that_raises_is_written(tmp_path):
+    """Calls on meta tensors are not logged (tracing, not the model), except
+    one that raises: errors are always written, as the reference does."""
+    def workload(marker):
+        a, b = torch.empty(2, 3, device="meta"), torch.empty(4, 5, device="meta")
+        marker.start_forward_pass()
+        try:
+            torch.mm(a, b)
+        except RuntimeError:
+            pass
+        torch.ones(2).neg()
+        marker.end_forward_pass()
+    ref, ours, _ = run_both(tmp_path, workload)
+    errors = [r for r in ours if "error" in r]
+    assert [r["operation"] for r in errors] == ["aten.mm.default"]
+    assert errors[0]["inputs"] == {"self": {"shape": [2, 3], "dtype": "torch.float32"},
+                                   "mat2": {"shape": [4, 5], "dtype": "torch.float32"}}
+    assert_same_stream(ref, ours)
