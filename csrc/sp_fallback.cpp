@@ -98,8 +98,9 @@ int encode_list(sp_enc* e, const c10::IValue& v) {
   return 1;
 }
 
-// Inputs: [op_id] then each argument that is a tensor or holds one.
-bool encode_inputs(sp_enc* e, int op_id, const c10::IValue* args, size_t n) {
+// Inputs: [op_id] then each argument that is a tensor or holds one. Inlined
+// into the hot path (a second caller, the cold meta path, would stop that).
+[[gnu::always_inline]] inline bool encode_inputs(sp_enc* e, int op_id, const c10::IValue* args, size_t n) {
   sp_enc_reset(e);
   sp_enc_push(e, op_id);
   for (size_t i = 0; i < n; i++) {
@@ -150,7 +151,7 @@ bool encode_outputs(sp_enc* e, const c10::IValue* rets, size_t n) {
   return true;
 }
 
-int intern_op(sp_thread* t, const c10::OperatorHandle& op) {
+[[gnu::always_inline]] inline int intern_op(sp_thread* t, const c10::OperatorHandle& op) {
   const void* key = &op.operator_name();
   int id = sp_thread_op(t, key);
   if (id >= 0) return id;
@@ -243,7 +244,7 @@ void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
 
 // A call on meta tensors is not logged, unless it raises: a TorchDispatchMode
 // logs it then, and errors are always written (FORMAT.md).
-void redispatch_meta(sp_profiler* p, sp_thread* t, const c10::OperatorHandle& op,
+[[gnu::cold, gnu::noinline]] void redispatch_meta(sp_profiler* p, sp_thread* t, const c10::OperatorHandle& op,
                      c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   size_t n_args = op.schema().arguments().size();
   if (stack->size() < n_args) return redispatch(op, ks, stack);
