@@ -229,3 +229,37 @@ def test_nested_passes_never_lose_the_outer_pass(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("is not logged") == 1
     assert read_summary(tmp_path / "a_summary.json")["forward_passes"] == 1
+
+
+def test_two_threads_logging_at_once_keep_every_record_whole(tmp_path):
+    """Both threads log into one file at the same time (ops release the GIL):
+    records interleave, call_ids are renumbered at commit, none is torn."""
+    prof = ShapeProfiler(tmp_path / "mt.jsonl")
+    n = 3000
+    ready, done = threading.Barrier(2), threading.Barrier(2)
+    errors = []
+
+    def worker(shape):
+        try:
+            x = torch.ones(*shape)
+            prof.start_forward_pass()     # the second begin keeps logging on: one open pass
+            ready.wait()
+            for _ in range(n):
+                torch.add(x, x)
+            done.wait()                   # nobody ends the pass while the other still logs
+        except Exception as e:            # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in ((2, 3), (3, 2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    prof.end_forward_pass()
+    prof.close()
+    assert not errors
+    recs = load(tmp_path / "mt.jsonl")
+    assert [r["call_id"] for r in recs] == list(range(1, len(recs) + 1))
+    adds = [r["inputs"]["self"]["shape"] for r in recs if r["operation"] == "aten.add.Tensor"]
+    assert adds.count([2, 3]) == n and adds.count([3, 2]) == n
+    assert read_summary(tmp_path / "mt_summary.json")["total_operations"] == len(recs)
