@@ -678,6 +678,7 @@ struct sp_profiler {
   pid_t owner_pid;
   atomic_int logging;   /* a logged pass is open and all is well */
   atomic_int orphaned;  /* we are a forked child: hands off the file */
+  atomic_int refs;      /* the owner's, and each thread's that points here */
   int closed, failed;
   const char *ended_by; /* "close", "SIGSEGV", ... */
   sp_file file;
@@ -818,6 +819,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   sp_profiler *p = calloc(1, sizeof *p);
   if (!p) return SP_NOMEM;
   *out = p;
+  atomic_init(&p->refs, 1); /* the owner's: sp_free drops it */
   atomic_flag_clear(&p->lock.f);
   pthread_mutex_init(&p->pass_mu, NULL);
   pthread_mutex_init(&p->summary_mu, NULL);
@@ -1966,9 +1968,21 @@ int sp_close(sp_profiler *p) {
   return rc;
 }
 
+void sp_ref(sp_profiler *p) { atomic_fetch_add(&p->refs, 1); }
+
+static void destroy(sp_profiler *p);
+
+void sp_unref(sp_profiler *p) {
+  if (atomic_fetch_sub(&p->refs, 1) == 1) destroy(p);
+}
+
 void sp_free(sp_profiler *p) {
   if (!p) return;
   if (!p->closed) sp_close(p);
+  sp_unref(p);
+}
+
+static void destroy(sp_profiler *p) {
   release_file(&p->file);
   unlink_open(p);
   free(p->path);

@@ -44,7 +44,13 @@ int sp_open(const sp_config *cfg, sp_profiler **out);
 /* Ends profiling: trims the records file, writes the summary. Idempotent.
  * In a forked child it only lets go of the parent's file. */
 int sp_close(sp_profiler *p);
+/* Closes p if open and drops the owner's reference: p is freed once no
+ * thread holds one either (sp_ref/sp_unref: a thread whose dispatch state
+ * still points at p after another thread closed it must not read freed
+ * memory, nor a profiler made later at the same address). */
 void sp_free(sp_profiler *p);
+void sp_ref(sp_profiler *p);
+void sp_unref(sp_profiler *p);
 const char *sp_errmsg(const sp_profiler *p);
 const char *sp_records_path(const sp_profiler *p);
 const char *sp_summary_path(const sp_profiler *p);

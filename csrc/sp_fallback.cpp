@@ -29,7 +29,11 @@ namespace {
 // torch): it sees exactly what a TorchDispatchMode sees. See README.
 constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 
-std::atomic<sp_profiler*> g_inherited{nullptr};  // for threads that inherit TLS
+// For threads that inherit the TLS key but started no pass (autograd's). It
+// holds a reference while set; such a thread reads it without one, so a
+// profiler closed and dropped while such a thread is inside an operator is
+// the one case left unguarded.
+std::atomic<sp_profiler*> g_inherited{nullptr};
 
 // Plain data, so that a thread_local access needs no init guard; the scratch
 // is freed at thread exit through a pthread key.
@@ -45,10 +49,20 @@ thread_local ThreadState t_state;
 pthread_key_t g_scratch_key;
 pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
 
+// This thread's profiler: it holds a reference to the one it points at.
+void set_thread_profiler(sp_profiler* p) {
+  sp_profiler* old = t_state.profiler;
+  if (old == p) return;
+  if (p) sp_ref(p);
+  t_state.profiler = p;
+  if (old) sp_unref(old);
+}
+
 void free_scratch(void* scratch) {
   // Runs on the exiting thread: later exit-time code may still run ops here.
   if (t_state.scratch == scratch) t_state.scratch = nullptr;
   sp_thread_free(static_cast<sp_thread*>(scratch));
+  set_thread_profiler(nullptr);
 }
 void make_scratch_key() { pthread_key_create(&g_scratch_key, free_scratch); }
 
@@ -274,7 +288,12 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   ThreadState& ts = t_state;
   sp_profiler* p = ts.profiler ? ts.profiler : g_inherited.load(std::memory_order_relaxed);
   if (!p || !sp_logging(p)) {
-    if (!ts.profiler || !sp_logging(ts.profiler)) set_key(false);  // lingering key
+    if (!ts.profiler || !sp_logging(ts.profiler)) {
+      // A lingering key: this thread's pass was ended or its profiler closed
+      // by another thread. Let go of both (the profiler may be freed now).
+      set_key(false);
+      set_thread_profiler(nullptr);
+    }
     return redispatch(op, ks, stack);
   }
   int state = SP_CALL_SKIP;
@@ -379,19 +398,22 @@ int sp_hook_install(void) {
 const char* sp_hook_error(void) { return g_install_error.c_str(); }
 
 void sp_hook_enable(sp_profiler* p) {
-  t_state.profiler = p;
+  pthread_once(&g_scratch_once, make_scratch_key);  // its destructor drops our reference
+  set_thread_profiler(p);
   t_state.paused = false;
-  g_inherited.store(p, std::memory_order_relaxed);
+  sp_ref(p);
+  sp_profiler* old = g_inherited.exchange(p);
+  if (old) sp_unref(old);
   set_key(true);
 }
 
 void sp_hook_disable(sp_profiler* p) {
   if (t_state.profiler == p || !p) {
-    t_state.profiler = nullptr;
+    set_thread_profiler(nullptr);
     set_key(false);
   }
   sp_profiler* expected = p;
-  g_inherited.compare_exchange_strong(expected, nullptr);
+  if (p && g_inherited.compare_exchange_strong(expected, nullptr)) sp_unref(p);
 }
 
 int sp_hook_pause(void) {

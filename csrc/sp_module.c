@@ -14,7 +14,6 @@
 typedef struct {
   PyObject_HEAD
   sp_profiler *p;
-  int pass_open; /* this object's pass is open on some thread */
 } ProfilerObject;
 
 static PyObject *raise_for(int rc, const char *msg) {
@@ -69,9 +68,8 @@ static void Profiler_dealloc(PyObject *self_) {
   if (self->p) {
     sp_hook_disable(self->p);
     sp_close(self->p);
-    /* A thread that started a pass and never ended it may still point at
-     * p; keep the (small, closed) handle alive rather than risk it. */
-    if (!self->pass_open) sp_free(self->p);
+    /* Freed once no thread points at it any more (see sp_free). */
+    sp_free(self->p);
   }
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -89,7 +87,6 @@ static PyObject *Profiler_pass_begin(PyObject *self_, PyObject *args) {
   const char *phase = NULL;
   if (!check(self) || !PyArg_ParseTuple(args, "|z", &phase)) return NULL;
   int logged = sp_pass_begin(self->p, phase);
-  self->pass_open = 1;
   if (logged) sp_hook_enable(self->p);
   else sp_hook_disable(self->p);
   return PyBool_FromLong(logged);
@@ -100,7 +97,6 @@ static PyObject *Profiler_pass_reopen(PyObject *self_, PyObject *noargs) {
   (void)noargs;
   if (!check(self)) return NULL;
   int logged = sp_pass_reopen(self->p);
-  self->pass_open = 1;
   if (logged) sp_hook_enable(self->p);
   else sp_hook_disable(self->p);
   return PyBool_FromLong(logged);
@@ -115,7 +111,6 @@ static PyObject *Profiler_pass_end(PyObject *self_, PyObject *noargs) {
   Py_BEGIN_ALLOW_THREADS
   sp_pass_end(self->p);
   Py_END_ALLOW_THREADS
-  self->pass_open = 0;
   Py_RETURN_NONE;
 }
 
@@ -128,7 +123,6 @@ static PyObject *Profiler_close(PyObject *self_, PyObject *noargs) {
   Py_BEGIN_ALLOW_THREADS
   rc = sp_close(self->p);
   Py_END_ALLOW_THREADS
-  self->pass_open = 0;
   if (rc != SP_OK) return raise_for(rc, sp_errmsg(self->p));
   Py_RETURN_NONE;
 }

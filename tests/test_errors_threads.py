@@ -263,3 +263,41 @@ def test_two_threads_logging_at_once_keep_every_record_whole(tmp_path):
     adds = [r["inputs"]["self"]["shape"] for r in recs if r["operation"] == "aten.add.Tensor"]
     assert adds.count([2, 3]) == n and adds.count([3, 2]) == n
     assert read_summary(tmp_path / "mt_summary.json")["total_operations"] == len(recs)
+
+
+CLOSED_ELSEWHERE = r'''
+import gc, os, sys, threading, torch
+from sgl_shapeprof import ShapeProfiler
+d = sys.argv[1]
+prof = ShapeProfiler(os.path.join(d, "a.jsonl"))
+started, closed = threading.Event(), threading.Event()
+def model():
+    prof.start_forward_pass()
+    x = torch.ones(3)
+    x.neg()
+    started.set()
+    closed.wait()
+    for _ in range(1000):         # its pass was ended, its profiler closed and freed elsewhere
+        x = x.neg()
+    print("model", float(x.sum()), flush=True)
+t = threading.Thread(target=model)
+t.start()
+started.wait()
+prof.end_forward_pass()           # from another thread
+prof.close()
+del prof
+gc.collect()
+other = ShapeProfiler(os.path.join(d, "b.jsonl"))   # malloc may hand it the freed memory
+closed.set()
+t.join(timeout=60)
+print("hung" if t.is_alive() else "joined", flush=True)
+other.close()
+'''
+
+
+def test_closing_from_another_thread_ends_logging_safely(tmp_path):
+    r = run_python(CLOSED_ELSEWHERE, args=(tmp_path,), timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["model", "3.0", "joined"]
+    assert [x["operation"] for x in load(tmp_path / "a.jsonl")] == ["aten.ones.default", "aten.neg.default"]
+    assert load(tmp_path / "b.jsonl") == []          # nothing landed in the later profiler's file
