@@ -22,7 +22,7 @@ def main() -> None:
     os.environ[ENV_RANK] = str(resolve_rank())
     prof = from_env()
     if prof is not None:
-        prof.start_forward_pass()
+        prof._start_implicit_pass()
     try:
         if argv[0] == "-m" and len(argv) > 1:
             sys.argv = [argv[1], *argv[2:]]

@@ -103,6 +103,7 @@ class ShapeProfiler:
         self._phases_seen: set = set()
         self._phases_from = "phases="  # from_env names its variable here
         self._depth = 0           # open passes on _pass_thread (nesting)
+        self._implicit = False    # the open pass is record's implicit one
         self._pass_thread = 0
         self._logged = False
         _open_profilers.add(self)
@@ -118,6 +119,9 @@ class ShapeProfiler:
         if self._closed or self._broken:
             return False
         me = threading.get_ident()
+        if self._implicit:  # `record`'s whole-run pass: the program's first pass replaces it
+            self._implicit = False
+            self._depth = 0
         if self._depth and self._pass_thread == me:
             self._depth += 1
             return self._logged
@@ -141,6 +145,13 @@ class ShapeProfiler:
         me = threading.get_ident()
         self._depth, self._pass_thread, self._logged = 1, me, logged
         _pass_owner[me] = self
+        return logged
+
+    def _start_implicit_pass(self) -> bool:
+        """The pass `sgl-shapeprof record` wraps a whole program in, until the
+        program starts passes of its own (the first one ends it)."""
+        logged = self.start_forward_pass()
+        self._implicit = True
         return logged
 
     def reopen_forward_pass(self) -> bool:
