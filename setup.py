@@ -40,6 +40,11 @@ def _torch_or_exit():
 torch, cpp_extension = _torch_or_exit()
 
 TORCH_VERSION = torch.__version__.split("+")[0]  # "2.14.1" of "2.14.1+cu128"
+SUPPORTED = ((2, 13), (2, 15))  # tested: 2.13.0, 2.14.1, 2.15.0 (README)
+_release = tuple(int(x) for x in TORCH_VERSION.split(".")[:2] if x.isdigit())
+if not SUPPORTED[0] <= _release <= SUPPORTED[1]:
+    print(f"warning: sgl_shapeprof is tested with torch 2.13 to 2.15; building against "
+          f"{torch.__version__}", file=sys.stderr)
 STRICT = os.environ.get("SHAPEPROF_WERROR") == "1"
 WARNINGS = ["-Wall", "-Wextra"] + (["-Werror"] if STRICT else [])
 
