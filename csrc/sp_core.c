@@ -652,8 +652,7 @@ struct phase_stat {
 /* What a summary says: copied from the profiler under its lock, then
  * written without it (or taken from the live profiler by a dying process). */
 typedef struct summary_src {
-  long long records, passes, logged_passes, dedupe_skipped, signatures, errors;
-  long long bytes;
+  sp_stats c;                /* the counters, as sp_get_stats gives them */
   int n_ops;                 /* operators observed, in summary order: */
   int *ops;                  /* their ids */
   long long *counts, *first; /* by position in ops */
@@ -984,6 +983,8 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
   return logged;
 }
 
+static void counters(const sp_profiler *p, sp_stats *o);
+
 int sp_pass_reopen(sp_profiler *p) {
   if (!p || atomic_load(&p->orphaned)) return 0;
   pthread_mutex_lock(&p->pass_mu);
@@ -1026,13 +1027,7 @@ void sp_get_stats(sp_profiler *p, sp_stats *o) {
   if (!p) return;
   int locked = !atomic_load(&p->orphaned);
   if (locked) lock_acquire(&p->lock);
-  o->records = p->records;
-  o->passes = p->passes;
-  o->logged_passes = p->logged_passes;
-  o->dedupe_skipped = p->dedupe_skipped;
-  o->signatures = p->signatures;
-  o->errors = p->errors;
-  o->bytes = (long long)p->file.len;
+  counters(p, o);
   if (locked) lock_release(&p->lock);
 }
 
@@ -1606,15 +1601,20 @@ static void sort_ops(int *ops, long long *counts, long long *first, int k) {
       }
 }
 
+/* The counters; spinlock held (or a dying process). */
+static void counters(const sp_profiler *p, sp_stats *o) {
+  o->records = p->records;
+  o->passes = p->passes;
+  o->logged_passes = p->logged_passes;
+  o->dedupe_skipped = p->dedupe_skipped;
+  o->signatures = p->signatures;
+  o->errors = p->errors;
+  o->bytes = (long long)p->file.len;
+}
+
 /* The summary's counters (not the per-operator and per-phase tables). */
 static void src_counters(const sp_profiler *p, summary_src *s) {
-  s->records = p->records;
-  s->passes = p->passes;
-  s->logged_passes = p->logged_passes;
-  s->dedupe_skipped = p->dedupe_skipped;
-  s->signatures = p->signatures;
-  s->errors = p->errors;
-  s->bytes = (long long)p->file.len;
+  counters(p, &s->c);
   s->n_phases = p->n_phases;
   s->ended_by = p->ended_by;
   s->failed = p->failed;
@@ -1749,9 +1749,9 @@ static int write_summary(const sp_profiler *p, const summary_src *s) {
   fdw_str(&w, "{\n  \"rank\": ");
   fdw_i64(&w, p->cfg.rank);
   fdw_str(&w, ",\n  \"total_operations\": ");
-  fdw_i64(&w, s->records);
+  fdw_i64(&w, s->c.records);
   fdw_str(&w, ",\n  \"forward_passes\": ");
-  fdw_i64(&w, s->passes);
+  fdw_i64(&w, s->c.passes);
   fdw_str(&w, ",\n  \"unique_operations\": ");
   fdw_i64(&w, s->n_ops);
   fdw_str(&w, ",\n  \"operation_counts\": {");
@@ -1766,9 +1766,9 @@ static int write_summary(const sp_profiler *p, const summary_src *s) {
   fdw_str(&w, "  \"dedupe_enabled\": ");
   fdw_str(&w, p->cfg.dedupe ? "true" : "false");
   fdw_str(&w, ",\n  \"dedupe_skipped_count\": ");
-  fdw_i64(&w, s->dedupe_skipped);
+  fdw_i64(&w, s->c.dedupe_skipped);
   fdw_str(&w, ",\n  \"unique_op_signatures\": ");
-  fdw_i64(&w, s->signatures);
+  fdw_i64(&w, s->c.signatures);
   for (int which = 0; which < 2; which++) {
     fdw_str(&w, which ? ",\n  \"phase_operations\": {" : ",\n  \"phase_passes\": {");
     for (int i = 0; i < s->n_phases; i++) {
@@ -1781,11 +1781,11 @@ static int write_summary(const sp_profiler *p, const summary_src *s) {
   }
   fdw_str(&w, ",\n  \"format_version\": 1");
   fdw_str(&w, ",\n  \"logged_forward_passes\": ");
-  fdw_i64(&w, s->logged_passes);
+  fdw_i64(&w, s->c.logged_passes);
   fdw_str(&w, ",\n  \"error_count\": ");
-  fdw_i64(&w, s->errors);
+  fdw_i64(&w, s->c.errors);
   fdw_str(&w, ",\n  \"records_bytes\": ");
-  fdw_i64(&w, s->bytes);
+  fdw_i64(&w, s->c.bytes);
   fdw_str(&w, ",\n  \"records_file\": ");
   fdw_json_str(&w, p->path);
   fdw_str(&w, ",\n  \"ended_by\": ");
