@@ -655,7 +655,7 @@ typedef struct summary_src {
   sp_stats c;                /* the counters, as sp_get_stats gives them */
   int n_ops;                 /* operators observed, in summary order: */
   int *ops;                  /* their ids */
-  long long *counts, *first; /* by position in ops */
+  const long long *counts, *first; /* by op id */
   int n_phases;
   const struct phase_stat *phases;
   const char *ended_by;
@@ -688,7 +688,7 @@ struct sp_profiler {
   int cur_phase;        /* index in phases, or -1 */
   struct phase_stat *phase_stats; /* every label a logged pass had */
   int n_phases, phase_cap;
-  /* the summary's copy (pass_mu): op ids, counts, first-seen order */
+  /* the summary's copy (summary_mu): op ids; counts, first-seen order by id */
   int *snap_ops;
   long long *snap_counts, *snap_first;
   int snap_cap;
@@ -983,8 +983,6 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
   return logged;
 }
 
-static void counters(const sp_profiler *p, sp_stats *o);
-
 int sp_pass_reopen(sp_profiler *p) {
   if (!p || atomic_load(&p->orphaned)) return 0;
   pthread_mutex_lock(&p->pass_mu);
@@ -1021,6 +1019,8 @@ void sp_pass_end(sp_profiler *p) {
    * flusher thread, off this thread, within SP_FLUSH_EVERY. */
   if (was_pass) request_flush(p);
 }
+
+static void counters(const sp_profiler *p, sp_stats *o);
 
 void sp_get_stats(sp_profiler *p, sp_stats *o) {
   memset(o, 0, sizeof *o);
@@ -1580,24 +1580,18 @@ static void fdw_i64(fdw *w, int64_t v) {
 static void fdw_sink(void *w, const char *s, size_t n) { fdw_put((fdw *)w, s, n); }
 static void fdw_json_str(fdw *w, const char *s) { json_str(fdw_sink, w, s, strlen(s)); }
 
-/* Most frequent first; ties in the order first seen. Shell sort: no
- * allocation (the fatal-signal path sorts too), fine for thousands. */
-static void sort_ops(int *ops, long long *counts, long long *first, int k) {
+/* ids, most frequent first, ties in the order first seen (counts and first
+ * are indexed by op id). Shell sort: no allocation (the fatal-signal path
+ * sorts too), fine for thousands of operators. */
+static void sort_ops(int *ids, int k, const long long *counts, const long long *first) {
   for (int gap = k / 2; gap > 0; gap /= 2)
     for (int i = gap; i < k; i++)
       for (int j = i; j >= gap; j -= gap) {
-        int before = counts[j] != counts[j - gap] ? counts[j] > counts[j - gap]
-                                                  : first[j] < first[j - gap];
+        int a = ids[j], b = ids[j - gap];
+        int before = counts[a] != counts[b] ? counts[a] > counts[b] : first[a] < first[b];
         if (!before) break;
-        int o = ops[j];
-        ops[j] = ops[j - gap];
-        ops[j - gap] = o;
-        long long c = counts[j];
-        counts[j] = counts[j - gap];
-        counts[j - gap] = c;
-        long long f = first[j];
-        first[j] = first[j - gap];
-        first[j - gap] = f;
+        ids[j] = b;
+        ids[j - gap] = a;
       }
 }
 
@@ -1624,21 +1618,18 @@ static void src_counters(const sp_profiler *p, summary_src *s) {
  * copy needs more room: *need_ops op slots and *need_phases phase slots (the
  * caller grows it without the lock and retries). */
 static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *need_phases) {
-  int k = 0;
-  for (int id = 0; id < p->op_cap; id++) k += p->op_counts[id] != 0;
-  if (k > p->snap_cap || p->n_phases > p->snap_phase_cap) {
-    *need_ops = k;
+  if (p->op_cap > p->snap_cap || p->n_phases > p->snap_phase_cap) {
+    *need_ops = p->op_cap;
     *need_phases = p->n_phases;
     return 1;
   }
-  k = 0;
+  int k = 0;
   for (int id = 0; id < p->op_cap; id++)
-    if (p->op_counts[id]) {
-      p->snap_ops[k] = id;
-      p->snap_counts[k] = p->op_counts[id];
-      p->snap_first[k] = p->op_first[id];
-      k++;
-    }
+    if (p->op_counts[id]) p->snap_ops[k++] = id;
+  if (p->op_cap) {
+    memcpy(p->snap_counts, p->op_counts, (size_t)p->op_cap * sizeof *p->snap_counts);
+    memcpy(p->snap_first, p->op_first, (size_t)p->op_cap * sizeof *p->snap_first);
+  }
   if (p->n_phases)
     memcpy(p->snap_phases, p->phase_stats, (size_t)p->n_phases * sizeof p->snap_phases[0]);
   src_counters(p, s);
@@ -1679,7 +1670,7 @@ static int snapshot(sp_profiler *p, summary_src *s) {
     lock_acquire(&p->lock);
     if (!snapshot_locked(p, s, &need_ops, &need_phases)) {
       lock_release(&p->lock);
-      sort_ops(s->ops, s->counts, s->first, s->n_ops);
+      sort_ops(s->ops, s->n_ops, s->counts, s->first);
       return 1;
     }
     lock_release(&p->lock);
@@ -1692,22 +1683,12 @@ static void live_src(sp_profiler *p, summary_src *s) {
   int k = 0;
   for (int id = 0; id < p->op_cap; id++)
     if (p->op_counts[id]) p->op_order[k++] = id;
-  /* No room to copy counts without malloc: sort the ids, looking up. */
-  for (int gap = k / 2; gap > 0; gap /= 2)
-    for (int i = gap; i < k; i++)
-      for (int j = i; j >= gap; j -= gap) {
-        int a = p->op_order[j], b = p->op_order[j - gap];
-        int before = p->op_counts[a] != p->op_counts[b] ? p->op_counts[a] > p->op_counts[b]
-                                                        : p->op_first[a] < p->op_first[b];
-        if (!before) break;
-        p->op_order[j] = b;
-        p->op_order[j - gap] = a;
-      }
+  sort_ops(p->op_order, k, p->op_counts, p->op_first);
   src_counters(p, s);
   s->n_ops = k;
   s->ops = p->op_order;
-  s->counts = NULL; /* look up by id */
-  s->first = NULL;
+  s->counts = p->op_counts;
+  s->first = p->op_first;
   s->phases = p->phase_stats;
 }
 
@@ -1760,7 +1741,7 @@ static int write_summary(const sp_profiler *p, const summary_src *s) {
     sp_op *op = op_get(s->ops[i]);
     fdw_json_str(&w, op ? op->name : "unknown");
     fdw_str(&w, ": ");
-    fdw_i64(&w, s->counts ? s->counts[i] : p->op_counts[s->ops[i]]);
+    fdw_i64(&w, s->counts[s->ops[i]]);
   }
   fdw_str(&w, s->n_ops ? "\n  },\n" : "},\n");
   fdw_str(&w, "  \"dedupe_enabled\": ");

@@ -58,8 +58,12 @@ void set_thread_profiler(sp_profiler* p) {
   if (old) sp_unref(old);
 }
 
+// Runs on an exiting thread that had scratch (it ran an operator); it also
+// drops the thread's reference. A thread that exits without ever running
+// one keeps its reference: that profiler is then never freed (a leak, not
+// a use after free).
 void free_scratch(void* scratch) {
-  // Runs on the exiting thread: later exit-time code may still run ops here.
+  // Later exit-time code may still run ops here.
   if (t_state.scratch == scratch) t_state.scratch = nullptr;
   sp_thread_free(static_cast<sp_thread*>(scratch));
   set_thread_profiler(nullptr);
@@ -398,7 +402,6 @@ int sp_hook_install(void) {
 const char* sp_hook_error(void) { return g_install_error.c_str(); }
 
 void sp_hook_enable(sp_profiler* p) {
-  pthread_once(&g_scratch_once, make_scratch_key);  // its destructor drops our reference
   set_thread_profiler(p);
   t_state.paused = false;
   sp_ref(p);

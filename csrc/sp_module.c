@@ -82,24 +82,25 @@ static int check(ProfilerObject *self) {
   return 1;
 }
 
+/* A pass was opened on this thread: the hook follows whether it is logged. */
+static PyObject *pass_opened(ProfilerObject *self, int logged) {
+  if (logged) sp_hook_enable(self->p);
+  else sp_hook_disable(self->p);
+  return PyBool_FromLong(logged);
+}
+
 static PyObject *Profiler_pass_begin(PyObject *self_, PyObject *args) {
   ProfilerObject *self = (ProfilerObject *)self_;
   const char *phase = NULL;
   if (!check(self) || !PyArg_ParseTuple(args, "|z", &phase)) return NULL;
-  int logged = sp_pass_begin(self->p, phase);
-  if (logged) sp_hook_enable(self->p);
-  else sp_hook_disable(self->p);
-  return PyBool_FromLong(logged);
+  return pass_opened(self, sp_pass_begin(self->p, phase));
 }
 
 static PyObject *Profiler_pass_reopen(PyObject *self_, PyObject *noargs) {
   ProfilerObject *self = (ProfilerObject *)self_;
   (void)noargs;
   if (!check(self)) return NULL;
-  int logged = sp_pass_reopen(self->p);
-  if (logged) sp_hook_enable(self->p);
-  else sp_hook_disable(self->p);
-  return PyBool_FromLong(logged);
+  return pass_opened(self, sp_pass_reopen(self->p));
 }
 
 static PyObject *Profiler_pass_end(PyObject *self_, PyObject *noargs) {
@@ -107,7 +108,8 @@ static PyObject *Profiler_pass_end(PyObject *self_, PyObject *noargs) {
   (void)noargs;
   if (!check(self)) return NULL;
   sp_hook_disable(self->p);
-  /* trims the file and writes the summary: file I/O */
+  /* may wait for the flusher thread (it holds the pass lock while it cuts
+   * the file), or flush here when no thread could be started */
   Py_BEGIN_ALLOW_THREADS
   sp_pass_end(self->p);
   Py_END_ALLOW_THREADS
