@@ -246,14 +246,10 @@ class ShapeProfiler:
         return f"<ShapeProfiler {self.path!r} rank={self.rank} {state}>"
 
 
-_bad_label_said = False
-
-
 def _label(phase) -> Optional[str]:
     """A phase label the native side can take: text without NUL bytes or
     lone surrogates (those are escaped, and said once) -- a bad label must
     not turn profiling off."""
-    global _bad_label_said
     if phase is None:
         return None
     if not isinstance(phase, str):
@@ -265,9 +261,7 @@ def _label(phase) -> Optional[str]:
         except UnicodeEncodeError:
             pass
     fixed = phase.replace("\0", "\\0").encode("utf-8", "backslashreplace").decode("utf-8")
-    if not _bad_label_said:
-        _bad_label_said = True
-        _say(f"phase label {phase!r} has a NUL byte or a lone surrogate; recorded as {fixed!r}")
+    _say_once("label", f"phase label {phase!r} has a NUL byte or a lone surrogate; recorded as {fixed!r}")
     return fixed
 
 
@@ -371,7 +365,6 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False) -> Option
     a process, calls for the same records file return the same profiler.
     """
     global _env_profiler
-    cfg = None
     try:
         cfg = read_env()
         if not cfg.enabled:
@@ -394,7 +387,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False) -> Option
     except (ConfigError, ValueError, TypeError, ImportError) as e:
         _say(f"{e}; profiling is off")
     except OSError as e:  # the records file: name the variable that chose it
-        where = f"{ENV_FILE}={cfg.path!r}: " if cfg is not None and ENV_FILE in os.environ else ""
+        where = f"{ENV_FILE}={os.environ[ENV_FILE]!r}: " if ENV_FILE in os.environ else ""
         _say(f"{where}{e}; profiling is off")
     except Exception as e:  # the host must start anyway
         _say(f"cannot start profiling ({type(e).__name__}: {e}); profiling is off")

@@ -8,7 +8,6 @@ dispatch mode is pushed around our run: some composite kernels check whether
 any dispatch mode is active and then take another path (README: differences).
 Any other difference fails the test."""
 import json
-import os
 import warnings
 
 import pytest

@@ -20,14 +20,12 @@ with its phase (the batch's forward mode: extend, decode, idle, ...).
 from __future__ import annotations
 
 import functools
-import threading
 from typing import Any, Callable, Optional
 
 from ..profiler import ShapeProfiler, _say, from_env
 from . import SGLANG_DIFFUSION_WORKER, SGLANG_LLM_WORKER
 
 _ATTACHED = "_sgl_shapeprof"
-_depth = threading.local()
 
 
 def llm_phase(batch: Any = None, forward_batch: Any = None) -> Optional[str]:
@@ -84,19 +82,15 @@ def _phase(phase_of: Callable[..., Optional[str]], args, kwargs) -> Optional[str
 
 
 def profile_calls(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[..., Optional[str]]) -> Callable:
-    """fn, with each outermost call made one forward pass."""
+    """fn, with each call made one forward pass (a forward inside a forward
+    is part of the outer pass: the profiler nests passes itself)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if getattr(_depth, "n", 0):  # a forward inside a forward: one pass
-            return fn(*args, **kwargs)
-        phase = _phase(phase_of, args, kwargs)
-        _depth.n = 1
-        profiler.start_forward_pass(phase)
+        profiler.start_forward_pass(_phase(phase_of, args, kwargs))
         try:
             result = fn(*args, **kwargs)
         finally:
             profiler.end_forward_pass()
-            _depth.n = 0
         _reopen_for(result, profiler)
         return result
     wrapper.__sgl_shapeprof_wrapped__ = True
@@ -116,9 +110,6 @@ def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...
     instead of a pass of its own."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if getattr(_depth, "n", 0):
-            yield from fn(*args, **kwargs)
-            return
         phase = _phase(phase_of, args, kwargs)
         try:
             expected = count_of(*args, **kwargs)
@@ -127,7 +118,6 @@ def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...
         items = fn(*args, **kwargs)
         done = 0
         while True:
-            _depth.n = 1
             if expected is not None and done >= expected > 0:
                 profiler.reopen_forward_pass()
             else:
@@ -138,7 +128,6 @@ def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...
                 return
             finally:
                 profiler.end_forward_pass()
-                _depth.n = 0
             done += 1
             yield item
     wrapper.__sgl_shapeprof_wrapped__ = True
