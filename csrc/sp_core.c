@@ -619,7 +619,16 @@ typedef struct sig_rec {
   size_t in_at, in_n;       /* '"operation": ..., "inputs": {...}' in text; 0: none */
   size_t out_w_at, out_w_n; /* the outputs encoding out_at is the text of */
   size_t out_at, out_n;     /* ', "outputs": ...}\n' in text; 0: none yet */
+  /* The record that stands for the signature's deduplicated calls: its
+   * call_id (0: none written yet), and the calls it stands for, itself and
+   * the repeats not written (the summary's signature_counts). */
+  long long rep_id, reps;
 } sig_rec;
+
+/* A signature_counts entry, as the summary copies it. */
+struct sig_count {
+  long long id, n;
+};
 
 /* The profiler's lock guards a few hundred instructions of table lookups and
  * copying and never blocks: a spinlock costs a tenth of a mutex. */
@@ -658,6 +667,12 @@ typedef struct summary_src {
   const long long *counts, *first; /* by op id */
   int n_phases;
   const struct phase_stat *phases;
+  /* signature_counts: a copy (counts, n_counts), or the live records (recs,
+   * n_recs) for a dying process */
+  const struct sig_count *counts_by_sig;
+  long long n_counts;
+  const sig_rec *recs;
+  long long n_recs;
   const char *ended_by;
   int failed;
 } summary_src;
@@ -694,6 +709,8 @@ struct sp_profiler {
   int snap_cap;
   struct phase_stat *snap_phases;
   int snap_phase_cap;
+  struct sig_count *snap_sigs;
+  long long snap_sig_cap;
   sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"]' */
   /* the next call_id, as decimal text: incremented, never formatted */
   char id_text[24];
@@ -1320,6 +1337,7 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
          * and nothing more happens unless it raises. */
         if (count_op(p, (int)in->w[0])) {
           p->dedupe_skipped++;
+          p->recs[t->sig].reps++;
           t->counted = 1;
         }
         lock_release(&p->lock);
@@ -1409,6 +1427,11 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     fail(p, "cannot write records file ", e);
     return;
   }
+  if (t->sig >= 0 && !p->recs[t->sig].rep_id) {
+    /* the signature's first record: it stands for its repeats */
+    p->recs[t->sig].rep_id = p->records + 1;
+    p->recs[t->sig].reps++;
+  }
   next_call_id(p);
 }
 
@@ -1432,6 +1455,7 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
   if (t->counted) { /* counted as a deduplicated repeat at begin */
     if (!raised) return 0;
     p->dedupe_skipped--;
+    p->recs[t->sig].reps--;
     return 1;
   }
   if (!count_op(p, (int)in->w[0])) {
@@ -1453,6 +1477,7 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
   }
   if (known && p->cfg.dedupe && !raised) {
     p->dedupe_skipped++;
+    p->recs[t->sig].reps++;
     return 0;
   }
   return 1;
@@ -1617,12 +1642,25 @@ static void src_counters(const sp_profiler *p, summary_src *s) {
 /* Copies what the summary says; spinlock held. Returns 0, or 1 when the
  * copy needs more room: *need_ops op slots and *need_phases phase slots (the
  * caller grows it without the lock and retries). */
-static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *need_phases) {
-  if (p->op_cap > p->snap_cap || p->n_phases > p->snap_phase_cap) {
+static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *need_phases,
+                           long long *need_sigs) {
+  long long sigs = p->cfg.dedupe ? p->signatures : 0;
+  if (p->op_cap > p->snap_cap || p->n_phases > p->snap_phase_cap || sigs > p->snap_sig_cap) {
     *need_ops = p->op_cap;
     *need_phases = p->n_phases;
+    *need_sigs = sigs;
     return 1;
   }
+  long long n = 0;
+  for (long long i = 0; i < sigs; i++)
+    if (p->recs[i].rep_id && p->recs[i].reps > 1) {
+      p->snap_sigs[n].id = p->recs[i].rep_id;
+      p->snap_sigs[n++].n = p->recs[i].reps;
+    }
+  s->counts_by_sig = p->snap_sigs;
+  s->n_counts = n;
+  s->recs = NULL;
+  s->n_recs = 0;
   int k = 0;
   for (int id = 0; id < p->op_cap; id++)
     if (p->op_counts[id]) p->snap_ops[k++] = id;
@@ -1641,7 +1679,15 @@ static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *n
   return 0;
 }
 
-static int grow_snapshot(sp_profiler *p, int need, int need_phases) {
+static int grow_snapshot(sp_profiler *p, int need, int need_phases, long long need_sigs) {
+  if (need_sigs > p->snap_sig_cap) {
+    long long cap = p->snap_sig_cap ? p->snap_sig_cap : 256;
+    while (cap < need_sigs) cap *= 2;
+    struct sig_count *c = realloc(p->snap_sigs, (size_t)cap * sizeof *c);
+    if (!c) return 0;
+    p->snap_sigs = c;
+    p->snap_sig_cap = cap;
+  }
   if (need_phases > p->snap_phase_cap) {
     struct phase_stat *ph = realloc(p->snap_phases, (size_t)need_phases * sizeof *ph);
     if (!ph) return 0;
@@ -1667,14 +1713,15 @@ static int grow_snapshot(sp_profiler *p, int need, int need_phases) {
 static int snapshot(sp_profiler *p, summary_src *s) {
   for (;;) {
     int need_ops = 0, need_phases = 0;
+    long long need_sigs = 0;
     lock_acquire(&p->lock);
-    if (!snapshot_locked(p, s, &need_ops, &need_phases)) {
+    if (!snapshot_locked(p, s, &need_ops, &need_phases, &need_sigs)) {
       lock_release(&p->lock);
       sort_ops(s->ops, s->n_ops, s->counts, s->first);
       return 1;
     }
     lock_release(&p->lock);
-    if (!grow_snapshot(p, need_ops, need_phases)) return 0;
+    if (!grow_snapshot(p, need_ops, need_phases, need_sigs)) return 0;
   }
 }
 
@@ -1690,6 +1737,10 @@ static void live_src(sp_profiler *p, summary_src *s) {
   s->counts = p->op_counts;
   s->first = p->op_first;
   s->phases = p->phase_stats;
+  s->counts_by_sig = NULL;
+  s->n_counts = 0;
+  s->recs = p->recs;
+  s->n_recs = p->cfg.dedupe ? p->signatures : 0;
 }
 
 static atomic_uint g_tmp_seq;
@@ -1759,6 +1810,22 @@ static int write_summary(const sp_profiler *p, const summary_src *s) {
       fdw_i64(&w, which ? s->phases[i].calls : s->phases[i].passes);
     }
     fdw_str(&w, s->n_phases ? "\n  }" : "}");
+  }
+  if (p->cfg.dedupe) {
+    /* call_id of a record -> the calls it stands for, where more than one */
+    fdw_str(&w, ",\n  \"signature_counts\": {");
+    int any = 0;
+    long long n = s->recs ? s->n_recs : s->n_counts;
+    for (long long i = 0; i < n; i++) {
+      long long id = s->recs ? s->recs[i].rep_id : s->counts_by_sig[i].id;
+      long long reps = s->recs ? s->recs[i].reps : s->counts_by_sig[i].n;
+      if (!id || reps < 2) continue;
+      fdw_str(&w, any++ ? ", \"" : "\"");
+      fdw_i64(&w, id);
+      fdw_str(&w, "\": ");
+      fdw_i64(&w, reps);
+    }
+    fdw_str(&w, "}");
   }
   fdw_str(&w, ",\n  \"format_version\": 1");
   fdw_str(&w, ",\n  \"logged_forward_passes\": ");
@@ -1980,6 +2047,7 @@ static void destroy(sp_profiler *p) {
   free(p->snap_ops);
   free(p->snap_counts);
   free(p->snap_first);
+  free(p->snap_sigs);
   for (int i = 0; i < p->n_phases; i++) free(p->phase_stats[i].name);
   free(p->phase_stats);
   free(p->snap_phases);
