@@ -1,152 +1,333 @@
-"""`sgl-shapeprof analyze`: what ran, with which shapes, and what failed.
+"""`sgl-shapeprof analyze`: what ran, how often, with which shapes, what failed.
 
-Streams the file (memory grows with distinct signatures, not with records).
+Everything SGLang's analyze_shapes.py (the script this project's logger came
+with) shows, from a streaming scan (scan.py) with true counts.
 """
 from __future__ import annotations
 
-import re
+import csv
+import json
 import sys
-from collections import Counter, OrderedDict
+from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, TextIO
+from typing import Dict, List, Optional, TextIO, Tuple
 
-from .reader import ReadReport, RecordReader
-
-
-def _short_dtype(d: object) -> str:
-    s = str(d)
-    return s[6:] if s.startswith("torch.") else s
-
-
-def format_value(v: object) -> str:
-    """{"shape": [4, 8], "dtype": "torch.float32"} -> "[4, 8] float32"."""
-    if v is None:
-        return "None"
-    if isinstance(v, dict):
-        return f"{list(v.get('shape', []))} {_short_dtype(v.get('dtype'))}"
-    if isinstance(v, list):
-        return "[" + ", ".join(format_value(x) for x in v) + "]"
-    return str(v)
-
-
-def format_signature(rec: dict, with_outputs: bool = True) -> str:
-    inputs = rec.get("inputs") or {}
-    text = ", ".join(f"{k}={format_value(v)}" for k, v in inputs.items()) or "(no tensor inputs)"
-    if with_outputs:
-        out = rec.get("outputs")
-        text += " -> " + (format_value(out) if out is not None else "None")
-    return text
+from .scan import (Filter, Signature, Source, close_names, format_inputs, format_value,
+                   load_summary, open_records, check_records, summary_path_for)
 
 
 @dataclass
-class OpStats:
+class OpView:
+    """One operation over the signatures kept."""
+    operation: str
     calls: int = 0
-    signatures: Counter = field(default_factory=Counter)
-    examples: Dict[str, dict] = field(default_factory=dict)  # signature -> inputs/outputs
+    records: int = 0
+    out_elements: int = 0  # summed over calls
     errors: int = 0
+    signatures: List[Signature] = field(default_factory=list)
+    by_source: Dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class Analysis:
-    report: ReadReport
-    ops: Dict[str, OpStats]
-    errors: List[dict]
-    passes: Counter
-    phases: Counter
-    records: int
+    sources: List[Source]
+    flt: Filter
+    ops: Dict[str, OpView]
+    signatures: List[Signature]  # merged across sources
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.sources)
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.sources)
+
+    @property
+    def errors(self) -> List[Signature]:
+        return [s for s in self.signatures if s.error is not None or s.incomplete]
+
+    def ranked(self, top: Optional[int] = None) -> List[OpView]:
+        r = sorted(self.ops.values(), key=lambda o: (-o.calls, o.operation))
+        return r[:top] if top else r
 
 
-def analyze_file(path: str, filter_op: Optional[str] = None, max_errors: int = 50) -> Analysis:
-    pattern = re.compile(filter_op) if filter_op else None
-    reader = RecordReader(path)
-    ops: Dict[str, OpStats] = OrderedDict()
-    errors: List[dict] = []
-    passes: Counter = Counter()
-    phases: Counter = Counter()
-    n = 0
-    for rec in reader:
-        op = str(rec.get("operation", "?"))
-        if pattern and not pattern.search(op):
-            continue
-        n += 1
-        st = ops.get(op)
-        if st is None:
-            st = ops[op] = OpStats()
-        st.calls += 1
-        sig = format_signature(rec)
-        st.signatures[sig] += 1
-        if sig not in st.examples:
-            st.examples[sig] = {"inputs": rec.get("inputs") or {}, "outputs": rec.get("outputs")}
-        passes[rec.get("forward_pass")] += 1
-        if rec.get("phase"):
-            phases[rec["phase"]] += 1
-        if rec.get("error") is not None or rec.get("incomplete"):
-            st.errors += 1
-            if len(errors) < max_errors:
-                errors.append(rec)
-    return Analysis(reader.report, ops, errors, passes, phases, n)
+def build(sources: List[Source], flt: Filter) -> Analysis:
+    merged: Dict[Tuple, Signature] = {}
+    ops: Dict[str, OpView] = {}
+    for src in sources:
+        for sig in src.signatures.values():
+            k = (sig.key, sig.phase)
+            m = merged.get(k)
+            if m is None:
+                m = merged[k] = Signature(sig.operation, sig.inputs, sig.outputs, sig.error,
+                                          sig.phase, sig.incomplete, 0, 0, sig.first_call,
+                                          sig.out_elements)
+            m.count += sig.count
+            m.records += sig.records
+            o = ops.get(sig.operation)
+            if o is None:
+                o = ops[sig.operation] = OpView(sig.operation)
+            o.calls += sig.count
+            o.records += sig.records
+            o.out_elements += sig.count * sig.out_elements
+            o.by_source[src.label] = o.by_source.get(src.label, 0) + sig.count
+            if sig.error is not None or sig.incomplete:
+                o.errors += sig.count
+    for m in merged.values():
+        ops[m.operation].signatures.append(m)
+    for o in ops.values():
+        o.signatures.sort(key=lambda s: (-s.count, s.first_call))
+    return Analysis(sources, flt, ops, sorted(merged.values(), key=lambda s: s.first_call))
 
 
-def _ranked(a: Analysis, top: Optional[int]) -> list:
-    """(operation, OpStats), most called first; the first `top` if given."""
-    ranked = sorted(a.ops.items(), key=lambda kv: -kv[1].calls)
-    return ranked[:top] if top else ranked
+def analyze_file(paths, flt: Optional[Filter] = None) -> Analysis:
+    """Scan one file (or a list of files, a glob) and build the analysis."""
+    from .scan import expand_paths, scan_all
+    flt = flt or Filter()
+    return build(scan_all(expand_paths([paths] if isinstance(paths, str) else list(paths)), flt), flt)
 
 
-def print_analysis(a: Analysis, path: str, out: Optional[TextIO] = None, show_shapes: bool = False,
-                   top: Optional[int] = None, max_shapes: Optional[int] = None) -> None:
-    w = (out or sys.stdout).write
-    rep = a.report
-    w(f"{path}: {a.records} records, {len(a.ops)} operations, "
-      f"{len(a.passes)} forward passes\n")
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def _source_lines(src: Source, w) -> None:
+    passes = len(src.passes)
+    text = f"{src.path}: {_n(src.records)} records"
+    if src.deduplicated:
+        text += f" standing for {_n(src.calls)} calls (deduplicated; counts from its summary)"
+    s = src.summary
+    if s and s.get("logged_forward_passes") is not None:
+        logged, started = s["logged_forward_passes"], s.get("forward_passes")
+        text += f", {logged} forward pass{'es' if logged != 1 else ''} logged"
+        if started is not None and started != logged:
+            text += f" of {started} started"
+        if passes != logged and passes and not src.filtered:
+            text += f" (records from {passes})"
+        if s.get("ended_by"):
+            text += f", ended by {s['ended_by']}"
+    else:
+        text += f", {passes} forward pass{'es' if passes != 1 else ''}"
+    if src.rank is not None:
+        text += f", rank {src.rank}"
+    w(text + "\n")
+    if src.truncated:
+        w(f"  stopped after {_n(src.records)} records (--max-entries)\n")
+    if src.summary_note and (src.deduplicated or src.summary is None):
+        w(f"  note: {src.summary_note}\n")
+    rep = src.report
     if rep.cut_last_line:
-        if rep.recovered is not None:
-            w("WARNING: the last line was cut (the process died during that call); "
-              "its inputs were recovered and it is listed under errors as INCOMPLETE\n")
-        else:
-            w("WARNING: the last line was cut (the process died while writing it) "
-              "and could not be recovered\n")
+        w("  WARNING: the last line was cut (the process died during that call); "
+          + ("its inputs were recovered and it is listed under errors as INCOMPLETE\n"
+             if rep.recovered is not None else "it could not be recovered\n"))
     if rep.bad_lines:
-        w(f"WARNING: {len(rep.bad_lines)} unreadable lines (first: line {rep.bad_lines[0]})\n")
-    if a.phases:
-        w("phases: " + ", ".join(f"{k}={v}" for k, v in a.phases.most_common()) + "\n")
-    if a.errors:
-        w(f"\nErrors ({sum(s.errors for s in a.ops.values())}):\n")
-        for rec in a.errors:
-            err = rec.get("error")
-            what = (f"{err.get('error_type')}: {err.get('error_message')}" if err
+        w(f"  WARNING: {len(rep.bad_lines)} unreadable lines (first: line {rep.bad_lines[0]})\n")
+
+
+def _filters_text(flt: Filter) -> str:
+    parts = []
+    if flt.op:
+        parts.append(f"--filter-op {flt.op}")
+    if flt.phase is not None:
+        parts.append(f"--phase {flt.phase}")
+    if flt.passes:
+        a, b = flt.passes
+        parts.append(f"--passes {a}-{b if b < 2**62 else ''}")
+    if flt.min_elements:
+        parts.append(f"--min-elements {flt.min_elements}")
+    return ", ".join(parts)
+
+
+@dataclass
+class Sections:
+    summary: bool = True
+    largest: bool = True
+    diversity: bool = True
+    show_shapes: bool = False
+    by_phase: bool = False
+    top: Optional[int] = None
+    max_shapes: Optional[int] = None
+
+
+def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sections] = None) -> None:
+    w = (out or sys.stdout).write
+    sec = sec or Sections()
+    for src in a.sources:
+        _source_lines(src, w)
+    ftext = _filters_text(a.flt)
+    if ftext:
+        w(f"filters: {ftext}\n")
+    phases: Dict[str, int] = defaultdict(int)
+    for src in a.sources:
+        for k, v in src.phases.items():
+            phases[k] += v
+    if phases:
+        w("phases: " + ", ".join(f"{k}={_n(v)} calls" for k, v in
+                                 sorted(phases.items(), key=lambda kv: -kv[1])) + "\n")
+    if not a.ops:
+        _print_nothing(a, w)
+        return
+    errs = a.errors
+    if errs:
+        w(f"\nErrors ({_n(sum(s.count for s in errs))} calls, {len(errs)} distinct):\n")
+        for s in errs[:50]:
+            what = (f"{s.error.get('error_type')}: {s.error.get('error_message')}" if s.error
                     else "INCOMPLETE: the process died during this call")
             first = what.splitlines()[0] if what else ""
-            w(f"  call {rec.get('call_id')} (pass {rec.get('forward_pass')}) {rec.get('operation')}\n")
-            w(f"    {format_signature(rec, with_outputs=False)}\n")
-            w(f"    {first}\n")
-    ranked = _ranked(a, top)
-    w(f"\n{'calls':>8} {'shapes':>6}  operation\n")
-    for op, st in ranked:
-        w(f"{st.calls:>8} {len(st.signatures):>6}  {op}\n")
-        if show_shapes:
-            for sig, count in st.signatures.most_common(max_shapes):
-                w(f"{'':>8} {count:>6}x   {sig}\n")
-            hidden = len(st.signatures) - (max_shapes or len(st.signatures))
+            w(f"  call {s.first_call} {s.operation}" + (f" x{s.count}" if s.count > 1 else "") + "\n")
+            w(f"    {format_inputs(s.inputs)}\n    {first}\n")
+    multi = len(a.sources) > 1
+    labels = [s.label for s in a.sources]
+    ranked = a.ranked(sec.top)
+    w(f"\nMost frequent operations{f' (top {sec.top})' if sec.top else ''}:\n")
+    head = f"{'calls':>12} {'shapes':>6} {'output elements':>16}  "
+    if multi:
+        head += "".join(f"{lab:>10} " for lab in labels)
+    w(head + "operation\n")
+    for o in ranked:
+        row = f"{_n(o.calls):>12} {len(o.signatures):>6} {_n(o.out_elements):>16}  "
+        if multi:
+            row += "".join(f"{_n(o.by_source.get(lab, 0)):>10} " for lab in labels)
+        w(row + o.operation + "\n")
+        if sec.show_shapes:
+            shown = o.signatures[:sec.max_shapes] if sec.max_shapes else o.signatures
+            for s in shown:
+                ph = f"[{s.phase}] " if s.phase is not None and len(phases) > 1 else ""
+                w(f"{'':>12} {_n(s.count):>6}x  {ph}{s.text}\n")
+            hidden = len(o.signatures) - len(shown)
             if hidden > 0:
-                w(f"{'':>8} {'':>6}    ... {hidden} more (sgl-shapeprof analyze --show-shapes)\n")
+                w(f"{'':>12} {'':>6}   ... {hidden} more (--max-shapes)\n")
+    if sec.by_phase and phases:
+        _print_by_phase(a, ranked, sorted(phases, key=lambda k: -phases[k]), w)
+    if sec.largest:
+        n = sec.top or 10
+        big = sorted(a.signatures, key=lambda s: (-s.out_elements, s.first_call))[:n]
+        w(f"\nLargest operations by output elements (top {n}):\n")
+        w(f"{'call_id':>10} {'elements':>14} {'calls':>10}  operation -> output\n")
+        for s in big:
+            w(f"{s.first_call:>10} {_n(s.out_elements):>14} {_n(s.count):>10}  "
+              f"{s.operation} -> {format_value(s.outputs)}\n")
+    if sec.diversity:
+        n = sec.top or 10
+        div = sorted(a.ops.values(), key=lambda o: (-len(o.signatures), -o.calls))[:n]
+        w(f"\nShape diversity (operations with the most distinct shapes, top {n}):\n")
+        w(f"{'shapes':>8} {'calls':>12}  operation\n")
+        for o in div:
+            w(f"{len(o.signatures):>8} {_n(o.calls):>12}  {o.operation}\n")
+    if sec.summary:
+        total = sum(o.calls for o in a.ops.values())
+        elems = sum(o.out_elements for o in a.ops.values())
+        top1 = ranked[0] if ranked else None
+        w("\nSummary statistics:\n")
+        w(f"  total operations (calls): {_n(total)}\n")
+        w(f"  records read:             {_n(a.records)}\n")
+        w(f"  unique operations:        {_n(len(a.ops))}\n")
+        w(f"  distinct signatures:      {_n(len(a.signatures))}\n")
+        w(f"  total output elements:    {_n(elems)}\n")
+        if top1:
+            w(f"  most common operation:    {top1.operation} ({_n(top1.calls)} calls, "
+              f"{100.0 * top1.calls / max(total, 1):.1f}%)\n")
 
 
-def analysis_json(a: Analysis, path: str, top: Optional[int] = None) -> dict:
-    """The analysis as data: per operation, its distinct signatures (inputs
-    and outputs as in the records) with counts, most frequent first."""
-    ranked = _ranked(a, top)
-    rep = a.report
+def _print_by_phase(a: Analysis, ranked: List[OpView], phases: List[str], w) -> None:
+    """Each operation's distinct shapes per phase, phases side by side."""
+    w("\nBy phase (each operation's distinct shapes per phase):\n")
+    w(f"{'operation':<40}" + "".join(f" {p[:24]:>24}" for p in phases) + "\n")
+    for o in ranked:
+        per = {p: [s for s in o.signatures if s.phase == p] for p in phases}
+        w(f"{o.operation[:40]:<40}" + "".join(
+            f" {f'{_n(sum(s.count for s in per[p]))} calls, {len(per[p])} shapes':>24}"
+            for p in phases) + "\n")
+        for p in phases:
+            for s in per[p][:3]:
+                w(f"    {p}: {_n(s.count)}x {format_inputs(s.inputs)}\n")
+            if len(per[p]) > 3:
+                w(f"    {p}: ... {len(per[p]) - 3} more\n")
+
+
+def _print_nothing(a: Analysis, w) -> None:
+    seen = set().union(*(s.seen_operations for s in a.sources)) if a.sources else set()
+    if not seen:
+        w("\nno records: the file is empty (was a forward pass logged? "
+          "SGLANG_PROFILE_SHAPES_SKIP_WARMUP may skip every pass)\n")
+        return
+    w(f"\nno calls match the filters ({_filters_text(a.flt)}); "
+      f"the file has {len(seen)} operations\n")
+    if a.flt.op:
+        close = close_names(a.flt.op, seen)
+        if close:
+            w("operations that look close: " + ", ".join(close) + "\n")
+
+
+def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
+    """The analysis as data: per operation, its distinct signatures with true counts."""
     return {
-        "file": path,
+        "files": [{"file": s.path, "label": s.label, "rank": s.rank, "records": s.records,
+                   "calls": s.calls, "deduplicated": s.deduplicated,
+                   "forward_passes": len(s.passes), "truncated": s.truncated,
+                   "last_line_cut": s.report.cut_last_line,
+                   "unreadable_lines": len(s.report.bad_lines)} for s in a.sources],
         "records": a.records,
-        "forward_passes": len(a.passes),
-        "last_line_cut": rep.cut_last_line,
-        "unreadable_lines": len(rep.bad_lines),
-        "errors": a.errors,
+        "calls": a.calls,
+        "forward_passes": len(set().union(*(s.passes for s in a.sources))) if a.sources else 0,
+        "errors": [_sig_json(s) for s in a.errors],
         "operations": [
-            {"operation": op, "calls": st.calls, "errors": st.errors,
-             "signatures": [dict(st.examples[sig], count=count) for sig, count in st.signatures.most_common()]}
-            for op, st in ranked
+            {"operation": o.operation, "calls": o.calls, "records": o.records, "errors": o.errors,
+             "output_elements": o.out_elements, "by_file": o.by_source,
+             "signatures": [_sig_json(s) for s in o.signatures]}
+            for o in a.ranked(top)
         ],
     }
+
+
+def _sig_json(s: Signature) -> dict:
+    d = {"inputs": s.inputs, "outputs": s.outputs, "count": s.count, "records": s.records,
+         "first_call_id": s.first_call, "output_elements": s.out_elements}
+    if s.phase is not None:
+        d["phase"] = s.phase
+    if s.error is not None:
+        d["error"] = s.error
+    if s.incomplete:
+        d["incomplete"] = True
+    return d
+
+
+class Timeline:
+    """--timeline FILE.csv: one row per kept record, in file order."""
+
+    COLUMNS = ["call_id", "operation", "op_count", "output_elements", "output_shape"]
+
+    def __init__(self, f: TextIO):
+        self.w = csv.writer(f, lineterminator="\n")
+        self.w.writerow(self.COLUMNS)
+        self.running: Dict[str, int] = {}
+
+    def __call__(self, call_id: int, sig: Signature, n: int) -> None:
+        # op_count: calls of this operation so far, this record's included
+        c = self.running.get(sig.operation, 0) + n
+        self.running[sig.operation] = c
+        shape = (json.dumps(sig.outputs.get("shape")) if isinstance(sig.outputs, dict)
+                 else format_value(sig.outputs) if sig.outputs is not None else "")
+        self.w.writerow([call_id, sig.operation, c, sig.out_elements, shape])
+
+
+def quick_counts(path: str) -> Tuple[Dict[str, int], str]:
+    """--quick: operation counts without reading signatures -- the summary's
+    when it is there (true counts), else one pass over the operation names."""
+    s, _ = load_summary(path)
+    if s and isinstance(s.get("operation_counts"), dict):
+        return dict(s["operation_counts"]), f"from {summary_path_for(path)}"
+    counts: Dict[str, int] = defaultdict(int)
+    f = open_records(path)
+    try:
+        check_records(path, f)
+        for line in f:
+            i = line.find(b'"operation": "')
+            if i < 0:
+                continue
+            j = line.find(b'"', i + 14)
+            counts[line[i + 14:j].decode("utf-8", "replace")] += 1
+    finally:
+        f.close()
+    return dict(counts), "records counted by name (no summary beside the file)"

@@ -11,23 +11,134 @@ from typing import List, Optional
 from . import __version__
 
 
-def _analyze(args: argparse.Namespace) -> int:
-    from .analyze import analysis_json, analyze_file, print_analysis
-    if not os.path.isfile(args.file):
-        print(f"sgl-shapeprof analyze: no such file: {args.file}", file=sys.stderr)
-        return 2
+def _fail(cmd: str, message: str) -> int:
+    print(f"sgl-shapeprof {cmd}: {message}", file=sys.stderr)
+    return 2
+
+
+def _filter(args: argparse.Namespace):
+    from .scan import Filter, parse_passes
+    passes = parse_passes(args.passes) if getattr(args, "passes", None) else None
+    return Filter(op=args.filter_op, phase=getattr(args, "phase", None), passes=passes,
+                  min_elements=getattr(args, "min_elements", 0) or 0,
+                  max_entries=getattr(args, "max_entries", 0) or 0)
+
+
+def _progress(label: str):
+    """A progress line on stderr for long scans (only on a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(n: int) -> None:
+        print(f"\r{label}: {n:,} records read", end="", file=sys.stderr, flush=True)
+    return show
+
+
+def _scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=None):
+    """The files scanned, or an exit code after a one-line message."""
+    from .scan import InputError, expand_paths, scan
     try:
-        a = analyze_file(args.file, filter_op=args.filter_op)
+        flt = _filter(args)
+        paths = expand_paths(files)
+        prog = _progress(cmd)
+        srcs = [scan(p, flt, on_record=on_record, progress=prog) for p in paths]
+        if prog:
+            print("\r\033[K", end="", file=sys.stderr)
+    except InputError as e:
+        return _fail(cmd, str(e))
     except re.error as e:
-        print(f"sgl-shapeprof analyze: bad --filter-op regex {args.filter_op!r}: {e}", file=sys.stderr)
-        return 2
+        return _fail(cmd, f"bad --filter-op regex {args.filter_op!r}: {e}")
+    except ValueError as e:
+        return _fail(cmd, str(e))
+    labels = [s.label for s in srcs]
+    if len(set(labels)) != len(labels):
+        for s in srcs:
+            s.label = os.path.basename(s.path)
+    return srcs
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from .analyze import Sections, Timeline, analysis_json, build, print_analysis, quick_counts
+    if args.quick:
+        from .scan import InputError, expand_paths
+        try:
+            for path in expand_paths(args.files):
+                counts, how = quick_counts(path)
+                print(f"{path}: {sum(counts.values()):,} calls, {len(counts)} operations ({how})")
+                for op, n in sorted(counts.items(), key=lambda kv: -kv[1])[:args.top or None]:
+                    print(f"{n:>12,}  {op}")
+        except InputError as e:
+            return _fail("analyze", str(e))
+        return 0
+    timeline = None
+    if args.timeline:
+        try:
+            tfile = open(args.timeline, "x" if not args.force else "w", newline="", encoding="utf-8")
+        except FileExistsError:
+            return _fail("analyze", f"{args.timeline} exists; not overwritten (--force to replace it)")
+        except OSError as e:
+            return _fail("analyze", f"cannot write {args.timeline}: {e.strerror}")
+        timeline = Timeline(tfile)
+    try:
+        srcs = _scan_files("analyze", args, args.files, on_record=timeline)
+    finally:
+        if timeline is not None:
+            tfile.close()
+    if isinstance(srcs, int):
+        return srcs
+    a = build(srcs, _filter(args))
     if args.json:
         import json
-        json.dump(analysis_json(a, args.file, top=args.top), sys.stdout, indent=1)
+        json.dump(analysis_json(a, top=args.top), sys.stdout, indent=1)
         print()
     else:
-        print_analysis(a, args.file, show_shapes=args.show_shapes, top=args.top)
+        print_analysis(a, sys.stdout, Sections(
+            summary=not args.no_summary, largest=not args.no_largest,
+            diversity=not args.no_diversity, show_shapes=args.show_shapes,
+            by_phase=args.by_phase, top=args.top, max_shapes=args.max_shapes))
     return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from .diff import diff, diff_json, print_diff
+    a = _scan_files("diff", args, args.a)
+    if isinstance(a, int):
+        return a
+    b = _scan_files("diff", args, args.b)
+    if isinstance(b, int):
+        return b
+    d = diff(a, b, by_phase=args.by_phase, shapes_only=args.shapes_only)
+    if args.json:
+        import json
+        json.dump(diff_json(d), sys.stdout, indent=1)
+        print()
+    else:
+        print_diff(d, sys.stdout, top=args.top)
+    return 1 if d.differs else 0
+
+
+def _gemm(args: argparse.Namespace) -> int:
+    from .gemm import gemm_command
+    srcs = _scan_files("gemm", args, args.files)
+    if isinstance(srcs, int):
+        return srcs
+    return gemm_command(srcs, args)
+
+
+def _cost(args: argparse.Namespace) -> int:
+    from .cost import cost_command
+    srcs = _scan_files("cost", args, args.files)
+    if isinstance(srcs, int):
+        return srcs
+    return cost_command(srcs, args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import report_command
+    srcs = _scan_files("report", args, args.files)
+    if isinstance(srcs, int):
+        return srcs
+    return report_command(srcs, args)
 
 
 def _record(args: argparse.Namespace) -> int:
@@ -80,19 +191,87 @@ def _hook(args: argparse.Namespace) -> int:
     return hook_command(args.action, args.site_dir)
 
 
+def _add_filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--filter-op", metavar="PATTERN",
+                   help="only operations matching PATTERN (case-insensitive; a word is a substring, "
+                        "a regex is searched)")
+    p.add_argument("--phase", metavar="LABEL", help="only calls in passes with this phase label")
+    p.add_argument("--passes", metavar="A-B", help="only calls in forward passes A to B (also A, A-)")
+    p.add_argument("--min-elements", type=int, default=0, metavar="N",
+                   help="only calls whose outputs have at least N elements")
+    p.add_argument("--max-entries", type=int, default=0, metavar="N", help="read at most N records per file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sgl-shapeprof", description=__doc__)
     p.add_argument("--version", action="version", version=f"sgl_shapeprof {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    a = sub.add_parser("analyze", help="per-operator counts and shapes of a records file")
-    a.add_argument("file", help="records file (.jsonl), also one left by a crash")
+    a = sub.add_parser("analyze", help="per-operator counts, shapes, errors of records files")
+    a.add_argument("files", nargs="+", metavar="FILE",
+                   help="records files (.jsonl, .jsonl.gz, .jsonl.zst; a glob such as 'shapes.rank*.jsonl')")
+    _add_filters(a)
+    a.add_argument("--quick", action="store_true",
+                   help="operation counts only, from the summary when there is one")
+    a.add_argument("--top", type=int, metavar="N", help="only the N most called operators (and N rows per section)")
     a.add_argument("--show-shapes", action="store_true", help="list each operator's distinct shapes")
-    a.add_argument("--top", type=int, metavar="N", help="only the N most called operators")
-    a.add_argument("--filter-op", metavar="REGEX", help="only operators matching REGEX (re.search)")
+    a.add_argument("--max-shapes", type=int, metavar="N", help="with --show-shapes, at most N per operator")
+    a.add_argument("--by-phase", action="store_true",
+                   help="each operator's shapes per phase side by side (prefill vs decode)")
+    a.add_argument("--timeline", metavar="FILE.csv",
+                   help="write call_id, operation, op_count, output_elements, output_shape per record")
+    a.add_argument("--force", action="store_true", help="let --timeline replace an existing file")
+    a.add_argument("--no-summary", action="store_true", help="leave out the summary statistics")
+    a.add_argument("--no-largest", action="store_true", help="leave out the largest operations")
+    a.add_argument("--no-diversity", action="store_true", help="leave out shape diversity")
     a.add_argument("--json", action="store_true",
-                   help="machine-readable: each operator's distinct input/output shapes with counts")
+                   help="machine-readable: each operator's distinct input/output shapes with true counts")
     a.set_defaults(func=_analyze)
+
+    df = sub.add_parser("diff", help="signatures only in A, only in B, and count changes; exit 1 if they differ")
+    df.add_argument("a", nargs=1, metavar="A", help="records file (or a glob of rank files)")
+    df.add_argument("b", nargs=1, metavar="B", help="records file (or a glob of rank files)")
+    _add_filters(df)
+    df.add_argument("--by-phase", action="store_true", help="a signature in another phase counts as different")
+    df.add_argument("--shapes-only", action="store_true",
+                    help="differ only on signatures (exit 1 on a new or missing shape, not on counts)")
+    df.add_argument("--top", type=int, metavar="N", help="at most N rows per section")
+    df.add_argument("--json", action="store_true", help="machine-readable")
+    df.set_defaults(func=_diff)
+
+    g = sub.add_parser("gemm", help="every matrix multiply as M, N, K, batch, dtypes, count, FLOPs")
+    g.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    _add_filters(g)
+    g.add_argument("--op", action="append", default=[], metavar="NAME[:A,B]",
+                   help="also a custom GEMM op: its name, optionally its two matrix inputs' names "
+                        "(default: the first two 2-D+ tensor inputs)")
+    g.add_argument("--top", type=int, metavar="N", help="only the N GEMMs with the most FLOPs")
+    g.add_argument("--csv", action="store_true", help="CSV on stdout")
+    g.add_argument("--json", action="store_true", help="JSON on stdout")
+    g.add_argument("--tunableop", metavar="FILE.csv",
+                   help="write the GEMMs as TunableOp untuned entries (torch.cuda.tunable.tune_gemm_in_file)")
+    g.add_argument("--force", action="store_true", help="let --tunableop replace an existing file")
+    g.set_defaults(func=_gemm)
+
+    c = sub.add_parser("cost", help="FLOPs and bytes per signature (torch's formulas), roofline time with --gpu")
+    c.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    _add_filters(c)
+    c.add_argument("--gpu", metavar="NAME", help="roofline on this GPU: H100, H200, B200, A100, MI300X")
+    c.add_argument("--peak-tflops", type=float, metavar="T", help="dense peak TFLOP/s (instead of --gpu)")
+    c.add_argument("--bandwidth", type=float, metavar="TB/s", help="memory bandwidth TB/s (instead of --gpu)")
+    c.add_argument("--top", type=int, metavar="N", help="only the N costliest signatures")
+    c.add_argument("--by-op", action="store_true", help="one row per operator instead of per signature")
+    c.add_argument("--csv", action="store_true", help="CSV on stdout")
+    c.add_argument("--json", action="store_true", help="JSON on stdout")
+    c.set_defaults(func=_cost)
+
+    rp = sub.add_parser("report", help="one self-contained HTML page of plots")
+    rp.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    _add_filters(rp)
+    rp.add_argument("-o", "--output", default="shapes_report.html", help="the HTML file (default shapes_report.html)")
+    rp.add_argument("--gpu", metavar="NAME", default="H100", help="GPU for estimated times (default H100)")
+    rp.add_argument("--force", action="store_true", help="replace an existing output file")
+    rp.set_defaults(func=_report)
 
     r = sub.add_parser("record", help="profile a Python script: record [-o FILE] -- python script.py ARGS")
     r.add_argument("-o", "--output", default="shapes.jsonl", help="records file (default shapes.jsonl)")
@@ -117,12 +296,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    for name in ("top", "skip_warmup", "log_n_passes", "decode_steps", "steps"):
+    for name in ("top", "skip_warmup", "log_n_passes", "decode_steps", "steps", "max_shapes",
+                 "min_elements", "max_entries"):
         v = getattr(args, name, None)
         if v is not None and v < 0:
             print(f"sgl-shapeprof {args.cmd}: --{name.replace('_', '-')} must be >= 0", file=sys.stderr)
             return 2
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        # `sgl-shapeprof analyze ... | head`: the reader has what it wanted
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> i
     import torch
 
     from . import ShapeProfiler
-    from .analyze import analyze_file, print_analysis
+    from .analyze import Sections, analyze_file, print_analysis
     from .demo_models import make_llama, make_unet, run_diffusion, run_llama
 
     os.makedirs(folder, exist_ok=True)
@@ -36,10 +36,11 @@ def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> i
 
     for path in (llm_path, dif_path):
         print()
-        print_analysis(analyze_file(path), path, top=10, show_shapes=path == llm_path, max_shapes=3)
+        print_analysis(analyze_file(path), sec=Sections(top=10, show_shapes=path == llm_path, max_shapes=3,
+                                                        largest=False, diversity=False, summary=False))
     print(f"\nFiles are in {folder}:")
     for name in sorted(os.listdir(folder)):
         print(f"  {name}")
-    print("Next: sgl-shapeprof analyze FILE --show-shapes [--filter-op REGEX]")
+    print("Next: sgl-shapeprof analyze FILE --show-shapes [--filter-op PATTERN]; gemm FILE; cost FILE --gpu H100; report FILE")
     sys.stdout.flush()
     return 0

@@ -70,7 +70,7 @@ def test_transformers_generate_matches_reference(tmp_path, arch):
     assert not a.errors and a.records == len(ours)
     linear = a.ops["aten.linear.default"]
     # prefill sees 12 tokens, decode 1: distinct shapes for the same weights
-    sigs = " ".join(linear.signatures)
+    sigs = " ".join(s.text for s in linear.signatures)
     assert "input=[2, 12, 64] float32" in sigs and "input=[2, 1, 64] float32" in sigs
 
 

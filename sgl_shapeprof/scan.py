@@ -1,0 +1,485 @@
+"""One streaming pass over records files, the base of every analysis command.
+
+A records file can hold tens of millions of lines, most of them repeats of a
+few thousand signatures. The scan therefore keys each line by its raw bytes
+after the call_id and forward_pass fields (phase, operation, inputs, outputs,
+error: the text the profiler writes for a signature is always the same), and
+parses JSON only the first time it sees a key. Memory grows with distinct
+signatures, not with records.
+
+Counts are true call counts: with deduplication on, a record stands for the
+calls its summary's `signature_counts` gives (see docs/FORMAT.md).
+"""
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import IO, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from .reader import ReadReport, _recover
+
+
+class InputError(Exception):
+    """A file that cannot be read as records: the message says what it is."""
+
+
+def summary_path_for(records_path: str) -> str:
+    """shapes.jsonl -> shapes_summary.json, as the profiler names it (a
+    compressed copy, shapes.jsonl.gz, maps to the same summary)."""
+    d, base = os.path.split(records_path)
+    for ext in (".gz", ".zst"):
+        if base.endswith(ext) and len(base) > len(ext):
+            base = base[: -len(ext)]
+            break
+    for ext in (".jsonl", ".json"):
+        if base.endswith(ext) and len(base) > len(ext):
+            base = base[: -len(ext)]
+            break
+    return os.path.join(d, base + "_summary.json")
+
+
+def elements(value: object) -> int:
+    """Elements in a tensor value as recorded (a list: the sum over its tensors)."""
+    if isinstance(value, dict):
+        n = 1
+        for s in value.get("shape") or []:
+            n *= int(s)
+        return n
+    if isinstance(value, list):
+        return sum(elements(v) for v in value)
+    return 0
+
+
+def short_dtype(d: object) -> str:
+    s = str(d)
+    return s[6:] if s.startswith("torch.") else s
+
+
+def format_value(v: object) -> str:
+    """{"shape": [4, 8], "dtype": "torch.float32"} -> "[4, 8] float32"."""
+    if v is None:
+        return "None"
+    if isinstance(v, dict):
+        return f"{list(v.get('shape', []))} {short_dtype(v.get('dtype'))}"
+    if isinstance(v, list):
+        return "[" + ", ".join(format_value(x) for x in v) + "]"
+    return str(v)
+
+
+def format_inputs(inputs: Optional[dict]) -> str:
+    inputs = inputs or {}
+    return ", ".join(f"{k}={format_value(v)}" for k, v in inputs.items()) or "(no tensor inputs)"
+
+
+@dataclass
+class Signature:
+    """A distinct call: operation, inputs, outputs (or error), phase."""
+    operation: str
+    inputs: dict
+    outputs: object
+    error: Optional[dict]
+    phase: Optional[str]
+    incomplete: bool = False
+    count: int = 0       # calls (true counts)
+    records: int = 0     # lines in the file
+    first_call: int = 0  # call_id of its first record
+    out_elements: int = 0
+
+    @property
+    def text(self) -> str:
+        """inputs -> outputs, for people."""
+        return format_inputs(self.inputs) + " -> " + (
+            format_value(self.outputs) if self.outputs is not None else "None")
+
+    @property
+    def key(self) -> Tuple[str, str, str]:
+        """What makes two signatures the same across files (phase aside)."""
+        return (self.operation, json.dumps(self.inputs, sort_keys=False),
+                json.dumps(self.outputs) if self.error is None else "error")
+
+
+@dataclass
+class Source:
+    """One records file as scanned."""
+    path: str
+    label: str                       # "rank 1", or the file name
+    rank: Optional[int]
+    summary: Optional[dict]          # its summary, when beside it and readable
+    summary_note: Optional[str]      # why the summary was not used
+    report: ReadReport = field(default_factory=ReadReport)
+    deduplicated: bool = False
+    records: int = 0                 # lines read (after --max-entries)
+    calls: int = 0                   # true calls they stand for
+    passes: Dict[int, int] = field(default_factory=dict)  # pass -> calls
+    phases: Dict[str, int] = field(default_factory=dict)  # phase -> calls
+    signatures: Dict[bytes, Signature] = field(default_factory=dict)
+    seen_operations: set = field(default_factory=set)  # filtered out ones too
+    truncated: bool = False          # stopped at --max-entries
+    filtered: bool = False           # a filter was applied
+
+    @property
+    def operations(self) -> Dict[str, int]:
+        ops: Dict[str, int] = {}
+        for s in self.signatures.values():
+            ops[s.operation] = ops.get(s.operation, 0) + s.count
+        return ops
+
+
+_GZIP = b"\x1f\x8b"
+_ZSTD = b"\x28\xb5\x2f\xfd"
+
+
+def open_records(path: str) -> IO[bytes]:
+    """The file's bytes, decompressed if it is .gz or .zst; InputError with one
+    line saying what is wrong otherwise."""
+    if os.path.isdir(path):
+        raise InputError(f"{path} is a directory, not a records file "
+                         "(give the .jsonl file, or a glob such as 'dir/shapes*.jsonl')")
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"no such file: {path}") from None
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+    head = f.peek(4)[:4] if hasattr(f, "peek") else b""
+    if head.startswith(_GZIP):
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    if head.startswith(_ZSTD):
+        try:
+            import zstandard
+        except ImportError:
+            f.close()
+            raise InputError(f"{path} is zstd-compressed: pip install zstandard to read it "
+                             "(or zstd -d it first)") from None
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f, closefd=True))
+    return f
+
+
+def _first_line(f: IO[bytes]) -> bytes:
+    head = f.peek(65536) if hasattr(f, "peek") else b""
+    return head.lstrip(b"\0 \t\r\n").split(b"\n", 1)[0]
+
+
+def check_records(path: str, f: IO[bytes]) -> None:
+    """Raises InputError when f is plainly not a records file: a summary,
+    some other JSON, or not text at all. An empty file is a records file
+    with no records."""
+    first = _first_line(f)
+    if not first:
+        return
+    if first.strip() == b"{":  # pretty-printed JSON: is it a summary?
+        try:
+            data = json.loads(f.peek(1 << 20)) if hasattr(f, "peek") else None
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and "total_operations" in data:
+            rec = data.get("records_file")
+            hint = f"; its records file is {rec}" if rec else ""
+            raise InputError(f"{path} is a summary file, not a records file{hint}")
+        raise InputError(f"{path} is not a records file: it holds pretty-printed JSON, "
+                         "not one record per line")
+    try:
+        rec = json.loads(first)
+    except ValueError:
+        rec = _recover(first.rstrip(b"\0").decode("utf-8", "replace"))
+        if rec is None:
+            printable = sum(32 <= b < 127 or b in (9, 10, 13) for b in first[:256])
+            what = ("binary data" if printable < 0.9 * min(len(first), 256)
+                    else f"its first line is not JSON: {first[:60].decode('utf-8', 'replace')!r}")
+            raise InputError(f"{path} is not a records file (JSON Lines of operator calls): {what}")
+    if not isinstance(rec, dict) or "operation" not in rec:
+        raise InputError(f"{path} is not a records file: its first line is JSON but not an "
+                         "operator record (no \"operation\" field)")
+
+
+def load_summary(records_path: str) -> Tuple[Optional[dict], Optional[str]]:
+    """The summary beside a records file, or (None, why not)."""
+    sp = summary_path_for(records_path)
+    try:
+        with open(sp, "rb") as f:
+            s = json.load(f)
+    except FileNotFoundError:
+        return None, f"no summary beside it ({os.path.basename(sp)})"
+    except (OSError, ValueError) as e:
+        return None, f"its summary {sp} is unreadable ({e})"
+    if not isinstance(s, dict):
+        return None, f"its summary {sp} is not a summary"
+    return s, None
+
+
+_RANK_IN_NAME = re.compile(r"rank(\d+)")
+
+
+def expand_paths(patterns: Iterable[str]) -> List[str]:
+    """Files named, with globs expanded (shapes.rank*.jsonl) in rank order."""
+    out: List[str] = []
+    for p in patterns:
+        if glob.has_magic(p) and not os.path.exists(p):
+            hits = glob.glob(p)
+            if not hits:
+                raise InputError(f"no file matches {p}")
+            hits = [h for h in hits if not h.endswith("_summary.json")] or hits
+
+            def order(h: str) -> Tuple[int, str]:
+                m = _RANK_IN_NAME.search(os.path.basename(h))
+                return (int(m.group(1)) if m else -1, h)
+            out.extend(sorted(hits, key=order))
+        else:
+            out.append(p)
+    return out
+
+
+@dataclass
+class Filter:
+    """Which calls a scan keeps."""
+    op: Optional[str] = None               # regex, case-insensitive search
+    phase: Optional[str] = None            # phase label
+    passes: Optional[Tuple[int, int]] = None  # inclusive
+    min_elements: int = 0                  # output elements at least
+    max_entries: int = 0                   # records read at most (0: all)
+
+    def __post_init__(self) -> None:
+        self._op = re.compile(self.op, re.IGNORECASE) if self.op else None
+
+    def keeps(self, sig: Signature) -> bool:
+        if self._op is not None and not self._op.search(sig.operation):
+            return False
+        if self.phase is not None and sig.phase != self.phase:
+            return False
+        return sig.out_elements >= self.min_elements
+
+    @property
+    def active(self) -> bool:
+        return bool(self.op or self.phase is not None or self.passes or self.min_elements)
+
+
+def parse_passes(text: str) -> Tuple[int, int]:
+    """'3-7', '5', '5-' -> inclusive range of pass numbers."""
+    m = re.fullmatch(r"\s*(\d+)\s*(?:(-)\s*(\d*)\s*)?", text)
+    if not m:
+        raise ValueError(f"--passes wants A-B, A or A- (pass numbers), not {text!r}")
+    a = int(m.group(1))
+    b = a if not m.group(2) else (int(m.group(3)) if m.group(3) else 2**62)
+    if b < a:
+        raise ValueError(f"--passes {text}: the range ends before it starts")
+    return a, b
+
+
+_PREFIX = b'{"call_id": '
+_PASS = b'"forward_pass": '
+
+
+def _signature_of(rec: dict) -> Signature:
+    out = rec.get("outputs")
+    return Signature(
+        operation=str(rec.get("operation", "?")), inputs=rec.get("inputs") or {},
+        outputs=out, error=rec.get("error"), phase=rec.get("phase"),
+        incomplete=bool(rec.get("incomplete")), out_elements=elements(out))
+
+
+def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
+         on_record: Optional[Callable[[int, Signature, int], None]] = None,
+         progress: Optional[Callable[[int], None]] = None) -> Source:
+    """Reads one records file. on_record(call_id, signature, count) is called
+    for each kept record in file order (for timelines)."""
+    flt = flt or Filter()
+    summary, note = load_summary(path)
+    rank = summary.get("rank") if summary else None
+    if rank is None:
+        m = _RANK_IN_NAME.search(os.path.basename(path))
+        rank = int(m.group(1)) if m else None
+    src = Source(path=path, label=label or (f"rank {rank}" if rank is not None else os.path.basename(path)),
+                 rank=rank, summary=summary, summary_note=note)
+    counts: Dict[bytes, int] = {}
+    if summary and summary.get("dedupe_enabled"):
+        src.deduplicated = True
+        sc = summary.get("signature_counts")
+        if isinstance(sc, dict):
+            counts = {k.encode(): int(v) for k, v in sc.items()}
+        else:
+            src.summary_note = ("its summary predates signature_counts: counts of "
+                                "deduplicated calls are not known (each record counts once)")
+    src.filtered = flt.active
+    f = open_records(path)
+    try:
+        check_records(path, f)
+        _scan_lines(f, src, flt, counts, on_record, progress)
+    except (OSError, EOFError) as e:  # a corrupt .gz, say
+        raise InputError(f"cannot read {path}: {e}") from None
+    finally:
+        f.close()
+    return src
+
+
+def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int],
+                on_record: Optional[Callable[[int, Signature, int], None]],
+                progress: Optional[Callable[[int], None]]) -> None:
+    rep = src.report
+    entries: Dict[bytes, list] = {}  # key -> [signature or None (dropped), ]
+    passes = src.passes
+    sigs = src.signatures
+    lo, hi = flt.passes or (0, 2**62)
+    use_passes = flt.passes is not None
+    limit = flt.max_entries or -1
+    lineno = 0
+    pending: Optional[bytes] = None
+    get_count = counts.get
+    n_records = 0
+    calls = 0
+    for line in f:
+        lineno += 1
+        if pending is not None:  # an unparsable line with more after it
+            rep.bad_lines.append(lineno - 1)
+            pending = None
+        if n_records == limit:
+            src.truncated = True
+            break
+        # Fast path: a whole line as the profiler writes it.
+        if line.startswith(_PREFIX) and line.endswith(b"}\n"):
+            c = line.find(b", ", 12)
+            d = line.find(b", ", c + 18)
+            if c > 0 and d > 0 and line.startswith(_PASS, c + 2):
+                key = line[d + 2:]
+                e = entries.get(key)
+                if e is None:
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        pending = line
+                        continue
+                    e = entries[key] = [_signature_of(rec)]
+                    src.seen_operations.add(e[0].operation)
+                    if not flt.keeps(e[0]):
+                        e[0] = None
+                n_records += 1
+                if progress is not None and not n_records & 0xFFFFF:
+                    progress(n_records)
+                sig = e[0]
+                if sig is None:
+                    continue
+                fp = int(line[c + 18:d])
+                if use_passes and not lo <= fp <= hi:
+                    continue
+                cid = line[12:c]
+                n = get_count(cid, 1)
+                if not sig.records:
+                    sig.first_call = int(cid)
+                    sigs[key] = sig
+                sig.records += 1
+                sig.count += n
+                calls += n
+                passes[fp] = passes.get(fp, 0) + n
+                if on_record is not None:
+                    on_record(int(cid), sig, n)
+                continue
+        # Slow path: another writer's layout, zero padding, a cut line.
+        stripped = line.rstrip(b"\n").strip(b"\0")
+        if not stripped.strip():
+            continue
+        try:
+            rec = json.loads(stripped)
+        except ValueError:
+            pending = stripped
+            continue
+        if not isinstance(rec, dict):
+            rep.bad_lines.append(lineno)
+            continue
+        n_records += 1
+        calls += _add_slow(src, flt, rec, counts, on_record)
+    if pending is not None:
+        rep.cut_last_line = True
+        rep.recovered = _recover(pending.decode("utf-8", "replace"))
+        if rep.recovered is not None:
+            n_records += 1
+            calls += _add_slow(src, flt, rep.recovered, counts, on_record)
+    rep.records = n_records
+    src.records = n_records
+    src.calls = calls
+    for sig in sigs.values():
+        if sig.phase is not None:
+            src.phases[sig.phase] = src.phases.get(sig.phase, 0) + sig.count
+
+
+def _add_slow(src: Source, flt: Filter, rec: dict, counts: Dict[bytes, int],
+              on_record: Optional[Callable[[int, Signature, int], None]]) -> int:
+    """Adds a record parsed the slow way; returns the calls it stands for."""
+    fp = rec.get("forward_pass")
+    if flt.passes is not None and not (isinstance(fp, int) and flt.passes[0] <= fp <= flt.passes[1]):
+        return 0
+    body = {k: v for k, v in rec.items() if k not in ("call_id", "forward_pass")}
+    key = json.dumps(body).encode()[1:]
+    sig = src.signatures.get(key)
+    if sig is None:
+        sig = _signature_of(rec)
+        src.seen_operations.add(sig.operation)
+        if not flt.keeps(sig):
+            return 0
+        src.signatures[key] = sig
+        cid = rec.get("call_id")
+        sig.first_call = cid if isinstance(cid, int) else 0
+    cid = rec.get("call_id")
+    n = counts.get(str(cid).encode(), 1)
+    sig.records += 1
+    sig.count += n
+    if isinstance(fp, int):
+        src.passes[fp] = src.passes.get(fp, 0) + n
+    if on_record is not None:
+        on_record(cid if isinstance(cid, int) else 0, sig, n)
+    return n
+
+
+def scan_all(paths: List[str], flt: Optional[Filter] = None,
+             progress: Optional[Callable[[int], None]] = None) -> List[Source]:
+    """Several files (ranks); labels made unique."""
+    srcs = [scan(p, flt, progress=progress) for p in paths]
+    labels = [s.label for s in srcs]
+    if len(set(labels)) != len(labels):
+        for s in srcs:
+            s.label = os.path.basename(s.path)
+    return srcs
+
+
+# Operators that do one job under different names: a filter for one of them
+# was probably meant for all (inference_mode models run aten.linear, not mm).
+_FAMILIES = [
+    ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_scaled_mm", "_int_mm", "gemm", "dot"),
+    ("conv", "convolution", "conv1d", "conv2d", "conv3d", "_convolution", "cudnn_convolution"),
+    ("attention", "scaled_dot_product_attention", "_scaled_dot_product_efficient_attention",
+     "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention", "sdpa", "softmax"),
+    ("norm", "layer_norm", "group_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm",
+     "batch_norm", "rmsnorm"),
+]
+
+
+def close_names(pattern: str, names: Iterable[str], n: int = 6) -> List[str]:
+    """Operation names that look like what a filter was meant to find."""
+    import difflib
+    names = sorted(set(names))
+
+    def short(x: str) -> str:
+        return x.split(".")[1] if x.count(".") >= 2 else x
+    word = re.sub(r"[^A-Za-z0-9_]+", " ", pattern).strip().lower()
+    parts = [w for w in word.split() if w]
+    hits: List[str] = []
+    for fam in _FAMILIES:
+        if any(w in fam or any(w in f for f in fam) for w in parts):
+            hits += [x for x in names if short(x).lower() in fam and x not in hits]
+    shorts = {short(x).lower(): x for x in names}
+    for w in parts:
+        for m in difflib.get_close_matches(w, list(shorts), n=n, cutoff=0.5):
+            if shorts[m] not in hits:
+                hits.append(shorts[m])
+    return hits[:n]
+
+
+def human(n: float) -> str:
+    """1234567 -> '1.23M'."""
+    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= div:
+            return f"{n / div:.3g}{unit}"
+    return f"{n:.3g}" if isinstance(n, float) and not n.is_integer() else str(int(n))
