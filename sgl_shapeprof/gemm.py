@@ -1,0 +1,190 @@
+"""`sgl-shapeprof gemm`: every matrix multiply as M, N, K, batch, dtypes,
+count and FLOPs -- the table a GEMM tuner starts from."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass
+from typing import Dict, List, Optional, Tuple
+
+from .scan import Signature, Source, human, short_dtype
+
+# operation name (no namespace, no overload) -> names of its (A, B) inputs
+GEMM_OPS: Dict[str, Tuple[str, str]] = {
+    "mm": ("self", "mat2"), "addmm": ("mat1", "mat2"), "bmm": ("self", "mat2"),
+    "baddbmm": ("batch1", "batch2"), "linear": ("input", "weight"), "matmul": ("self", "other"),
+    "_scaled_mm": ("self", "mat2"), "_int_mm": ("self", "mat2"),
+}
+
+
+@dataclass
+class Gemm:
+    operation: str
+    m: int
+    n: int
+    k: int
+    batch: int
+    a_dtype: str
+    b_dtype: str
+    out_dtype: str
+    count: int
+    flops: int          # per call: 2*M*N*K*batch (torch.utils.flop_counter's mm formula)
+    a_shape: List[int]
+    b_shape: List[int]
+    b_layout: str       # "KN" (as mm's mat2) or "NK" (as linear's weight)
+    phase: Optional[str]
+
+    @property
+    def total_flops(self) -> int:
+        return self.flops * self.count
+
+
+def _t(v: object) -> Optional[dict]:
+    return v if isinstance(v, dict) and "shape" in v else None
+
+
+def _short(op: str) -> str:
+    parts = op.split(".")
+    return parts[1] if len(parts) >= 3 else op
+
+
+def _custom(spec: List[str]) -> Dict[str, Optional[Tuple[str, str]]]:
+    """--op NAME[:A,B] -> {NAME: (A, B) or None}."""
+    out: Dict[str, Optional[Tuple[str, str]]] = {}
+    for s in spec:
+        name, _, args = s.partition(":")
+        names = tuple(x.strip() for x in args.split(",")) if args else None
+        if names is not None and len(names) != 2:
+            raise ValueError(f"--op {s}: give NAME or NAME:A,B (the two matrix inputs' names)")
+        out[name.strip()] = names  # type: ignore[assignment]
+    return out
+
+
+def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Optional[Gemm]:
+    """The GEMM a signature is, or None (not a GEMM, or shapes that do not fit)."""
+    if sig.error is not None or sig.incomplete:
+        return None
+    name = _short(sig.operation)
+    names: Optional[Tuple[str, str]]
+    if sig.operation in custom or name in custom and name not in GEMM_OPS:
+        names = custom.get(sig.operation, custom.get(name))
+        if names is None:
+            ts = [k for k, v in sig.inputs.items() if _t(v) and len(v["shape"]) >= 2]
+            if len(ts) < 2:
+                return None
+            names = (ts[0], ts[1])
+        kind = "custom"
+    elif name in GEMM_OPS:
+        names, kind = GEMM_OPS[name], name
+    else:
+        return None
+    a, b = _t(sig.inputs.get(names[0])), _t(sig.inputs.get(names[1]))
+    if a is None or b is None:
+        return None
+    sa, sb = list(a["shape"]), list(b["shape"])
+    if not sa or not sb:
+        return None
+    batch = 1
+    if kind in ("linear",):
+        if len(sb) != 2:
+            return None
+        m, k, n, layout = math.prod(sa[:-1]), sa[-1], sb[0], "NK"
+    elif kind == "custom":
+        k = sa[-1]
+        m = math.prod(sa[:-1])
+        if len(sb) == 2 and sb[0] == k:
+            n, layout = sb[1], "KN"
+        elif len(sb) == 2 and sb[1] == k:
+            n, layout = sb[0], "NK"
+        else:
+            return None
+    elif kind in ("bmm", "baddbmm"):
+        if len(sa) != 3 or len(sb) != 3:
+            return None
+        batch, m, k, n, layout = sa[0], sa[1], sa[2], sb[2], "KN"
+    elif kind == "matmul":
+        if len(sa) == 1:
+            sa = [1] + sa
+        if len(sb) == 1:
+            sb = sb + [1]
+        from .cost import _broadcast
+        batch = math.prod(_broadcast(tuple(sa[:-2]), tuple(sb[:-2])))
+        m, k, n, layout = sa[-2], sa[-1], sb[-1], "KN"
+    else:  # mm, addmm, _scaled_mm, _int_mm
+        if len(sa) != 2 or len(sb) != 2:
+            return None
+        m, k, n, layout = sa[0], sa[1], sb[1], "KN"
+    from .cost import _mm
+    out = sig.outputs
+    out_dtype = out.get("dtype") if isinstance(out, dict) else (
+        out[0].get("dtype") if isinstance(out, list) and out and isinstance(out[0], dict) else "")
+    return Gemm(sig.operation, m, n, k, batch, short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),
+                short_dtype(out_dtype), sig.count, batch * _mm(m, n, k), sa, sb, layout, sig.phase)
+
+
+def gemms(signatures: List[Signature], custom: Optional[Dict] = None) -> List[Gemm]:
+    """GEMMs merged by (operation, M, N, K, batch, dtypes, layout), most FLOPs first."""
+    merged: Dict[tuple, Gemm] = {}
+    for s in signatures:
+        g = gemm_of(s, custom or {})
+        if g is None:
+            continue
+        key = (g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.b_layout)
+        if key in merged:
+            merged[key].count += g.count
+        else:
+            merged[key] = g
+    return sorted(merged.values(), key=lambda g: (-g.total_flops, g.operation))
+
+
+FIELDS = ["operation", "m", "n", "k", "batch", "a_dtype", "b_dtype", "out_dtype", "count",
+          "flops", "total_flops", "b_layout"]
+
+
+def gemm_command(srcs: List[Source], args) -> int:
+    from .analyze import build
+    from .scan import Filter
+    try:
+        custom = _custom(args.op)
+    except ValueError as e:
+        print(f"sgl-shapeprof gemm: {e}", file=sys.stderr)
+        return 2
+    gs = gemms(build(srcs, Filter()).signatures, custom)
+    if args.tunableop:
+        from .tunableop import write_untuned
+        rc = write_untuned(gs, args.tunableop, force=args.force)
+        if rc:
+            return rc
+    shown = gs[:args.top] if args.top else gs
+    if args.json:
+        json.dump([dict(asdict(g), total_flops=g.total_flops) for g in shown], sys.stdout, indent=1)
+        print()
+        return 0
+    if args.csv:
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(FIELDS)
+        for g in shown:
+            w.writerow([g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.count,
+                        g.flops, g.total_flops, g.b_layout])
+        return 0
+    o = sys.stdout.write
+    if not gs:
+        names = set().union(*(s.seen_operations for s in srcs)) if srcs else set()
+        o("no matrix multiplies (" + ", ".join(f"aten.{k}" for k in GEMM_OPS) + ") in "
+          + ", ".join(s.path for s in srcs) + (f"; it has {len(names)} other operations"
+                                                 " (name custom GEMM ops with --op NAME)" if names else "")
+          + "\n")
+        return 0
+    total = sum(g.total_flops for g in gs) or 1
+    o(f"{len(gs)} distinct GEMMs, {human(total)} FLOP in all\n")
+    o(f"{'M':>8} {'N':>7} {'K':>7} {'batch':>6} {'dtypes (A,B->out)':>26} {'count':>9} "
+      f"{'FLOP/call':>10} {'total':>9} {'share':>6}  operation\n")
+    for g in shown:
+        dt = f"{g.a_dtype},{g.b_dtype}->{g.out_dtype}"
+        o(f"{g.m:>8} {g.n:>7} {g.k:>7} {g.batch:>6} {dt:>26} {g.count:>9,} {human(g.flops):>10} "
+          f"{human(g.total_flops):>9} {100 * g.total_flops / total:>5.1f}%  {g.operation}\n")
+    if len(shown) < len(gs):
+        o(f"... {len(gs) - len(shown)} more (--top)\n")
+    return 0
