@@ -41,7 +41,8 @@ class Analysis:
 
     @property
     def records(self) -> int:
-        return sum(s.records for s in self.sources)
+        """Records kept by the filters."""
+        return sum(s.records for s in self.signatures)
 
     @property
     def errors(self) -> List[Signature]:
@@ -221,7 +222,7 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
         top1 = ranked[0] if ranked else None
         w("\nSummary statistics:\n")
         w(f"  total operations (calls): {_n(total)}\n")
-        w(f"  records read:             {_n(a.records)}\n")
+        w(f"  records:                  {_n(a.records)}\n")
         w(f"  unique operations:        {_n(len(a.ops))}\n")
         w(f"  distinct signatures:      {_n(len(a.signatures))}\n")
         w(f"  total output elements:    {_n(elems)}\n")

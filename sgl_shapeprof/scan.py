@@ -320,17 +320,17 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                 on_record: Optional[Callable[[int, Signature, int], None]],
                 progress: Optional[Callable[[int], None]]) -> None:
     rep = src.report
-    entries: Dict[bytes, list] = {}  # key -> [signature or None (dropped), ]
-    passes = src.passes
+    # key -> [signature, or None when filtered out; records; calls]
+    entries: Dict[bytes, list] = {}
+    pass_calls: Dict[bytes, int] = {}  # pass number as text -> calls
     sigs = src.signatures
     lo, hi = flt.passes or (0, 2**62)
     use_passes = flt.passes is not None
     limit = flt.max_entries or -1
     lineno = 0
     pending: Optional[bytes] = None
-    get_count = counts.get
+    get_count = counts.get if counts else None
     n_records = 0
-    calls = 0
     for line in f:
         lineno += 1
         if pending is not None:  # an unparsable line with more after it
@@ -352,30 +352,27 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                     except ValueError:
                         pending = line
                         continue
-                    e = entries[key] = [_signature_of(rec)]
+                    e = entries[key] = [_signature_of(rec), 0, 0]
                     src.seen_operations.add(e[0].operation)
                     if not flt.keeps(e[0]):
                         e[0] = None
                 n_records += 1
+                if e[0] is None:
+                    continue
+                fp = line[c + 18:d]
+                if use_passes and not lo <= int(fp) <= hi:
+                    continue
+                n = get_count(line[12:c], 1) if get_count else 1
+                if not e[1]:
+                    e[0].first_call = int(line[12:c])
+                    sigs[key] = e[0]
+                e[1] += 1
+                e[2] += n
+                pass_calls[fp] = pass_calls.get(fp, 0) + n
+                if on_record is not None:
+                    on_record(int(line[12:c]), e[0], n)
                 if progress is not None and not n_records & 0xFFFFF:
                     progress(n_records)
-                sig = e[0]
-                if sig is None:
-                    continue
-                fp = int(line[c + 18:d])
-                if use_passes and not lo <= fp <= hi:
-                    continue
-                cid = line[12:c]
-                n = get_count(cid, 1)
-                if not sig.records:
-                    sig.first_call = int(cid)
-                    sigs[key] = sig
-                sig.records += 1
-                sig.count += n
-                calls += n
-                passes[fp] = passes.get(fp, 0) + n
-                if on_record is not None:
-                    on_record(int(cid), sig, n)
                 continue
         # Slow path: another writer's layout, zero padding, a cut line.
         stripped = line.rstrip(b"\n").strip(b"\0")
@@ -390,16 +387,23 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
             rep.bad_lines.append(lineno)
             continue
         n_records += 1
-        calls += _add_slow(src, flt, rec, counts, on_record)
+        _add_slow(src, flt, rec, counts, on_record)
     if pending is not None:
         rep.cut_last_line = True
         rep.recovered = _recover(pending.decode("utf-8", "replace"))
         if rep.recovered is not None:
             n_records += 1
-            calls += _add_slow(src, flt, rep.recovered, counts, on_record)
+            _add_slow(src, flt, rep.recovered, counts, on_record)
     rep.records = n_records
     src.records = n_records
-    src.calls = calls
+    for e in entries.values():
+        if e[0] is not None:
+            e[0].records += e[1]
+            e[0].count += e[2]
+    for fp, n in pass_calls.items():
+        k = int(fp)
+        src.passes[k] = src.passes.get(k, 0) + n
+    src.calls = sum(sig.count for sig in sigs.values())
     for sig in sigs.values():
         if sig.phase is not None:
             src.phases[sig.phase] = src.phases.get(sig.phase, 0) + sig.count

@@ -39,11 +39,11 @@ def test_analyze_counts_shapes_errors_filter(tmp_path, capsys):
                  rec(5, "aten.bmm.default", [1, 2, 3], error="boom: bad shapes")])
     assert main(["analyze", str(path), "--show-shapes"]) == 0
     out = capsys.readouterr().out
-    assert "5 records, 3 operations" in out
+    assert "a.jsonl: 5 records, 1 forward pass" in out and "unique operations:        3" in out
     assert out.index("Errors") < out.index("aten.mm.default")          # errors first
     assert "boom: bad shapes" in out and "self=[1, 2, 3] float16" in out
     lines = [ln.split() for ln in out.splitlines()]
-    assert ["3", "2", "aten.mm.default"] in lines                      # 3 calls, 2 shapes
+    assert ["3", "2", "24", "aten.mm.default"] in lines                # 3 calls, 2 shapes, 24 elements
     assert any(ln[:2] == ["2x", "self=[2,"] for ln in lines)
     assert main(["analyze", str(path), "--filter-op", "relu"]) == 0
     out = capsys.readouterr().out

@@ -107,7 +107,7 @@ def test_analyze_reports_the_cut_line(tmp_path, capsys):
     p, path = start(tmp_path, "segv", 5)
     p.communicate(timeout=120)
     a = analyze_file(path)
-    print_analysis(a, path)
+    print_analysis(a)
     out = capsys.readouterr().out
     assert "the last line was cut" in out
     assert "INCOMPLETE" in out and "crash_test.segv.default" in out

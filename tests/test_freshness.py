@@ -80,6 +80,11 @@ def test_sigkill_right_after_a_pass_leaves_exact_files(tmp_path, dedupe):
         # 3 shapes of the mm: each written once
         assert sum(r["operation"] == "aten.mm.default" for r in records) == 3
         assert counts["aten.mm.default"] == 7
+        # every record's true count, exact as of the kill
+        sc = summary["signature_counts"]
+        true = [sc.get(str(r["call_id"]), 1) for r in records]
+        assert sum(true) == summary["total_operations"] + summary["dedupe_skipped_count"]
+        assert sum(n for r, n in zip(records, true) if r["operation"] == "aten.mm.default") == 7
     else:
         assert summary["dedupe_skipped_count"] == 0
         assert sum(r["operation"] == "aten.mm.default" for r in records) == 7

@@ -1,0 +1,328 @@
+"""`sgl-shapeprof report`: one self-contained HTML page of plots -- what
+failed, what ran how often, with how many shapes, where a roofline puts the
+GPU time, prefill vs decode, the GEMMs -- that opens with no network
+(plotly.js is inlined once, in the first figure).
+
+Everything taken from the records (operation names, error messages, paths)
+is escaped: a records file can hold any text.
+"""
+from __future__ import annotations
+
+import html
+import math
+import os
+import sys
+import time
+from collections import defaultdict
+from typing import Dict, List, Optional
+
+from . import __version__
+from .analyze import Analysis
+from .cost import Cost, Device, _peaks, _time
+from .scan import Source, format_inputs
+
+TOP = 30
+NO_PHASE = "(no phase)"
+_CONFIG = {"displaylogo": False, "responsive": True}
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1400px;padding:16px 24px;color:#222}
+h1{margin:0 0 4px}h2{margin:28px 0 4px;border-bottom:1px solid #ddd;padding-bottom:2px}
+.note{color:#555;margin:2px 0 8px}.meta{color:#666;font-size:12px}
+table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f0f2f5}tr:nth-child(even) td{background:#fafbfc}td.n{text-align:right;white-space:nowrap}
+code,td.s{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;overflow-wrap:anywhere}
+.errors{border:2px solid #c62828;background:#fff5f5;padding:4px 12px 12px;margin:16px 0;border-radius:6px}
+.errors h2{color:#c62828;border-color:#f3c0c0}
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _label(text: str) -> str:
+    # plotly reads <br>, <b>... in labels and decodes &amp; &lt; &gt; (not &quot;)
+    return html.escape(text, quote=False)
+
+
+class _Page:
+    """The page's parts in order; plotly.js goes in once, with the first figure."""
+
+    def __init__(self) -> None:
+        self.parts: List[str] = []
+        self.figures = 0
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+
+    def section(self, title: str, note: str = "") -> None:
+        self.add(f"<h2>{_e(title)}</h2>" + (f'<p class="note">{note}</p>' if note else ""))
+
+    def figure(self, fig, height: int) -> None:
+        fig.update_layout(height=height, template="plotly_white", margin=dict(l=10, r=30, t=30, b=50),
+                          legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, traceorder="normal"), font=dict(size=12))
+        self.add(fig.to_html(full_html=False, include_plotlyjs=self.figures == 0, config=_CONFIG,
+                             default_height=f"{height}px"))
+        self.figures += 1
+
+
+def _hbar(go, labels: List[str], height_per: int = 20):
+    """A horizontal bar figure, the first label on top, long names fully shown."""
+    fig = go.Figure()
+    fig.update_yaxes(categoryorder="array", categoryarray=[_label(x) for x in labels],
+                     autorange="reversed", automargin=True)
+    return fig, max(220, 110 + height_per * len(labels))
+
+
+def _header(page: _Page, a: Analysis, dev: Device, filters: str) -> None:
+    page.add(f"<h1>Operator shapes report</h1><p class=meta>sgl_shapeprof {_e(__version__)}, "
+             f"{_e(time.strftime('%Y-%m-%d %H:%M'))}</p>")
+    passes = sum(_passes(s) for s in a.sources)
+    page.add(f"<p><b>{a.records:,}</b> records standing for <b>{a.calls:,}</b> calls of "
+             f"<b>{len(a.ops):,}</b> operators in <b>{len(a.signatures):,}</b> distinct signatures; "
+             f"{passes:,} forward passes.</p>")
+    if filters:
+        page.add(f'<p class="note">filters: <code>{_e(filters)}</code></p>')
+    rows = "".join(
+        f"<tr><td class=s>{_e(s.path)}</td><td class=n>{s.records:,}</td><td class=n>{s.calls:,}</td>"
+        f"<td class=n>{_passes(s):,}</td><td>{_e(_phases_text(s))}</td><td>{_e(_source_note(s))}</td></tr>"
+        for s in a.sources)
+    page.add("<table><tr><th>file</th><th>records</th><th>true calls</th><th>passes</th><th>phases</th>"
+             f"<th>notes</th></tr>{rows}</table>")
+    if any(s.deduplicated for s in a.sources):
+        page.add('<p class="note">Deduplicated files write each signature once; their calls are the '
+                 "true counts from the summary beside them, and every count on this page is a call count.</p>")
+
+
+def _passes(s: Source) -> int:
+    # a deduplicated file has records from fewer passes than it logged
+    logged = (s.summary or {}).get("logged_forward_passes")
+    return logged if isinstance(logged, int) and not s.filtered else len(s.passes)
+
+
+def _phases_text(s: Source) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in sorted(s.phases.items(), key=lambda kv: -kv[1]))
+
+
+def _source_note(s: Source) -> str:
+    notes = []
+    if s.deduplicated:
+        notes.append("deduplicated (counts from its summary)")
+    if s.rank is not None:
+        notes.append(f"rank {s.rank}")
+    if s.truncated:
+        notes.append("stopped at --max-entries")
+    if s.report.cut_last_line:
+        notes.append("last line cut (the process died during that call)")
+    if s.report.bad_lines:
+        notes.append(f"{len(s.report.bad_lines)} unreadable lines")
+    if s.summary_note and (s.deduplicated or s.summary is None):
+        notes.append(s.summary_note)
+    return "; ".join(notes)
+
+
+def _errors(page: _Page, a: Analysis) -> None:
+    errs = sorted(a.errors, key=lambda s: s.first_call)
+    if not errs:
+        return
+    rows = []
+    for s in errs[:100]:
+        kind, msg = ((s.error.get("error_type"), s.error.get("error_message")) if s.error
+                     else ("INCOMPLETE", "the process died during this call"))
+        first = (str(msg or "").splitlines() or [""])[0]
+        rows.append(f"<tr><td class=s>{_e(s.operation)}</td><td>{_e(kind)}</td><td>{_e(first)}</td>"
+                    f"<td class=n>{s.first_call}</td><td class=n>{s.count:,}</td>"
+                    f"<td class=s>{_e(format_inputs(s.inputs))}</td></tr>")
+    more = f"<p class=note>... {len(errs) - 100} more</p>" if len(errs) > 100 else ""
+    page.add(f'<div class="errors"><h2>&#9888; Errors: {sum(s.count for s in errs):,} calls raised '
+             f"({len(errs)} distinct)</h2><table><tr><th>operation</th><th>error</th><th>message (first line)"
+             "</th><th>first call id</th><th>calls</th><th>inputs</th></tr>" + "".join(rows) + f"</table>{more}</div>")
+
+
+def _calls(page: _Page, go, a: Analysis) -> None:
+    ops = a.ranked(TOP)
+    page.section(f"Operators by call count (top {len(ops)} of {len(a.ops)})")
+    fig, height = _hbar(go, [o.operation for o in ops])
+    labels = [s.label for s in a.sources] if len(a.sources) > 1 else [None]
+    for lab in labels:  # one stack segment per file when there are several
+        xs = [o.by_source.get(lab, 0) if lab else o.calls for o in ops]
+        fig.add_bar(x=xs, y=[_label(o.operation) for o in ops], orientation="h", name=_label(lab or "calls"),
+                    hovertemplate="%{y}: %{x:,} calls<extra>%{fullData.name}</extra>")
+    fig.update_layout(barmode="stack", showlegend=len(labels) > 1, xaxis_title="calls")
+    page.figure(fig, height)
+
+
+def _times(page: _Page, go, cs: List[Cost], dev: Device) -> None:
+    total: Dict[str, float] = defaultdict(float)
+    by_bound: Dict[str, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    calls: Dict[str, int] = defaultdict(int)
+    for c in cs:
+        total[c.sig.operation] += c.total_seconds
+        by_bound[c.sig.operation][c.bound] += c.total_seconds
+        calls[c.sig.operation] += c.sig.count
+    ops = sorted(total, key=lambda op: (-total[op], op))[:TOP]
+    grand = sum(total.values()) or 1.0
+    page.section(f"Operators by estimated GPU time (top {len(ops)})",
+                 f"A roofline estimate on {_e(dev.name)} ({_e(_peaks(dev))}, {dev.bandwidth:g} TB/s), not a "
+                 "measurement: per call the larger of FLOPs/peak and bytes moved/bandwidth, times the calls. "
+                 f"{_e(_time(grand))} in all.")
+    fig, height = _hbar(go, ops)
+    for bound, color in (("memory", "#1f77b4"), ("compute", "#d62728")):
+        mine = [op for op in ops if max(by_bound[op], key=by_bound[op].get) == bound]
+        fig.add_bar(x=[total[op] for op in mine], y=[_label(op) for op in mine], orientation="h",
+                    name=f"{bound}-bound", marker_color=color,
+                    customdata=[[_time(total[op]), f"{100 * total[op] / grand:.1f}%", calls[op]] for op in mine],
+                    hovertemplate="%{y}<br>%{customdata[0]} (%{customdata[1]}), %{customdata[2]:,} calls"
+                                  f"<extra>{bound}-bound</extra>")
+    fig.update_layout(barmode="stack", xaxis=dict(title="estimated time", tickformat="~s", ticksuffix="s"))
+    page.figure(fig, height)
+
+
+def _shapes(page: _Page, go, a: Analysis) -> None:
+    n = {op: len({s.key for s in o.signatures}) for op, o in a.ops.items()}  # phase aside
+    ops = sorted(a.ops.values(), key=lambda o: (-n[o.operation], -o.calls, o.operation))[:TOP]
+    page.section(f"Distinct shapes per operator (top {len(ops)})",
+                 "Each distinct combination of input and output shapes and dtypes counts once.")
+    fig, height = _hbar(go, [o.operation for o in ops])
+    fig.add_bar(x=[n[o.operation] for o in ops], y=[_label(o.operation) for o in ops], orientation="h",
+                marker_color="#2ca02c", customdata=[o.calls for o in ops],
+                hovertemplate="%{y}: %{x} shapes, %{customdata:,} calls<extra></extra>")
+    fig.update_layout(xaxis_title="distinct shapes")
+    page.figure(fig, height)
+
+
+def _phases(page: _Page, go, a: Analysis) -> None:
+    counts: Dict[str, Dict[str, int]] = defaultdict(lambda: defaultdict(int))  # phase -> op -> calls
+    for s in a.signatures:
+        counts[s.phase if s.phase is not None else NO_PHASE][s.operation] += s.count
+    if set(counts) <= {NO_PHASE}:
+        page.section("Calls per phase", "No phases: the passes were not labelled (e.g. "
+                     "<code>prof.forward_pass(\"decode\")</code>).")
+        return
+    phases = sorted(counts, key=lambda p: (p == NO_PHASE, -sum(counts[p].values())))
+    # Each phase's own top operators, taken in turn: one busy phase (a diffusion
+    # loop) would otherwise crowd the others (a short prefill) out.
+    ranked = [sorted(counts[p], key=lambda op: -counts[p][op]) for p in phases]
+    ops: List[str] = []
+    for i in range(max(map(len, ranked))):
+        for r in ranked:
+            if i < len(r) and r[i] not in ops and len(ops) < 20:
+                ops.append(r[i])
+    page.section("Calls per operator per phase",
+                 f"Each phase's most called operators ({len(ops)} in all); log scale.")
+    fig, height = _hbar(go, ops, height_per=8 + 9 * len(phases))
+    for p in phases:
+        fig.add_bar(x=[counts[p].get(op, 0) for op in ops], y=[_label(op) for op in ops], orientation="h",
+                    name=_label(p), hovertemplate="%{y}: %{x:,} calls<extra>%{fullData.name}</extra>")
+    top = max(max(c.values()) for c in counts.values())
+    # from below 1 so that an operator called once still shows a bar; decades only
+    fig.update_layout(barmode="group", xaxis=dict(title="calls", type="log", dtick=1,
+                                                  range=[-0.15, math.log10(top) + 0.1]))
+    page.figure(fig, height)
+
+
+def _gemms(page: _Page, go, a: Analysis) -> None:
+    from .gemm import gemms
+    gs = gemms(a.signatures)
+    if not gs:
+        page.section("GEMMs", "No matrix multiplies (mm, addmm, bmm, linear, matmul...) in these files.")
+        return
+    page.section(f"GEMM shapes: M x N x K ({len(gs)} distinct)",
+                 "Each point a distinct GEMM; a larger marker is a larger K (log scale). Hover for details.")
+    fig = go.Figure()
+    by_dtype: Dict[str, list] = defaultdict(list)
+    for g in gs:
+        by_dtype[g.a_dtype if g.a_dtype == g.b_dtype else f"{g.a_dtype} x {g.b_dtype}"].append(g)
+    for dt, rows in sorted(by_dtype.items()):
+        fig.add_scatter(
+            x=[g.m for g in rows], y=[g.n for g in rows], mode="markers", name=_label(dt),
+            marker=dict(size=[6 + 3 * math.log2(max(g.k, 1)) for g in rows], opacity=0.7,
+                        line=dict(width=1, color="white")),
+            customdata=[[g.k, g.batch, g.count, f"{g.flops:,}", f"{g.total_flops:,}", _label(g.operation)]
+                        for g in rows],
+            hovertemplate="M=%{x} N=%{y} K=%{customdata[0]} batch=%{customdata[1]}<br>%{customdata[2]:,} "
+                          "calls, %{customdata[3]} FLOP/call, %{customdata[4]} in all<br>%{customdata[5]}"
+                          "<extra>%{fullData.name}</extra>")
+    fig.update_layout(xaxis=dict(title="M (rows of A: tokens)", **_pow2_axis([g.m for g in gs])),
+                      yaxis=dict(title="N (output features)", **_pow2_axis([g.n for g in gs])))
+    page.figure(fig, 520)
+
+
+def _pow2_axis(values: List[int]) -> dict:
+    """A log axis ticked at powers of two, the sizes GEMMs come in."""
+    lo, hi = max(min(values), 1), max(max(values), 1)
+    ticks = [2 ** i for i in range(int(math.log2(lo)), int(math.log2(hi)) + 2)]
+    return dict(type="log", tickvals=ticks, ticktext=[f"{t:,}" for t in ticks],
+                range=[math.log10(lo) - 0.2, math.log10(hi) + 0.2])
+
+
+def _table(page: _Page, cs: List[Cost], dev: Device, phased: bool) -> None:
+    top = sorted(cs, key=lambda c: (-c.total_seconds, c.sig.first_call))[:50]
+    grand = sum(c.total_seconds for c in cs) or 1.0
+    page.section(f"Top {len(top)} signatures by estimated time on {dev.name}")
+    ph = "<th>phase</th>" if phased else ""
+    rows = "".join(
+        f"<tr><td class=n>{_e(_time(c.total_seconds))}</td><td class=n>{100 * c.total_seconds / grand:.1f}%</td>"
+        f"<td class=n>{_e(_time(c.seconds))}</td><td>{_e(c.bound)}</td><td class=n>{c.sig.count:,}</td>"
+        + (f"<td>{_e(c.sig.phase or '')}</td>" if phased else "")
+        + f"<td class=s>{_e(c.sig.operation)}</td><td class=s>{_e(c.sig.text)}</td></tr>" for c in top)
+    page.add(f"<table><tr><th>est. total</th><th>share</th><th>per call</th><th>bound</th><th>calls</th>{ph}"
+             f"<th>operation</th><th>inputs -&gt; outputs</th></tr>{rows}</table>")
+
+
+def render(a: Analysis, dev: Device, filters: str = "") -> str:
+    """The whole page."""
+    import plotly.graph_objects as go
+
+    from .cost import costs
+    page = _Page()
+    _header(page, a, dev, filters)
+    _errors(page, a)
+    if not a.ops:
+        page.add("<p>No calls: the files are empty or nothing matches the filters.</p>")
+    else:
+        # a call that raised did no work: no time for it
+        cs = costs([s for s in a.signatures if s.error is None and not s.incomplete], dev)
+        _calls(page, go, a)
+        _times(page, go, cs, dev)
+        _shapes(page, go, a)
+        _phases(page, go, a)
+        _gemms(page, go, a)
+        _table(page, cs, dev, any(s.phase is not None for s in a.signatures))
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>sgl-shapeprof report</title>"
+            f"<style>{_CSS}</style></head><body>\n" + "\n".join(page.parts) + "\n</body></html>\n")
+
+
+def report_command(srcs: List[Source], args) -> int:
+    from .analyze import build
+    from .cost import device_for
+    from .scan import Filter
+
+    def fail(message: str) -> int:
+        print(f"sgl-shapeprof report: {message}", file=sys.stderr)
+        return 2
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        return fail('needs plotly: pip install "sgl_shapeprof[report]" (or pip install plotly)')
+    try:
+        dev = device_for(args.gpu or "H100", None, None)
+    except ValueError as e:
+        return fail(str(e))
+    out: str = args.output
+    exists = f"{out} exists; not overwritten (--force to replace it)"
+    if not args.force and os.path.exists(out):  # say so before the work, not after
+        return fail(exists)
+    filters = " ".join(f"--{k.replace('_', '-')} {v}" for k in
+                       ("filter_op", "phase", "passes", "min_elements", "max_entries")
+                       if (v := getattr(args, k, None)))
+    page = render(build(srcs, Filter()), dev, filters)
+    try:
+        with open(out, "w" if args.force else "x", encoding="utf-8") as f:
+            f.write(page)
+    except FileExistsError:
+        return fail(exists)
+    except OSError as e:
+        return fail(f"cannot write {out}: {e.strerror or e}")
+    print(f"report: {out} ({os.path.getsize(out) / 1e6:.1f} MB)")
+    return 0
