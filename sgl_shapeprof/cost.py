@@ -228,7 +228,7 @@ def costs(signatures: List[Signature], dev: Optional[Device]) -> List[Cost]:
     out = []
     for s in signatures:
         fl = flops(s)
-        by = 0 if is_view(s.operation) else nbytes(s.inputs) + nbytes(s.outputs)
+        by = 0 if is_view(s.operation) else nbytes(list(s.inputs.values())) + nbytes(s.outputs)
         c = Cost(s, fl, by)
         if dev is not None:
             t_compute = (fl or 0) / (dev.peak(dtype_class(s)) * 1e12)

@@ -18,16 +18,19 @@ class Diff:
     changed: List[Tuple[Signature, int, int]] = field(default_factory=list)  # sig, count A, count B
     ops: List[Tuple[str, int, int]] = field(default_factory=list)  # op, calls A, calls B (differing)
     shapes_only: bool = False
+    with_outputs: bool = True  # False when a side is deduplicated
 
     @property
     def differs(self) -> bool:
         return bool(self.only_a or self.only_b or (not self.shapes_only and (self.changed or self.ops)))
 
 
-def _index(srcs: List[Source], by_phase: bool) -> Dict[tuple, Signature]:
+def _index(srcs: List[Source], by_phase: bool, with_outputs: bool) -> Dict[tuple, Signature]:
     out: Dict[tuple, Signature] = {}
     for s in build(srcs, Filter()).signatures:
-        k = (s.key, s.phase) if by_phase else s.key
+        k = s.key if with_outputs else s.key[:2] + (s.error is not None,)
+        if by_phase:
+            k = (k, s.phase)
         m = out.get(k)
         if m is None:
             out[k] = Signature(s.operation, s.inputs, s.outputs, s.error, s.phase if by_phase else None,
@@ -39,8 +42,12 @@ def _index(srcs: List[Source], by_phase: bool) -> Dict[tuple, Signature]:
 
 
 def diff(a: List[Source], b: List[Source], by_phase: bool = False, shapes_only: bool = False) -> Diff:
-    ia, ib = _index(a, by_phase), _index(b, by_phase)
-    d = Diff(a, b, shapes_only=shapes_only)
+    # A deduplicated file keeps one record per operation and inputs (its
+    # signature), so the outputs of its repeats are not known: compare
+    # signatures only then.
+    with_outputs = not any(s.deduplicated for s in a + b)
+    ia, ib = _index(a, by_phase, with_outputs), _index(b, by_phase, with_outputs)
+    d = Diff(a, b, shapes_only=shapes_only, with_outputs=with_outputs)
     d.only_a = sorted((ia[k] for k in ia.keys() - ib.keys()), key=lambda s: (s.operation, -s.count))
     d.only_b = sorted((ib[k] for k in ib.keys() - ia.keys()), key=lambda s: (s.operation, -s.count))
     d.changed = sorted(((ia[k], ia[k].count, ib[k].count) for k in ia.keys() & ib.keys()
@@ -65,6 +72,8 @@ def print_diff(d: Diff, out: TextIO, top: Optional[int] = None) -> None:
     w = out.write
     ca, cb = sum(s.calls for s in d.a), sum(s.calls for s in d.b)
     w(f"A: {_names(d.a)} ({ca:,} calls)\nB: {_names(d.b)} ({cb:,} calls)\n")
+    if not d.with_outputs:
+        w("compared by operation and inputs (a deduplicated file does not keep its repeats' outputs)\n")
     if not d.differs:
         w("no differences" + (" in signatures" if d.shapes_only else "") + "\n")
         return

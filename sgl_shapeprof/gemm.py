@@ -35,6 +35,7 @@ class Gemm:
     b_shape: List[int]
     b_layout: str       # "KN" (as mm's mat2) or "NK" (as linear's weight)
     phase: Optional[str]
+    bias: bool = False  # a bias input (linear, addmm: 1-D; baddbmm: any)
 
     @property
     def total_flops(self) -> int:
@@ -68,8 +69,9 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
         return None
     name = _short(sig.operation)
     names: Optional[Tuple[str, str]]
-    if sig.operation in custom or name in custom and name not in GEMM_OPS:
-        names = custom.get(sig.operation, custom.get(name))
+    qual = sig.operation.rsplit(".", 1)[0]  # namespace.name
+    if sig.operation in custom or qual in custom or (name in custom and name not in GEMM_OPS):
+        names = custom.get(sig.operation, custom.get(qual, custom.get(name)))
         if names is None:
             ts = [k for k, v in sig.inputs.items() if _t(v) and len(v["shape"]) >= 2]
             if len(ts) < 2:
@@ -121,7 +123,9 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
     out_dtype = out.get("dtype") if isinstance(out, dict) else (
         out[0].get("dtype") if isinstance(out, list) and out and isinstance(out[0], dict) else "")
     return Gemm(sig.operation, m, n, k, batch, short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),
-                short_dtype(out_dtype), sig.count, batch * _mm(m, n, k), sa, sb, layout, sig.phase)
+                short_dtype(out_dtype), sig.count, batch * _mm(m, n, k), sa, sb, layout, sig.phase,
+                bias=_t(sig.inputs.get("bias" if kind == "linear" else "self")) is not None
+                and kind in ("linear", "addmm", "baddbmm"))
 
 
 def gemms(signatures: List[Signature], custom: Optional[Dict] = None) -> List[Gemm]:
@@ -131,7 +135,7 @@ def gemms(signatures: List[Signature], custom: Optional[Dict] = None) -> List[Ge
         g = gemm_of(s, custom or {})
         if g is None:
             continue
-        key = (g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.b_layout)
+        key = (g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.b_layout, g.bias)
         if key in merged:
             merged[key].count += g.count
         else:

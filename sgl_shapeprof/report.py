@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 from . import __version__
 from .analyze import Analysis
 from .cost import Cost, Device, _peaks, _time
-from .scan import Source, format_inputs
+from .scan import Source, format_inputs, human
 
 TOP = 30
 NO_PHASE = "(no phase)"
@@ -29,7 +29,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;
 h1{margin:0 0 4px}h2{margin:28px 0 4px;border-bottom:1px solid #ddd;padding-bottom:2px}
 .note{color:#555;margin:2px 0 8px}.meta{color:#666;font-size:12px}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f0f2f5}tr:nth-child(even) td{background:#fafbfc}td.n{text-align:right;white-space:nowrap}
+th{background:#f0f2f5}tr:nth-child(even) td{background:#fafbfc}.n{text-align:right;white-space:nowrap}
 code,td.s{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;overflow-wrap:anywhere}
 .errors{border:2px solid #c62828;background:#fff5f5;padding:4px 12px 12px;margin:16px 0;border-radius:6px}
 .errors h2{color:#c62828;border-color:#f3c0c0}
@@ -83,11 +83,12 @@ def _header(page: _Page, a: Analysis, dev: Device, filters: str) -> None:
              f"{passes:,} forward passes.</p>")
     if filters:
         page.add(f'<p class="note">filters: <code>{_e(filters)}</code></p>')
+    ranks = len({s.rank for s in a.sources}) > 1  # a lone "rank 0" says nothing
     rows = "".join(
         f"<tr><td class=s>{_e(s.path)}</td><td class=n>{s.records:,}</td><td class=n>{s.calls:,}</td>"
-        f"<td class=n>{_passes(s):,}</td><td>{_e(_phases_text(s))}</td><td>{_e(_source_note(s))}</td></tr>"
+        f"<td class=n>{_passes(s):,}</td><td>{_e(_phases_text(s))}</td><td>{_e(_source_note(s, ranks))}</td></tr>"
         for s in a.sources)
-    page.add("<table><tr><th>file</th><th>records</th><th>true calls</th><th>passes</th><th>phases</th>"
+    page.add("<table><tr><th>file</th><th class=n>records</th><th class=n>true calls</th><th class=n>passes</th><th>phases</th>"
              f"<th>notes</th></tr>{rows}</table>")
     if any(s.deduplicated for s in a.sources):
         page.add('<p class="note">Deduplicated files write each signature once; their calls are the '
@@ -104,11 +105,11 @@ def _phases_text(s: Source) -> str:
     return ", ".join(f"{k} {v:,}" for k, v in sorted(s.phases.items(), key=lambda kv: -kv[1]))
 
 
-def _source_note(s: Source) -> str:
+def _source_note(s: Source, ranks: bool) -> str:
     notes = []
     if s.deduplicated:
         notes.append("deduplicated (counts from its summary)")
-    if s.rank is not None:
+    if ranks and s.rank is not None:
         notes.append(f"rank {s.rank}")
     if s.truncated:
         notes.append("stopped at --max-entries")
@@ -134,9 +135,10 @@ def _errors(page: _Page, a: Analysis) -> None:
                     f"<td class=n>{s.first_call}</td><td class=n>{s.count:,}</td>"
                     f"<td class=s>{_e(format_inputs(s.inputs))}</td></tr>")
     more = f"<p class=note>... {len(errs) - 100} more</p>" if len(errs) > 100 else ""
-    page.add(f'<div class="errors"><h2>&#9888; Errors: {sum(s.count for s in errs):,} calls raised '
+    n = sum(s.count for s in errs)
+    page.add(f'<div class="errors"><h2>&#9888; Errors: {n:,} call{"s" if n != 1 else ""} raised '
              f"({len(errs)} distinct)</h2><table><tr><th>operation</th><th>error</th><th>message (first line)"
-             "</th><th>first call id</th><th>calls</th><th>inputs</th></tr>" + "".join(rows) + f"</table>{more}</div>")
+             "</th><th class=n>first call id</th><th class=n>calls</th><th>inputs</th></tr>" + "".join(rows) + f"</table>{more}</div>")
 
 
 def _calls(page: _Page, go, a: Analysis) -> None:
@@ -160,12 +162,20 @@ def _times(page: _Page, go, cs: List[Cost], dev: Device) -> None:
         total[c.sig.operation] += c.total_seconds
         by_bound[c.sig.operation][c.bound] += c.total_seconds
         calls[c.sig.operation] += c.sig.count
-    ops = sorted(total, key=lambda op: (-total[op], op))[:TOP]
-    grand = sum(total.values()) or 1.0
+    grand = sum(total.values())
+    if not grand:
+        page.section("Estimated GPU time", "No call with a cost (every call raised, or only views).")
+        return
+    # bars under 0.1% would be invisible: the note sums them up instead
+    ranked = sorted(total, key=lambda op: (-total[op], op))
+    ops = [op for op in ranked[:TOP] if total[op] >= grand / 1000]
+    rest = sum(total[op] for op in ranked[len(ops):])
+    left = (f" The other {len(ranked) - len(ops)} operators, {_time(rest)} ({100 * rest / grand:.1f}%), "
+            "are not shown." if len(ops) < len(ranked) else "")
     page.section(f"Operators by estimated GPU time (top {len(ops)})",
                  f"A roofline estimate on {_e(dev.name)} ({_e(_peaks(dev))}, {dev.bandwidth:g} TB/s), not a "
                  "measurement: per call the larger of FLOPs/peak and bytes moved/bandwidth, times the calls. "
-                 f"{_e(_time(grand))} in all.")
+                 f"{_e(_time(grand))} in all.{_e(left)}")
     fig, height = _hbar(go, ops)
     for bound, color in (("memory", "#1f77b4"), ("compute", "#d62728")):
         mine = [op for op in ops if max(by_bound[op], key=by_bound[op].get) == bound]
@@ -258,7 +268,9 @@ def _pow2_axis(values: List[int]) -> dict:
 
 def _table(page: _Page, cs: List[Cost], dev: Device, phased: bool) -> None:
     top = sorted(cs, key=lambda c: (-c.total_seconds, c.sig.first_call))[:50]
-    grand = sum(c.total_seconds for c in cs) or 1.0
+    grand = sum(c.total_seconds for c in cs)
+    if not grand:
+        return
     page.section(f"Top {len(top)} signatures by estimated time on {dev.name}")
     ph = "<th>phase</th>" if phased else ""
     rows = "".join(
@@ -266,7 +278,7 @@ def _table(page: _Page, cs: List[Cost], dev: Device, phased: bool) -> None:
         f"<td class=n>{_e(_time(c.seconds))}</td><td>{_e(c.bound)}</td><td class=n>{c.sig.count:,}</td>"
         + (f"<td>{_e(c.sig.phase or '')}</td>" if phased else "")
         + f"<td class=s>{_e(c.sig.operation)}</td><td class=s>{_e(c.sig.text)}</td></tr>" for c in top)
-    page.add(f"<table><tr><th>est. total</th><th>share</th><th>per call</th><th>bound</th><th>calls</th>{ph}"
+    page.add(f"<table><tr><th class=n>est. total</th><th class=n>share</th><th class=n>per call</th><th>bound</th><th class=n>calls</th>{ph}"
              f"<th>operation</th><th>inputs -&gt; outputs</th></tr>{rows}</table>")
 
 
@@ -324,5 +336,5 @@ def report_command(srcs: List[Source], args) -> int:
         return fail(exists)
     except OSError as e:
         return fail(f"cannot write {out}: {e.strerror or e}")
-    print(f"report: {out} ({os.path.getsize(out) / 1e6:.1f} MB)")
+    print(f"report: {out} ({human(os.path.getsize(out))}B)")
     return 0
