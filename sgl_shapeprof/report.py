@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections import defaultdict
-from typing import Dict, List, Optional
+from typing import Dict, List, Tuple
 
 from . import __version__
 from .analyze import Analysis
@@ -25,10 +25,12 @@ TOP = 30
 NO_PHASE = "(no phase)"
 _CONFIG = {"displaylogo": False, "responsive": True}
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1400px;padding:16px 24px;color:#222}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1400px;
+padding:16px 24px;color:#222}
 h1{margin:0 0 4px}h2{margin:28px 0 4px;border-bottom:1px solid #ddd;padding-bottom:2px}
 .note{color:#555;margin:2px 0 8px}.meta{color:#666;font-size:12px}
-table{border-collapse:collapse;width:100%;font-size:13px}th,td{padding:3px 8px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f2f5}tr:nth-child(even) td{background:#fafbfc}.n{text-align:right;white-space:nowrap}
 code,td.s{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;overflow-wrap:anywhere}
 .errors{border:2px solid #c62828;background:#fff5f5;padding:4px 12px 12px;margin:16px 0;border-radius:6px}
@@ -60,13 +62,14 @@ class _Page:
 
     def figure(self, fig, height: int) -> None:
         fig.update_layout(height=height, template="plotly_white", margin=dict(l=10, r=30, t=30, b=50),
-                          legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, traceorder="normal"), font=dict(size=12))
+                          font=dict(size=12),
+                          legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, traceorder="normal"))
         self.add(fig.to_html(full_html=False, include_plotlyjs=self.figures == 0, config=_CONFIG,
                              default_height=f"{height}px"))
         self.figures += 1
 
 
-def _hbar(go, labels: List[str], height_per: int = 20):
+def _hbar(go, labels: List[str], height_per: int = 18) -> Tuple[object, int]:
     """A horizontal bar figure, the first label on top, long names fully shown."""
     fig = go.Figure()
     fig.update_yaxes(categoryorder="array", categoryarray=[_label(x) for x in labels],
@@ -86,13 +89,13 @@ def _header(page: _Page, a: Analysis, dev: Device, filters: str) -> None:
     ranks = len({s.rank for s in a.sources}) > 1  # a lone "rank 0" says nothing
     rows = "".join(
         f"<tr><td class=s>{_e(s.path)}</td><td class=n>{s.records:,}</td><td class=n>{s.calls:,}</td>"
-        f"<td class=n>{_passes(s):,}</td><td>{_e(_phases_text(s))}</td><td>{_e(_source_note(s, ranks))}</td></tr>"
-        for s in a.sources)
-    page.add("<table><tr><th>file</th><th class=n>records</th><th class=n>true calls</th><th class=n>passes</th><th>phases</th>"
-             f"<th>notes</th></tr>{rows}</table>")
+        f"<td class=n>{_passes(s):,}</td><td>{_e(_phases_text(s))}</td>"
+        f"<td>{_e(_source_note(s, ranks))}</td></tr>" for s in a.sources)
+    page.add("<table><tr><th>file</th><th class=n>records</th><th class=n>true calls</th>"
+             f"<th class=n>passes</th><th>phases</th><th>notes</th></tr>{rows}</table>")
     if any(s.deduplicated for s in a.sources):
-        page.add('<p class="note">Deduplicated files write each signature once; their calls are the '
-                 "true counts from the summary beside them, and every count on this page is a call count.</p>")
+        page.add('<p class="note">Deduplicated files write each signature once; their calls are the true '
+                 "counts from the summary beside them, and every count on this page is a call count.</p>")
 
 
 def _passes(s: Source) -> int:
@@ -137,8 +140,9 @@ def _errors(page: _Page, a: Analysis) -> None:
     more = f"<p class=note>... {len(errs) - 100} more</p>" if len(errs) > 100 else ""
     n = sum(s.count for s in errs)
     page.add(f'<div class="errors"><h2>&#9888; Errors: {n:,} call{"s" if n != 1 else ""} raised '
-             f"({len(errs)} distinct)</h2><table><tr><th>operation</th><th>error</th><th>message (first line)"
-             "</th><th class=n>first call id</th><th class=n>calls</th><th>inputs</th></tr>" + "".join(rows) + f"</table>{more}</div>")
+             f"({len(errs)} distinct)</h2><table><tr><th>operation</th><th>error</th>"
+             "<th>message (first line)</th><th class=n>first call id</th><th class=n>calls</th>"
+             f"<th>inputs</th></tr>{''.join(rows)}</table>{more}</div>")
 
 
 def _calls(page: _Page, go, a: Analysis) -> None:
@@ -181,7 +185,8 @@ def _times(page: _Page, go, cs: List[Cost], dev: Device) -> None:
         mine = [op for op in ops if max(by_bound[op], key=by_bound[op].get) == bound]
         fig.add_bar(x=[total[op] for op in mine], y=[_label(op) for op in mine], orientation="h",
                     name=f"{bound}-bound", marker_color=color,
-                    customdata=[[_time(total[op]), f"{100 * total[op] / grand:.1f}%", calls[op]] for op in mine],
+                    customdata=[[_time(total[op]), f"{100 * total[op] / grand:.1f}%", calls[op]]
+                                for op in mine],
                     hovertemplate="%{y}<br>%{customdata[0]} (%{customdata[1]}), %{customdata[2]:,} calls"
                                   f"<extra>{bound}-bound</extra>")
     fig.update_layout(barmode="stack", xaxis=dict(title="estimated time", tickformat="~s", ticksuffix="s"))
@@ -218,16 +223,17 @@ def _phases(page: _Page, go, a: Analysis) -> None:
         for r in ranked:
             if i < len(r) and r[i] not in ops and len(ops) < 20:
                 ops.append(r[i])
+    top = max(max(c.values()) for c in counts.values())
+    log = top >= 100  # a phase with a few calls next to one with thousands
     page.section("Calls per operator per phase",
-                 f"Each phase's most called operators ({len(ops)} in all); log scale.")
+                 f"Each phase's most called operators ({len(ops)} in all){'; log scale' if log else ''}.")
     fig, height = _hbar(go, ops, height_per=8 + 9 * len(phases))
     for p in phases:
         fig.add_bar(x=[counts[p].get(op, 0) for op in ops], y=[_label(op) for op in ops], orientation="h",
                     name=_label(p), hovertemplate="%{y}: %{x:,} calls<extra>%{fullData.name}</extra>")
-    top = max(max(c.values()) for c in counts.values())
-    # from below 1 so that an operator called once still shows a bar; decades only
-    fig.update_layout(barmode="group", xaxis=dict(title="calls", type="log", dtick=1,
-                                                  range=[-0.15, math.log10(top) + 0.1]))
+    # from below 1 so that an operator called once still shows a bar; ticks at decades
+    axis = dict(type="log", dtick=1, range=[-0.15, math.log10(top) + 0.1]) if log else {}
+    fig.update_layout(barmode="group", xaxis=dict(title="calls", **axis))
     page.figure(fig, height)
 
 
@@ -274,12 +280,14 @@ def _table(page: _Page, cs: List[Cost], dev: Device, phased: bool) -> None:
     page.section(f"Top {len(top)} signatures by estimated time on {dev.name}")
     ph = "<th>phase</th>" if phased else ""
     rows = "".join(
-        f"<tr><td class=n>{_e(_time(c.total_seconds))}</td><td class=n>{100 * c.total_seconds / grand:.1f}%</td>"
-        f"<td class=n>{_e(_time(c.seconds))}</td><td>{_e(c.bound)}</td><td class=n>{c.sig.count:,}</td>"
+        f"<tr><td class=n>{_e(_time(c.total_seconds))}</td>"
+        f"<td class=n>{100 * c.total_seconds / grand:.1f}%</td><td class=n>{_e(_time(c.seconds))}</td>"
+        f"<td>{_e(c.bound)}</td><td class=n>{c.sig.count:,}</td>"
         + (f"<td>{_e(c.sig.phase or '')}</td>" if phased else "")
         + f"<td class=s>{_e(c.sig.operation)}</td><td class=s>{_e(c.sig.text)}</td></tr>" for c in top)
-    page.add(f"<table><tr><th class=n>est. total</th><th class=n>share</th><th class=n>per call</th><th>bound</th><th class=n>calls</th>{ph}"
-             f"<th>operation</th><th>inputs -&gt; outputs</th></tr>{rows}</table>")
+    page.add("<table><tr><th class=n>est. total</th><th class=n>share</th><th class=n>per call</th>"
+             f"<th>bound</th><th class=n>calls</th>{ph}<th>operation</th><th>inputs -&gt; outputs</th></tr>"
+             f"{rows}</table>")
 
 
 def render(a: Analysis, dev: Device, filters: str = "") -> str:
