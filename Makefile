@@ -30,7 +30,7 @@ export PIP_CONSTRAINT := /dev/null
 
 .PHONY: install install-test demo test test-matrix test-sglang test-core bench clean
 
-NATIVE := setup.py pyproject.toml $(wildcard csrc/*.c csrc/*.cpp csrc/*.h)
+NATIVE := setup.py pyproject.toml $(wildcard csrc/*.c csrc/*.cpp csrc/*.h csrc/core/*)
 PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*.pth)
 SOURCES := $(NATIVE) $(if $(EDITABLE),,$(PYSRC))
 
@@ -77,7 +77,7 @@ test-core:
 	mkdir -p build
 	set -e; for flags in $(CORE_SANITIZERS); do \
 	  echo "== test_core $$flags"; \
-	  $(CC) -std=c11 -Wall -Wextra -Werror -g $$flags -o build/test_core \
+	  $(CC) -std=c11 -Wall -Wextra -Werror -g -DSP_DEBUG $$flags -o build/test_core \
 	    csrc/tests/test_core.c csrc/sp_core.c -lpthread; \
 	  TSAN_OPTIONS=halt_on_error=1 ./build/test_core; echo; done
 

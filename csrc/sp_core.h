@@ -90,10 +90,11 @@ int sp_set_dtype_names(const char *const *names, int n);
 
 /* ---- operators (process-wide registry) -------------------------------- */
 /* key: any pointer that identifies the operator while it is registered.
- * qualified: "ns::name"; overload: "" for the default overload. Returns the
- * operator id (>= 0) or -1 on NOMEM. */
+ * qualified: "ns::name"; overload: "" for the default overload. Sets *id
+ * to the operator id (>= 0) and returns SP_OK; SP_NOMEM, or SP_ERROR for a
+ * bad argument (more than 65536 operators also give SP_NOMEM). */
 int sp_op_intern(const void *key, const char *qualified, const char *overload,
-                 int n_args, const char *const *arg_names, int n_returns);
+                 int n_args, const char *const *arg_names, int n_returns, int *id);
 /* The operator behind key was deregistered; key may come back as another. */
 void sp_op_forget(const void *key);
 

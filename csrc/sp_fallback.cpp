@@ -178,11 +178,11 @@ bool encode_outputs(sp_enc* e, const c10::IValue* rets, size_t n) {
   std::vector<const char*> names;
   names.reserve(schema.arguments().size());
   for (const auto& a : schema.arguments()) names.push_back(a.name().c_str());
-  id = sp_op_intern(key, op.operator_name().name.c_str(),
-                    op.operator_name().overload_name.c_str(),
-                    static_cast<int>(names.size()), names.data(),
-                    static_cast<int>(schema.returns().size()));
-  if (id >= 0) sp_thread_cache_op(t, key, id);
+  if (sp_op_intern(key, op.operator_name().name.c_str(), op.operator_name().overload_name.c_str(),
+                   static_cast<int>(names.size()), names.data(),
+                   static_cast<int>(schema.returns().size()), &id) != SP_OK)
+    return -1;
+  sp_thread_cache_op(t, key, id);
   return id;
 }
 

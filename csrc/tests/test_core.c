@@ -2,6 +2,7 @@
  * tests/test_core_c.py, plain and under AddressSanitizer + UBSan. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,9 +64,10 @@ static void setup_ops(void) {
   static const char *const zeros_args[] = {"size", "dtype"};
   static const char *const cat_args[] = {"tensors", "dim"};
   sp_set_dtype_names(kDtypes, 7);
-  g_mm = sp_op_intern(&g_mm, "aten::mm", "", 2, mm_args, 1);
-  g_zeros = sp_op_intern(&g_zeros, "aten::zeros", "", 2, zeros_args, 1);
-  g_cat = sp_op_intern(&g_cat, "my_ns::cat", "out", 2, cat_args, 1);
+  if (sp_op_intern(&g_mm, "aten::mm", "", 2, mm_args, 1, &g_mm) != SP_OK ||
+      sp_op_intern(&g_zeros, "aten::zeros", "", 2, zeros_args, 1, &g_zeros) != SP_OK ||
+      sp_op_intern(&g_cat, "my_ns::cat", "out", 2, cat_args, 1, &g_cat) != SP_OK)
+    abort();
 }
 
 static void enc_mm(sp_thread *t, int64_t m, int64_t k, int64_t n, int dtype) {
@@ -371,13 +373,16 @@ static void test_op_forget_invalidates_caches(void) {
   static int key;
   static const char *const args[] = {"x"};
   sp_thread *t = sp_thread_new();
-  int id = sp_op_intern(&key, "ns::first", "", 1, args, 1);
-  CHECK(id >= 0 && sp_op_intern(&key, "ns::first", "", 1, args, 1) == id);
+  int id = -1, again = -2;
+  CHECK(sp_op_intern(&key, "ns::first", "", 1, args, 1, &id) == SP_OK && id >= 0);
+  CHECK(sp_op_intern(&key, "ns::first", "", 1, args, 1, &again) == SP_OK && again == id);
+  CHECK(sp_op_intern(NULL, "ns::first", "", 1, args, 1, &again) == SP_ERROR);
   sp_thread_cache_op(t, &key, id);
   CHECK(sp_thread_op(t, &key) == id);
   sp_op_forget(&key);
   CHECK(sp_thread_op(t, &key) == -1);
-  int id2 = sp_op_intern(&key, "ns::second", "", 1, args, 1);
+  int id2 = -1;
+  CHECK(sp_op_intern(&key, "ns::second", "", 1, args, 1, &id2) == SP_OK);
   CHECK(id2 >= 0 && id2 != id);
   sp_thread_free(t);
   g_passed++;
@@ -413,6 +418,34 @@ static void test_forked_child_keeps_hands_off(void) {
   g_passed++;
 }
 
+/* Test builds (-DSP_DEBUG) assert the calling protocol: an end without a
+ * begin, or a second begin before the first call's end, aborts. */
+static void test_protocol_is_checked(void) {
+  g_test = __func__;
+#ifdef SP_DEBUG
+  for (int misuse = 0; misuse < 2; misuse++) {
+    pid_t pid = fork();
+    if (pid == 0) { /* a profiler of the child's own: a parent's is off here */
+      sp_profiler *p = open_prof(misuse ? "proto1.jsonl" : "proto0.jsonl", 0, 0, 0, NULL);
+      sp_thread *t = sp_thread_new();
+      if (!p || sp_pass_begin(p, NULL) != 1) _exit(3);
+      enc_mm(t, 4, 8, 2, 6);
+      if (misuse == 0) {
+        sp_call_end(p, t); /* no begin */
+      } else {
+        if (!sp_call_begin(p, t)) _exit(4);
+        sp_call_begin(p, t); /* no end for the first */
+      }
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+  }
+#endif
+  g_passed++;
+}
+
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "%s", "/tmp/sp_core_test_XXXXXX");
   if (!mkdtemp(g_dir)) return 2;
@@ -428,6 +461,7 @@ int main(void) {
   test_phase_filter();
   test_op_forget_invalidates_caches();
   test_forked_child_keeps_hands_off();
+  test_protocol_is_checked();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);

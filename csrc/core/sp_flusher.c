@@ -1,0 +1,106 @@
+/* sp_flusher.c -- The flusher thread: exact files between passes.
+ * Part of the core amalgamation (sp_core.c includes every part, in order,
+ * after sp_internal.h): not compiled on its own. */
+
+static pthread_mutex_t g_flush_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_flush_cv = PTHREAD_COND_INITIALIZER;
+static atomic_int g_flush_pending; /* some profiler wants a flush */
+static int g_flusher_started;      /* g_flush_mu */
+
+/* g_open_lock held. */
+static void flush_one(sp_profiler *p) {
+  if (!atomic_exchange(&p->flush_wanted, 0)) return;
+  pthread_mutex_lock(&p->summary_mu);
+  pthread_mutex_lock(&p->pass_mu);
+  if (p->closed || atomic_load(&p->orphaned) || p->in_pass) {
+    /* closed: close wrote it; in a pass: that pass's end asks again */
+    pthread_mutex_unlock(&p->pass_mu);
+    pthread_mutex_unlock(&p->summary_mu);
+    return;
+  }
+  lock_acquire(&p->lock);
+  off_t cut = file_forget_tail(&p->file);
+  lock_release(&p->lock);
+  /* No pass can begin (pass_mu) and none runs: nothing writes the file. */
+  if (cut >= 0 && ftruncate(p->file.fd, cut) != 0) {
+    int e = errno;
+    lock_acquire(&p->lock);
+    fail(p, "cannot trim records file ", e);
+    lock_release(&p->lock);
+  }
+  summary_src s;
+  int ok = snapshot(p, &s);
+  pthread_mutex_unlock(&p->pass_mu);
+  if (ok) {
+    s.ended_by = "running";
+    write_summary(p, &s);
+  }
+  pthread_mutex_unlock(&p->summary_mu);
+}
+
+static void flush_all(void) {
+  pthread_mutex_lock(&g_open_lock);
+  for (sp_profiler *p = g_open; p; p = p->next_open) flush_one(p);
+  pthread_mutex_unlock(&g_open_lock);
+}
+
+static void *flusher_main(void *arg) {
+  (void)arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the host's threads' */
+  double last = -1e9;
+  for (;;) {
+    pthread_mutex_lock(&g_flush_mu);
+    while (!atomic_load(&g_flush_pending)) pthread_cond_wait(&g_flush_cv, &g_flush_mu);
+    pthread_mutex_unlock(&g_flush_mu);
+    double wait = last + SP_FLUSH_EVERY - now_seconds();
+    if (wait > 0) {
+      struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+      }
+    }
+    atomic_store(&g_flush_pending, 0);
+    flush_all();
+    last = now_seconds();
+  }
+  return NULL;
+}
+
+static void request_flush(sp_profiler *p) {
+  atomic_store(&p->flush_wanted, 1);
+  if (atomic_exchange(&g_flush_pending, 1)) return; /* asked already */
+  pthread_mutex_lock(&g_flush_mu);
+  if (!g_flusher_started) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    g_flusher_started = pthread_create(&t, &attr, flusher_main, NULL) == 0;
+    pthread_attr_destroy(&attr);
+  }
+  int started = g_flusher_started;
+  if (started) pthread_cond_signal(&g_flush_cv);
+  pthread_mutex_unlock(&g_flush_mu);
+  if (!started) { /* no thread to be had: flush on this one */
+    atomic_store(&g_flush_pending, 0);
+    flush_all();
+  }
+}
+
+static void unlink_open(sp_profiler *p) {
+  pthread_mutex_lock(&g_open_lock);
+  for (sp_profiler **q = &g_open; *q; q = &(*q)->next_open)
+    if (*q == p) {
+      *q = p->next_open;
+      break;
+    }
+  pthread_mutex_unlock(&g_open_lock);
+}
+
+static void release_file(sp_file *f) {
+  if (f->map) munmap(f->map, f->map_len);
+  f->map = NULL;
+  if (f->fd >= 0) close(f->fd);
+  f->fd = -1;
+}

@@ -1,0 +1,232 @@
+/*
+ * sp_internal.h -- what the parts of the core share: types, limits, the
+ * profiler's lock. Included once, by the amalgamation sp_core.c.
+ */
+#ifndef SP_INTERNAL_H
+#define SP_INTERNAL_H
+
+#define _GNU_SOURCE
+#include "../sp_core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The file is cut back to its records after passes end (the flusher), so it
+ * grows in small steps: what is allocated and faulted in ahead of the writer
+ * is thrown away at the next cut. */
+#define SP_FILE_GROW ((size_t)64 << 10)    /* allocated 64 KiB at a time */
+#define SP_PREFAULT ((size_t)16 << 10)     /* faulted in 16 KiB at a time */
+#define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
+#define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
+#define SP_ERRMSG_CAP 512
+#define SP_FLUSH_EVERY 0.005               /* seconds between flushes while passes run */
+
+/* The calling protocol (sp_core.h) is checked in test builds (-DSP_DEBUG,
+ * make test-core), as Lua's api_check does; release builds check nothing. */
+#ifdef SP_DEBUG
+#include <assert.h>
+#define sp_api_check(cond) assert(cond)
+#else
+#define sp_api_check(cond) ((void)0)
+#endif
+
+typedef struct sp_buf {
+  char *p;
+  size_t n, cap;
+  int failed;
+} sp_buf;
+
+#define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
+
+typedef void (*put_fn)(void *sink, const char *s, size_t n);
+
+typedef struct sp_op {
+  char *name;       /* aten.mm.default */
+  char *json_head;  /* "operation": "aten.mm.default", "inputs": { */
+  char **arg_keys;  /* "self": */
+  size_t *arg_key_lens;
+  size_t head_len, keys_len; /* keys_len: all keys together (a bound) */
+  int n_args;
+  int n_returns;
+} sp_op;
+
+typedef struct opcache_slot {
+  const void *key;
+  int id;
+} opcache_slot;
+
+struct sp_thread {
+  struct sp_thread_public pub; /* must stay first: see sp_thread_enc */
+  unsigned epoch;
+  opcache_slot cache[SP_OPCACHE_SIZE];
+  /* The call in flight. */
+  sp_op *op;
+  uint64_t sig_hash;
+  int seen_before; /* signature already written (dedupe on) */
+  int counted;     /* a deduplicated repeat, already counted at begin */
+  long sig;        /* the call's signature record, or -1 */
+  int new_sig;     /* the record was added by this call */
+  size_t head_at;  /* where '"operation"' starts in prefix */
+  int spec;        /* our prefix sits speculatively at the file's tail */
+  size_t spec_at;  /* where it starts */
+  sp_buf prefix;   /* the record up to the inputs' closing brace */
+  size_t id_digits_at, id_digits_end; /* where call_id's digits are in it */
+  sp_buf line;     /* the rest of the record */
+#ifdef SP_DEBUG
+  int in_call;     /* sp_call_begin returned nonzero; end or fail not yet */
+#endif
+};
+
+typedef struct sp_file {
+  int fd;
+  char *map;
+  size_t map_off, map_len;
+  size_t size;      /* bytes allocated on disk */
+  size_t faulted;   /* file offset up to which the window is pre-faulted */
+  int no_populate;  /* MADV_POPULATE_WRITE is not supported here */
+  size_t len;       /* bytes of complete records */
+  size_t spec_end;  /* end of an in-flight call's prefix (>= len) */
+  const sp_thread *spec_owner;
+} sp_file;
+
+/* One distinct input signature. Records never move (they are found by index)
+ * and keep the text rendered for them, so that writing a call whose shapes
+ * were seen before is a copy, not formatting. */
+typedef struct sig_rec {
+  uint64_t hash;
+  size_t w_at, w_n;         /* the signature's words, in arena */
+  size_t in_at, in_n;       /* '"operation": ..., "inputs": {...}' in text; 0: none */
+  size_t out_w_at, out_w_n; /* the outputs encoding out_at is the text of */
+  size_t out_at, out_n;     /* ', "outputs": ...}\n' in text; 0: none yet */
+  /* The record that stands for the signature's deduplicated calls: its
+   * call_id (0: none written yet), and the calls it stands for, itself and
+   * the repeats not written (the summary's signature_counts). */
+  long long rep_id, reps;
+} sig_rec;
+
+/* A signature_counts entry, as the summary copies it. */
+struct sig_count {
+  long long id, n;
+};
+
+/* The profiler's lock guards a few hundred instructions of table lookups and
+ * copying and never blocks: a spinlock costs a tenth of a mutex. */
+typedef struct sp_lock {
+  atomic_flag f;
+} sp_lock;
+
+static inline void lock_acquire(sp_lock *l) {
+  unsigned spins = 0;
+  while (atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire)) {
+    if (++spins > 64) sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+    else __builtin_ia32_pause();
+#endif
+  }
+}
+static inline int lock_try(sp_lock *l) {
+  return !atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire);
+}
+static inline void lock_release(sp_lock *l) {
+  atomic_flag_clear_explicit(&l->f, memory_order_release);
+}
+
+/* A phase label and what was counted for it. */
+struct phase_stat {
+  char *name;              /* owned; never moves or changes once made */
+  long long passes, calls; /* logged passes; calls observed in them */
+};
+
+/* What a summary says: copied from the profiler under its lock, then
+ * written without it (or taken from the live profiler by a dying process). */
+typedef struct summary_src {
+  sp_stats c;                /* the counters, as sp_get_stats gives them */
+  int n_ops;                 /* operators observed, in summary order: */
+  int *ops;                  /* their ids */
+  const long long *counts, *first; /* by op id */
+  int n_phases;
+  const struct phase_stat *phases;
+  /* signature_counts: a copy (counts, n_counts), or the live records (recs,
+   * n_recs) for a dying process */
+  const struct sig_count *counts_by_sig;
+  long long n_counts;
+  const sig_rec *recs;
+  long long n_recs;
+  const char *ended_by;
+  int failed;
+} summary_src;
+
+struct sp_profiler {
+  sp_lock lock;
+  /* Orders pass boundaries, the flusher's trim and close, which do
+   * syscalls outside the spinlock. Taken before the spinlock. */
+  pthread_mutex_t pass_mu;
+  /* Orders summary writes (flusher, close) and guards the snapshot buffers.
+   * Taken before pass_mu. */
+  pthread_mutex_t summary_mu;
+  atomic_int flush_wanted; /* a pass ended since the last flush */
+  sp_config cfg;
+  char *path, *summary_path, *phases;
+  char errmsg[SP_ERRMSG_CAP];
+  pid_t owner_pid;
+  atomic_int logging;   /* a logged pass is open and all is well */
+  atomic_int orphaned;  /* we are a forked child: hands off the file */
+  atomic_int refs;      /* the owner's, and each thread's that points here */
+  int closed, failed;
+  const char *ended_by; /* "close", "SIGSEGV", ... */
+  sp_file file;
+  /* passes */
+  long long passes, logged_passes;
+  int in_pass, pass_logged;
+  int last_logged;      /* the pass that ended last was logged (for reopen) */
+  int cur_phase;        /* index in phases, or -1 */
+  struct phase_stat *phase_stats; /* every label a logged pass had */
+  int n_phases, phase_cap;
+  /* the summary's copy (summary_mu): op ids; counts, first-seen order by id */
+  int *snap_ops;
+  long long *snap_counts, *snap_first;
+  int snap_cap;
+  struct phase_stat *snap_phases;
+  int snap_phase_cap;
+  struct sig_count *snap_sigs;
+  long long snap_sig_cap;
+  sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"]' */
+  /* the next call_id, as decimal text: incremented, never formatted */
+  char id_text[24];
+  size_t id_len;
+  /* counters */
+  long long records, dedupe_skipped, signatures, errors, ops_seen_order;
+  long long *op_counts, *op_first; /* by op id */
+  int *op_order;                   /* scratch for sorting, same size */
+  int op_cap;
+  /* signatures: records, an open-addressing index of them, and their data */
+  sig_rec *recs;
+  size_t recs_cap;
+  uint32_t *slots; /* record index + 1; 0 = empty */
+  size_t slot_cap;
+  int64_t *arena;  /* signature and outputs words */
+  size_t arena_n, arena_cap;
+  char *text;      /* cached JSON text */
+  size_t text_n, text_cap;
+  struct sp_profiler *next_open; /* in g_open */
+};
+
+#define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
+
+/* Defined in later parts, used by earlier ones. */
+static int write_summary_now(sp_profiler *p, const char *ended_by);
+static void request_flush(sp_profiler *p);
+
+#endif /* SP_INTERNAL_H */

@@ -1,0 +1,316 @@
+/* sp_profiler.c -- Profilers: open, fork handling, passes, counters.
+ * Part of the core amalgamation (sp_core.c includes every part, in order,
+ * after sp_internal.h): not compiled on its own. */
+
+static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
+static sp_profiler *g_open;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static pthread_mutex_t g_flush_mu;
+static pthread_cond_t g_flush_cv;
+static atomic_int g_flush_pending;
+static int g_flusher_started;
+
+static void at_fork_prepare(void) {
+  pthread_mutex_lock(&g_open_lock); /* the flusher is between flushes */
+  pthread_mutex_lock(&g_ops_lock);
+  pthread_mutex_lock(&g_dtype_lock);
+  pthread_mutex_lock(&g_flush_mu);
+}
+static void at_fork_parent(void) {
+  pthread_mutex_unlock(&g_flush_mu);
+  pthread_mutex_unlock(&g_dtype_lock);
+  pthread_mutex_unlock(&g_ops_lock);
+  pthread_mutex_unlock(&g_open_lock);
+}
+static void at_fork_child(void) {
+  /* A child must never write into its parent's files. Another thread may
+   * have held a profiler's lock at fork time, so the child never takes it. */
+  for (sp_profiler *p = g_open; p; p = p->next_open) {
+    atomic_store(&p->orphaned, 1);
+    atomic_store(&p->logging, 0);
+    /* The child's copy of the descriptor shares the parent's flock: closing
+     * it here keeps the lock the parent's alone, so that the parent can
+     * reopen the path while children (DataLoader workers...) live on. */
+    if (p->file.map) munmap(p->file.map, p->file.map_len);
+    p->file.map = NULL;
+    if (p->file.fd >= 0) close(p->file.fd);
+    p->file.fd = -1;
+  }
+  /* The flusher thread is not in the child: a profiler made here starts
+   * its own. */
+  g_flusher_started = 0;
+  atomic_store(&g_flush_pending, 0);
+  pthread_cond_init(&g_flush_cv, NULL);
+  at_fork_parent();
+}
+static void global_init(void) {
+  long pg = sysconf(_SC_PAGESIZE);
+  g_page = pg > 0 ? (size_t)pg : 4096;
+  pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
+}
+
+static void set_err(sp_profiler *p, const char *a, const char *b, int err) {
+  snprintf(p->errmsg, sizeof p->errmsg, "%s%s%s%s", a, b ? b : "",
+           err ? ": " : "", err ? strerror(err) : "");
+}
+
+/* A failure while running: say it once, stop logging, keep what was written. */
+static void fail(sp_profiler *p, const char *what, int err) {
+  if (p->failed) return;
+  p->failed = 1;
+  atomic_store(&p->logging, 0);
+  set_err(p, what, p->path, err);
+  char n[32];
+  n[fmt_i64(n, p->records)] = 0;
+  say(p->errmsg, "; profiling stopped, records kept: ", n);
+}
+
+int sp_summary_path_for(const char *path, char *buf, size_t cap) {
+  if (!path || !buf) return SP_ERROR;
+  size_t n = strlen(path);
+  static const char *const exts[] = {".jsonl", ".json"};
+  for (int i = 0; i < 2; i++) {
+    size_t k = strlen(exts[i]);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (n > k && strcmp(path + n - k, exts[i]) == 0 &&
+        (size_t)(path + n - k - base) > 0) {
+      n -= k;
+      break;
+    }
+  }
+  static const char tail[] = "_summary.json";
+  if (n + sizeof tail > cap) return SP_ERROR;
+  memcpy(buf, path, n);
+  memcpy(buf + n, tail, sizeof tail);
+  return SP_OK;
+}
+
+static char *xstrdup(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+int sp_open(const sp_config *cfg, sp_profiler **out) {
+  if (!out) return SP_ERROR;
+  *out = NULL;
+  pthread_once(&g_once, global_init);
+  sp_profiler *p = calloc(1, sizeof *p);
+  if (!p) return SP_NOMEM;
+  *out = p;
+  atomic_init(&p->refs, 1); /* the owner's: sp_free drops it */
+  atomic_flag_clear(&p->lock.f);
+  pthread_mutex_init(&p->pass_mu, NULL);
+  pthread_mutex_init(&p->summary_mu, NULL);
+  p->file.fd = -1;
+  p->closed = 1; /* until it opens */
+  if (!cfg || !cfg->path || !cfg->path[0]) {
+    set_err(p, "no records file path given", NULL, 0);
+    return SP_ERROR;
+  }
+  if (cfg->skip_warmup < 0 || cfg->log_n_passes < 0) {
+    set_err(p, "skip_warmup and log_n_passes must be >= 0", NULL, 0);
+    return SP_ERROR;
+  }
+  p->cfg = *cfg;
+  p->path = xstrdup(cfg->path);
+  size_t cap = strlen(cfg->path) + 32;
+  p->summary_path = malloc(cap);
+  p->phases = cfg->phases && cfg->phases[0] ? xstrdup(cfg->phases) : NULL;
+  if (!p->path || !p->summary_path || (cfg->phases && cfg->phases[0] && !p->phases)) {
+    set_err(p, "out of memory", NULL, 0);
+    return SP_NOMEM;
+  }
+  sp_summary_path_for(p->path, p->summary_path, cap);
+  p->cfg.path = p->path;
+  p->cfg.phases = p->phases;
+  /* Not O_TRUNC: first make sure no other live process writes this file
+   * (two processes with the same rank name, say). */
+  /* Never through a symbolic link: in a shared folder (/tmp) anyone could
+   * plant one and have us truncate its target. */
+  int fd = open(p->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      set_err(p, "records file is a symbolic link, not written through: ", p->path, 0);
+    else
+      set_err(p, "cannot open records file ", p->path, errno);
+    return SP_IOERR;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK) {
+      set_err(p, "records file is in use by another profiler: ", p->path, 0);
+      return SP_BUSY;
+    }
+    set_err(p, "cannot lock records file ", p->path, e);
+    return SP_IOERR;
+  }
+  if (ftruncate(fd, 0) != 0) {
+    set_err(p, "cannot truncate records file ", p->path, errno);
+    close(fd);
+    return SP_IOERR;
+  }
+  p->file.fd = fd;
+  p->owner_pid = getpid();
+  p->closed = 0;
+  p->ended_by = "close";
+  p->cur_phase = -1;
+  p->id_text[0] = '1';
+  p->id_len = 1;
+  /* An earlier run's summary must not stand beside the new records. */
+  int e = write_summary_now(p, "running");
+  if (e) {
+    set_err(p, "cannot write summary file ", p->summary_path, e);
+    p->closed = 1;
+    close(fd);
+    p->file.fd = -1;
+    return SP_IOERR;
+  }
+  pthread_mutex_lock(&g_open_lock);
+  p->next_open = g_open;
+  g_open = p;
+  pthread_mutex_unlock(&g_open_lock);
+  return SP_OK;
+}
+
+const char *sp_errmsg(const sp_profiler *p) {
+  if (!p) return "out of memory";
+  return p->errmsg[0] ? p->errmsg : "not an error";
+}
+const char *sp_records_path(const sp_profiler *p) { return p ? p->path : NULL; }
+const char *sp_summary_path(const sp_profiler *p) {
+  return p ? p->summary_path : NULL;
+}
+
+int sp_logging(const sp_profiler *p) {
+  return atomic_load_explicit(&p->logging, memory_order_relaxed);
+}
+
+static int phase_wanted(const sp_profiler *p, const char *phase) {
+  if (!p->phases) return 1;
+  if (!phase || !phase[0]) return 0;
+  size_t n = strlen(phase);
+  for (const char *s = p->phases; *s;) {
+    const char *e = strchr(s, ',');
+    size_t k = e ? (size_t)(e - s) : strlen(s);
+    if (k == n && memcmp(s, phase, n) == 0) return 1;
+    if (!e) break;
+    s = e + 1;
+  }
+  return 0;
+}
+
+/* The slot of a phase label (added if new: any length, any number of them);
+ * -1 only when out of memory. Labels are few: a linear search will do. */
+static int phase_index(sp_profiler *p, const char *phase) {
+  for (int i = 0; i < p->n_phases; i++)
+    if (strcmp(p->phase_stats[i].name, phase) == 0) return i;
+  if (p->n_phases == p->phase_cap) {
+    int cap = p->phase_cap ? 2 * p->phase_cap : 8;
+    struct phase_stat *st = realloc(p->phase_stats, (size_t)cap * sizeof *st);
+    if (!st) return -1;
+    p->phase_stats = st;
+    p->phase_cap = cap;
+  }
+  char *name = xstrdup(phase);
+  if (!name) return -1;
+  struct phase_stat *st = &p->phase_stats[p->n_phases];
+  st->name = name;
+  st->passes = st->calls = 0;
+  return p->n_phases++;
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int sp_pass_begin(sp_profiler *p, const char *phase) {
+  if (!p || atomic_load(&p->orphaned)) return 0;
+  pthread_mutex_lock(&p->pass_mu); /* after any trim of the last pass's end */
+  lock_acquire(&p->lock);
+  int logged = 0;
+  if (!p->closed) {
+    p->passes++;
+    if (p->passes > p->cfg.skip_warmup && phase_wanted(p, phase) &&
+        (p->cfg.log_n_passes == 0 || p->logged_passes < p->cfg.log_n_passes) &&
+        !p->failed) {
+      logged = 1;
+      p->logged_passes++;
+      p->pass_json.n = 0;
+      BUF_LIT(&p->pass_json, ", \"forward_pass\": ");
+      buf_i64(&p->pass_json, p->passes);
+      p->cur_phase = -1;
+      if (phase && phase[0]) {
+        BUF_LIT(&p->pass_json, ", \"phase\": ");
+        buf_json_str(&p->pass_json, phase, strlen(phase));
+        p->cur_phase = phase_index(p, phase);
+        if (p->cur_phase >= 0) p->phase_stats[p->cur_phase].passes++;
+      }
+      if (p->pass_json.failed) {
+        fail(p, "out of memory formatting a pass header for ", 0);
+        logged = 0;
+      }
+    }
+    p->in_pass = 1;
+    p->pass_logged = logged;
+  }
+  atomic_store(&p->logging, logged);
+  lock_release(&p->lock);
+  pthread_mutex_unlock(&p->pass_mu);
+  return logged;
+}
+
+int sp_pass_reopen(sp_profiler *p) {
+  if (!p || atomic_load(&p->orphaned)) return 0;
+  pthread_mutex_lock(&p->pass_mu);
+  lock_acquire(&p->lock);
+  int logged = 0;
+  if (!p->closed) {
+    if (p->in_pass) {
+      logged = p->pass_logged; /* still open: nothing to reopen */
+    } else {
+      logged = p->last_logged && !p->failed;
+      p->in_pass = 1; /* same number, header and phase: not counted again */
+      p->pass_logged = logged;
+    }
+  }
+  atomic_store(&p->logging, logged);
+  lock_release(&p->lock);
+  pthread_mutex_unlock(&p->pass_mu);
+  return logged;
+}
+
+void sp_pass_end(sp_profiler *p) {
+  if (!p || atomic_load(&p->orphaned)) return;
+  pthread_mutex_lock(&p->pass_mu);
+  lock_acquire(&p->lock);
+  int was_logged = p->in_pass && p->pass_logged && !p->closed;
+  int was_pass = p->in_pass && !p->closed;
+  if (p->in_pass) p->last_logged = was_logged;
+  p->in_pass = 0;
+  p->pass_logged = 0;
+  atomic_store(&p->logging, 0);
+  lock_release(&p->lock);
+  pthread_mutex_unlock(&p->pass_mu);
+  /* The file is cut to its records and the summary rewritten by the
+   * flusher thread, off this thread, within SP_FLUSH_EVERY. */
+  if (was_pass) request_flush(p);
+}
+
+static void counters(const sp_profiler *p, sp_stats *o);
+
+void sp_get_stats(sp_profiler *p, sp_stats *o) {
+  memset(o, 0, sizeof *o);
+  if (!p) return;
+  int locked = !atomic_load(&p->orphaned);
+  if (locked) lock_acquire(&p->lock);
+  counters(p, o);
+  if (locked) lock_release(&p->lock);
+}

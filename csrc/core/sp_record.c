@@ -1,0 +1,425 @@
+/* sp_record.c -- Records: formatting and the call protocol (the hot path).
+ * Part of the core amalgamation (sp_core.c includes every part, in order,
+ * after sp_internal.h): not compiled on its own. */
+
+/* ---- formatting --------------------------------------------------------
+ * Records are formatted with a raw cursor into a buffer reserved once per
+ * record: the bound below covers any encoding (each int64 word formats to at
+ * most 20 digits plus separators; a tensor's words also carry its tail). */
+
+static size_t enc_bound(const sp_enc *e) {
+  return e->n * (44 + g_dtype_tail_max) + 64;
+}
+
+/* One <tensor> or <entry> at w[*i]. */
+static char *put_tensor(char *o, const int64_t *w, size_t *i) {
+  int64_t dtype = w[(*i)++];
+  if (dtype < 0) return PUT_LIT(o, "null");
+  int64_t ndim = w[(*i)++];
+  o = PUT_LIT(o, "{\"shape\": [");
+  for (int64_t d = 0; d < ndim; d++) {
+    if (d) o = PUT_LIT(o, ", ");
+    o = put_i64(o, w[(*i)++]);
+  }
+  if (dtype < g_dtype_n && g_dtype_tails[dtype].s) {
+    memcpy(o, g_dtype_tails[dtype].s, g_dtype_tails[dtype].n);
+    return o + g_dtype_tails[dtype].n;
+  }
+  o = PUT_LIT(o, "], \"dtype\": \"torch.unknown");
+  o = put_i64(o, dtype);
+  if (!atomic_exchange(&g_dtype_warned, 1))
+    say("a tensor has a dtype this build does not know; it is written as "
+        "\"torch.unknown<code>\"",
+        NULL, NULL);
+  return PUT_LIT(o, "\"}");
+}
+
+static char *put_list(char *o, const int64_t *w, size_t *i) {
+  int64_t n = w[(*i)++];
+  *o++ = '[';
+  for (int64_t k = 0; k < n; k++) {
+    if (k) o = PUT_LIT(o, ", ");
+    o = put_tensor(o, w, i);
+  }
+  *o++ = ']';
+  return o;
+}
+
+/* '{"call_id": N, "forward_pass": P[, "phase": ...], ' at the start of
+ * t->prefix (reserved by the caller), noting where call_id's digits and the
+ * operation start. Returns the cursor after it. */
+static char *put_record_head(sp_profiler *p, sp_thread *t) {
+  sp_buf *b = &t->prefix;
+  char *o = PUT_LIT(b->p, "{\"call_id\": ");
+  t->id_digits_at = (size_t)(o - b->p);
+  memcpy(o, p->id_text, p->id_len); /* p->records + 1 */
+  o += p->id_len;
+  t->id_digits_end = (size_t)(o - b->p);
+  memcpy(o, p->pass_json.p, p->pass_json.n);
+  o += p->pass_json.n;
+  o = PUT_LIT(o, ", ");
+  t->head_at = (size_t)(o - b->p);
+  return o;
+}
+
+/* The record up to the inputs' closing brace, call_id included. */
+static int fmt_prefix(sp_profiler *p, sp_thread *t) {
+  sp_buf *b = &t->prefix;
+  const sp_enc *in = &t->pub.in;
+  const sp_op *op = t->op;
+  b->n = 0;
+  if (!buf_reserve(b, 32 + p->pass_json.n + op->head_len + op->keys_len + enc_bound(in)))
+    return 0;
+  char *o = put_record_head(p, t);
+  memcpy(o, op->json_head, op->head_len);
+  o += op->head_len;
+  int first = 1;
+  for (size_t i = 1; i < in->n;) {
+    int64_t tag = in->w[i++];
+    int64_t arg = in->w[i++];
+    if (!first) o = PUT_LIT(o, ", ");
+    first = 0;
+    if (arg >= 0 && arg < op->n_args) {
+      memcpy(o, op->arg_keys[arg], op->arg_key_lens[arg]);
+      o += op->arg_key_lens[arg];
+    } else {
+      o = PUT_LIT(o, "\"?\": ");
+    }
+    o = tag == SP_ENC_TENSOR ? put_tensor(o, in->w, &i) : put_list(o, in->w, &i);
+  }
+  *o++ = '}';
+  b->n = (size_t)(o - b->p);
+  return 1;
+}
+
+/* The same from a signature's cached text: only call_id and pass vary. */
+static int fmt_prefix_cached(sp_profiler *p, sp_thread *t, const sig_rec *r) {
+  sp_buf *b = &t->prefix;
+  b->n = 0;
+  if (!buf_reserve(b, 32 + p->pass_json.n + r->in_n)) return 0;
+  char *o = put_record_head(p, t);
+  memcpy(o, p->text + r->in_at, r->in_n);
+  b->n = (size_t)(o - b->p) + r->in_n;
+  return 1;
+}
+
+/* The call's prefix, from the signature's cache when there is one (and
+ * filling the cache when there is not). */
+static int make_prefix(sp_profiler *p, sp_thread *t) {
+  sig_rec *r = t->sig >= 0 ? &p->recs[t->sig] : NULL;
+  if (r && r->in_n) return fmt_prefix_cached(p, t, r);
+  if (!fmt_prefix(p, t)) return 0;
+  if (r) {
+    size_t at = text_put(p, t->prefix.p + t->head_at, t->prefix.n - t->head_at);
+    if (at != (size_t)-1) {
+      r = &p->recs[t->sig];
+      r->in_at = at;
+      r->in_n = t->prefix.n - t->head_at;
+    }
+  }
+  return 1;
+}
+
+/* ', "outputs": ...}\n' into t->line. */
+static int fmt_outputs(sp_thread *t) {
+  const sp_enc *out = &t->pub.out;
+  sp_buf *b = &t->line;
+  b->n = 0;
+  if (!buf_reserve(b, 32 + enc_bound(out))) return 0;
+  char *o = PUT_LIT(b->p, ", \"outputs\": ");
+  if (out->failed || !out->tensors) {
+    o = PUT_LIT(o, "null");
+  } else {
+    int many = t->op->n_returns != 1;
+    if (many) *o++ = '[';
+    size_t i = 0;
+    for (int r = 0; i < out->n; r++) {
+      if (r) o = PUT_LIT(o, ", ");
+      int64_t tag = out->w[i++];
+      if (tag == SP_ENC_TENSOR) o = put_tensor(o, out->w, &i);
+      else if (tag == SP_ENC_LIST) o = put_list(o, out->w, &i);
+      else o = PUT_LIT(o, "null");
+    }
+    if (many) *o++ = ']';
+  }
+  o = PUT_LIT(o, "}\n");
+  b->n = (size_t)(o - b->p);
+  return 1;
+}
+
+/* ---- the call protocol -------------------------------------------------- */
+static inline int call_begin(sp_profiler *p, sp_thread *t);
+
+int sp_call_begin(sp_profiler *p, sp_thread *t) {
+  sp_api_check(p && t);
+#ifdef SP_DEBUG
+  sp_api_check(!t->in_call); /* the last call's end or fail is missing */
+  int r = call_begin(p, t);
+  t->in_call = r != 0;
+  return r;
+#else
+  return call_begin(p, t);
+#endif
+}
+
+static inline int call_begin(sp_profiler *p, sp_thread *t) {
+  sp_enc *in = &t->pub.in;
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) return 0;
+  if (in->failed || in->n < 1) return 0;
+  t->op = op_get(in->w[0]);
+  if (!t->op) return 0;
+  t->sig_hash = sig_hash(in->w, in->n);
+  t->spec = 0;
+  t->seen_before = 0;
+  t->counted = 0;
+  t->new_sig = 0;
+  lock_acquire(&p->lock);
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) {
+    lock_release(&p->lock);
+    return 0;
+  }
+  t->sig = sig_find(p, t->sig_hash, in->w, in->n);
+  if (t->sig >= 0) {
+    t->seen_before = 1;
+    if (p->cfg.dedupe) {
+      if (in->tensors > 0) {
+        /* A repeat with tensor inputs is logged for sure: count it now,
+         * and nothing more happens unless it raises. */
+        if (count_op(p, (int)in->w[0])) {
+          p->dedupe_skipped++;
+          p->recs[t->sig].reps++;
+          t->counted = 1;
+        }
+        lock_release(&p->lock);
+        return t->counted ? SP_CALL_COUNTED : 0;
+      }
+      lock_release(&p->lock);
+      return SP_CALL_RECORDING;
+    }
+  } else if (in->tensors > 0) {
+    /* Tensor inputs: this call will be logged, so its signature can be
+     * registered now, and its text cached as it is formatted. */
+    t->sig = sig_add(p, t->sig_hash, in->w, in->n);
+    if (t->sig < 0) {
+      fail(p, "out of memory recording signatures for ", 0);
+      lock_release(&p->lock);
+      return 0;
+    }
+    t->new_sig = 1;
+  }
+  /* Put the inputs on disk before the kernel runs: if it kills the
+   * process, this half line is what is left of the call. */
+  if (!make_prefix(p, t)) {
+    fail(p, "out of memory formatting a record for ", 0);
+  } else {
+    int e = file_write_at(&p->file, p->file.len, t->prefix.p, t->prefix.n);
+    if (e) {
+      fail(p, "cannot write records file ", e);
+    } else {
+      t->spec = 1;
+      t->spec_at = p->file.len;
+      p->file.spec_end = p->file.len + t->prefix.n;
+      p->file.spec_owner = t;
+    }
+  }
+  lock_release(&p->lock);
+  return SP_CALL_RECORDING;
+}
+
+static void next_call_id(sp_profiler *p) {
+  p->records++;
+  size_t i = p->id_len;
+  while (i > 0 && p->id_text[i - 1] == '9') p->id_text[--i] = '0';
+  if (i > 0) {
+    p->id_text[i - 1]++;
+  } else { /* 99..9 -> 100..0 */
+    memmove(p->id_text + 1, p->id_text, p->id_len);
+    p->id_text[0] = '1';
+    p->id_len++;
+  }
+}
+
+/* Writes the record's rest (suffix) and commits it. Lock held; t->prefix is
+ * made (at begin, or by the caller when there was no speculative write). */
+static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suffix_n) {
+  sp_file *f = &p->file;
+  int e = 0;
+  if (t->spec && f->spec_owner == t && t->spec_at == f->len) {
+    /* Our prefix is still at the tail: add the suffix behind it. */
+    e = file_write_at(f, f->spec_end, suffix, suffix_n);
+    if (!e) f->len = f->spec_end + suffix_n;
+  } else {
+    /* Another thread wrote since, or nothing was written at begin (the
+     * caller made the prefix then): the whole record. */
+    if (t->spec) {
+      /* Renumber: the call_id written at begin may be taken. */
+      char id[24];
+      size_t n = (size_t)(put_i64(id, p->records + 1) - id);
+      sp_buf *b = &t->prefix;
+      size_t old = t->id_digits_end - t->id_digits_at;
+      if (!buf_reserve(b, n)) {
+        fail(p, "out of memory formatting a record for ", 0);
+        return;
+      }
+      memmove(b->p + t->id_digits_at + n, b->p + t->id_digits_end, b->n - t->id_digits_end);
+      memcpy(b->p + t->id_digits_at, id, n);
+      b->n = b->n - old + n;
+    }
+    e = file_write_at(f, f->len, t->prefix.p, t->prefix.n);
+    if (!e) e = file_write_at(f, f->len + t->prefix.n, suffix, suffix_n);
+    if (!e) f->len += t->prefix.n + suffix_n;
+  }
+  if (f->spec_owner == t || f->spec_end < f->len) {
+    f->spec_owner = NULL;
+    f->spec_end = f->len;
+  }
+  if (e) {
+    fail(p, "cannot write records file ", e);
+    return;
+  }
+  if (t->sig >= 0 && !p->recs[t->sig].rep_id) {
+    /* the signature's first record: it stands for its repeats */
+    p->recs[t->sig].rep_id = p->records + 1;
+    p->recs[t->sig].reps++;
+  }
+  next_call_id(p);
+}
+
+static void drop_spec(sp_profiler *p, sp_thread *t) {
+  sp_file *f = &p->file;
+  if (t->spec && f->spec_owner == t) {
+    /* Blank the half line, so that a crash now does not show a call that
+     * did not crash. Zeros read as the file's unused tail. */
+    if (f->map && t->spec_at >= f->map_off && f->spec_end <= f->map_off + f->map_len &&
+        f->spec_end <= f->size)
+      memset(f->map + (t->spec_at - f->map_off), 0, f->spec_end - t->spec_at);
+    f->spec_owner = NULL;
+    f->spec_end = f->len;
+  }
+  t->spec = 0;
+}
+
+/* Counts the call as observed; returns 1 if it should be written. */
+static int observe(sp_profiler *p, sp_thread *t, int raised) {
+  const sp_enc *in = &t->pub.in;
+  if (t->counted) { /* counted as a deduplicated repeat at begin */
+    if (!raised) return 0;
+    p->dedupe_skipped--;
+    p->recs[t->sig].reps--;
+    return 1;
+  }
+  if (!count_op(p, (int)in->w[0])) {
+    fail(p, "out of memory counting operators for ", 0);
+    return 0;
+  }
+  int known = t->seen_before;
+  if (t->sig < 0) { /* not registered at begin (no tensor inputs) */
+    t->sig = sig_find(p, t->sig_hash, in->w, in->n);
+    known = t->sig >= 0;
+    if (!known) {
+      t->sig = sig_add(p, t->sig_hash, in->w, in->n);
+      if (t->sig < 0) {
+        fail(p, "out of memory recording signatures for ", 0);
+        return 0;
+      }
+      t->new_sig = 1;
+    }
+  }
+  if (known && p->cfg.dedupe && !raised) {
+    p->dedupe_skipped++;
+    p->recs[t->sig].reps++;
+    return 0;
+  }
+  return 1;
+}
+
+/* The outputs' text: the signature's cached text when the outputs are the
+ * ones it was made for, else freshly formatted into t->line (and cached if
+ * the signature has none yet). */
+static int outputs_text(sp_profiler *p, sp_thread *t, const char **s, size_t *n) {
+  const sp_enc *out = &t->pub.out;
+  sig_rec *r = t->sig >= 0 ? &p->recs[t->sig] : NULL;
+  if (r && r->out_n && !out->failed && r->out_w_n == out->n &&
+      memcmp(p->arena + r->out_w_at, out->w, out->n * sizeof *out->w) == 0) {
+    *s = p->text + r->out_at;
+    *n = r->out_n;
+    return 1;
+  }
+  if (!fmt_outputs(t)) return 0;
+  if (r && !r->out_n && !out->failed) {
+    size_t wat = arena_put(p, out->w, out->n);
+    size_t tat = wat == (size_t)-1 ? wat : text_put(p, t->line.p, t->line.n);
+    if (tat != (size_t)-1) {
+      r = &p->recs[t->sig];
+      r->out_w_at = wat;
+      r->out_w_n = out->n;
+      r->out_at = tat;
+      r->out_n = t->line.n;
+    }
+  }
+  *s = t->line.p;
+  *n = t->line.n;
+  return 1;
+}
+
+void sp_call_end(sp_profiler *p, sp_thread *t) {
+#ifdef SP_DEBUG
+  sp_api_check(t->in_call); /* only after sp_call_begin returned nonzero */
+  t->in_call = 0;
+#endif
+  if (t->counted) return; /* a repeat, already counted */
+  sp_enc *out = &t->pub.out;
+  lock_acquire(&p->lock);
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->closed) {
+    drop_spec(p, t);
+    lock_release(&p->lock);
+    return;
+  }
+  int has_tensor = t->pub.in.tensors > 0 || (!out->failed && out->tensors > 0);
+  if (!has_tensor || !observe(p, t, 0)) {
+    drop_spec(p, t);
+    lock_release(&p->lock);
+    return;
+  }
+  /* The prefix first: making it may grow the text cache that the outputs'
+   * text points into. */
+  const char *text;
+  size_t text_n;
+  if ((!t->spec && !make_prefix(p, t)) || !outputs_text(p, t, &text, &text_n))
+    fail(p, "out of memory formatting a record for ", 0);
+  else
+    commit(p, t, text, text_n);
+  lock_release(&p->lock);
+}
+
+void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type,
+                  const char *msg) {
+#ifdef SP_DEBUG
+  sp_api_check(t->in_call); /* only after sp_call_begin returned nonzero */
+  t->in_call = 0;
+#endif
+  lock_acquire(&p->lock);
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->closed ||
+      !observe(p, t, 1)) {
+    drop_spec(p, t);
+    lock_release(&p->lock);
+    return;
+  }
+  sp_buf *s = &t->line;
+  s->n = 0;
+  BUF_LIT(s, ", \"outputs\": null, \"error\": {\"error_type\": ");
+  type = type && type[0] ? type : "RuntimeError";
+  buf_json_str(s, type, strlen(type));
+  BUF_LIT(s, ", \"error_message\": ");
+  msg = msg ? msg : "";
+  buf_json_str(s, msg, strlen(msg));
+  BUF_LIT(s, "}}\n");
+  if (s->failed || (!t->spec && !make_prefix(p, t))) {
+    s->failed = 0;
+    fail(p, "out of memory formatting a record for ", 0);
+  } else {
+    commit(p, t, s->p, s->n);
+    p->errors++;
+  }
+  lock_release(&p->lock);
+}

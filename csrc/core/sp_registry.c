@@ -1,0 +1,208 @@
+/* sp_registry.c -- The process-wide registries: dtype names and operators.
+ * Part of the core amalgamation (sp_core.c includes every part, in order,
+ * after sp_internal.h): not compiled on its own. */
+
+static pthread_mutex_t g_dtype_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Per dtype code, the end of a tensor object: '], "dtype": "torch.float32"}'. */
+typedef struct dtype_tail {
+  char *s;
+  size_t n;
+} dtype_tail;
+static dtype_tail *g_dtype_tails;
+static int g_dtype_n;
+static size_t g_dtype_tail_max = 64; /* >= every tail, the unknown one too */
+static atomic_int g_dtype_warned;
+
+int sp_set_dtype_names(const char *const *names, int n) {
+  if (n < 0 || (n && !names)) return SP_ERROR;
+  dtype_tail *v = calloc((size_t)(n ? n : 1), sizeof *v);
+  if (!v) return SP_NOMEM;
+  size_t longest = 64;
+  for (int i = 0; i < n; i++) {
+    if (!names[i] || !names[i][0]) continue;
+    sp_buf b = {0};
+    BUF_LIT(&b, "], \"dtype\": ");
+    buf_json_str(&b, names[i], strlen(names[i]));
+    BUF_LIT(&b, "}");
+    if (b.failed || !(v[i].s = dup_buf(&b))) {
+      free(b.p);
+      for (int j = 0; j < i; j++) free(v[j].s);
+      free(v);
+      return SP_NOMEM;
+    }
+    v[i].n = b.n;
+    if (b.n > longest) longest = b.n;
+    free(b.p);
+  }
+  pthread_mutex_lock(&g_dtype_lock);
+  /* Old tables stay allocated: a writer may be reading one right now. */
+  g_dtype_tails = v;
+  g_dtype_n = n;
+  g_dtype_tail_max = longest;
+  pthread_mutex_unlock(&g_dtype_lock);
+  return SP_OK;
+}
+
+/* ======================================================================
+ * Operator registry (process-wide)
+ * ====================================================================== */
+
+typedef struct op_slot {
+  const void *key;
+  int id;
+} op_slot;
+
+#define SP_MAX_OPS 65536
+static pthread_mutex_t g_ops_lock = PTHREAD_MUTEX_INITIALIZER;
+/* By id. Published once, never moved or freed: readers need no lock. */
+static _Atomic(sp_op *) g_ops[SP_MAX_OPS];
+static int g_ops_n;
+static op_slot *g_op_map; /* key -> id, open addressing */
+static size_t g_op_map_cap, g_op_map_used;
+static atomic_uint g_op_epoch; /* bumped when a key is forgotten */
+static const void *const OP_TOMBSTONE = &g_op_map_cap;
+
+static size_t ptr_hash(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static op_slot *op_map_find(const void *key) {
+  if (!g_op_map_cap) return NULL;
+  size_t mask = g_op_map_cap - 1;
+  for (size_t i = ptr_hash(key) & mask;; i = (i + 1) & mask) {
+    if (g_op_map[i].key == key) return &g_op_map[i];
+    if (!g_op_map[i].key) return NULL;
+  }
+}
+
+static int op_map_put(const void *key, int id) {
+  if ((g_op_map_used + 1) * 2 > g_op_map_cap) {
+    size_t cap = g_op_map_cap ? g_op_map_cap * 2 : 256;
+    op_slot *m = calloc(cap, sizeof *m);
+    if (!m) return 0;
+    size_t used = 0;
+    for (size_t i = 0; i < g_op_map_cap; i++) {
+      const void *k = g_op_map[i].key;
+      if (!k || k == OP_TOMBSTONE) continue;
+      size_t j = ptr_hash(k) & (cap - 1);
+      while (m[j].key) j = (j + 1) & (cap - 1);
+      m[j] = g_op_map[i];
+      used++;
+    }
+    free(g_op_map);
+    g_op_map = m;
+    g_op_map_cap = cap;
+    g_op_map_used = used;
+  }
+  size_t mask = g_op_map_cap - 1;
+  size_t i = ptr_hash(key) & mask;
+  while (g_op_map[i].key && g_op_map[i].key != OP_TOMBSTONE) i = (i + 1) & mask;
+  if (!g_op_map[i].key) g_op_map_used++;
+  g_op_map[i].key = key;
+  g_op_map[i].id = id;
+  return 1;
+}
+
+static void op_free(sp_op *op) {
+  if (!op) return;
+  free(op->name);
+  free(op->json_head);
+  if (op->arg_keys)
+    for (int i = 0; i < op->n_args; i++) free(op->arg_keys[i]);
+  free(op->arg_keys);
+  free(op->arg_key_lens);
+  free(op);
+}
+
+static sp_op *op_build(const char *qualified, const char *overload, int n_args,
+                       const char *const *arg_names, int n_returns) {
+  sp_op *op = calloc(1, sizeof *op);
+  if (!op) return NULL;
+  sp_buf name = {0}, head = {0};
+  /* str(OpOverload): "ns::name" -> "ns.name", then ".overload" or ".default" */
+  for (const char *s = qualified; *s; s++) {
+    if (s[0] == ':' && s[1] == ':') {
+      buf_put(&name, ".", 1);
+      s++;
+    } else {
+      buf_put(&name, s, 1);
+    }
+  }
+  buf_put(&name, ".", 1);
+  if (overload && overload[0]) buf_put(&name, overload, strlen(overload));
+  else BUF_LIT(&name, "default");
+  BUF_LIT(&head, "\"operation\": ");
+  buf_json_str(&head, name.p, name.n);
+  BUF_LIT(&head, ", \"inputs\": {");
+  op->name = dup_buf(&name);
+  op->json_head = dup_buf(&head);
+  op->head_len = head.n;
+  op->n_args = n_args;
+  op->n_returns = n_returns;
+  int ok = !name.failed && !head.failed && op->name && op->json_head;
+  free(name.p);
+  free(head.p);
+  if (ok && n_args > 0) {
+    op->arg_keys = calloc((size_t)n_args, sizeof *op->arg_keys);
+    op->arg_key_lens = calloc((size_t)n_args, sizeof *op->arg_key_lens);
+    ok = op->arg_keys != NULL && op->arg_key_lens != NULL;
+    for (int i = 0; ok && i < n_args; i++) {
+      sp_buf k = {0};
+      const char *a = arg_names && arg_names[i] ? arg_names[i] : "";
+      buf_json_str(&k, a, strlen(a));
+      BUF_LIT(&k, ": ");
+      op->arg_keys[i] = k.failed ? NULL : dup_buf(&k);
+      op->arg_key_lens[i] = k.n;
+      op->keys_len += k.n;
+      ok = op->arg_keys[i] != NULL;
+      free(k.p);
+    }
+  }
+  if (!ok) {
+    op_free(op);
+    return NULL;
+  }
+  return op;
+}
+
+int sp_op_intern(const void *key, const char *qualified, const char *overload,
+                 int n_args, const char *const *arg_names, int n_returns, int *id) {
+  if (!key || !qualified || n_args < 0 || n_returns < 0 || !id) return SP_ERROR;
+  pthread_mutex_lock(&g_ops_lock);
+  op_slot *s = op_map_find(key);
+  if (s) {
+    *id = s->id;
+    pthread_mutex_unlock(&g_ops_lock);
+    return SP_OK;
+  }
+  int rc = SP_NOMEM;
+  sp_op *op = op_build(qualified, overload, n_args, arg_names, n_returns);
+  if (op && g_ops_n < SP_MAX_OPS && op_map_put(key, g_ops_n)) {
+    atomic_store_explicit(&g_ops[g_ops_n], op, memory_order_release);
+    *id = g_ops_n++;
+    rc = SP_OK;
+  } else {
+    op_free(op);
+  }
+  pthread_mutex_unlock(&g_ops_lock);
+  return rc;
+}
+
+void sp_op_forget(const void *key) {
+  pthread_mutex_lock(&g_ops_lock);
+  op_slot *s = op_map_find(key);
+  if (s) {
+    s->key = OP_TOMBSTONE;
+    atomic_fetch_add(&g_op_epoch, 1);
+  }
+  pthread_mutex_unlock(&g_ops_lock);
+}
+
+static sp_op *op_get(int64_t id) {
+  if (id < 0 || id >= SP_MAX_OPS) return NULL;
+  return atomic_load_explicit(&g_ops[id], memory_order_acquire);
+}

@@ -1,0 +1,292 @@
+/* sp_summary.c -- The summary: snapshot under the lock, written without it.
+ * Part of the core amalgamation (sp_core.c includes every part, in order,
+ * after sp_internal.h): not compiled on its own. */
+
+/* A tiny buffered writer over a file descriptor: no malloc, so that the
+ * fatal-signal path can use it. */
+typedef struct fdw {
+  int fd, err;
+  size_t n;
+  char b[4096];
+} fdw;
+
+static void fdw_flush(fdw *w) {
+  size_t off = 0;
+  while (off < w->n && !w->err) {
+    ssize_t r = write(w->fd, w->b + off, w->n - off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) w->err = r < 0 ? errno : EIO;
+    else off += (size_t)r;
+  }
+  w->n = 0;
+}
+static void fdw_put(fdw *w, const char *s, size_t n) {
+  while (n) {
+    if (w->n == sizeof w->b) fdw_flush(w);
+    size_t k = sizeof w->b - w->n < n ? sizeof w->b - w->n : n;
+    memcpy(w->b + w->n, s, k);
+    w->n += k;
+    s += k;
+    n -= k;
+  }
+}
+static void fdw_str(fdw *w, const char *s) { fdw_put(w, s, strlen(s)); }
+static void fdw_i64(fdw *w, int64_t v) {
+  char t[24];
+  fdw_put(w, t, fmt_i64(t, v));
+}
+static void fdw_sink(void *w, const char *s, size_t n) { fdw_put((fdw *)w, s, n); }
+static void fdw_json_str(fdw *w, const char *s) { json_str(fdw_sink, w, s, strlen(s)); }
+
+/* ids, most frequent first, ties in the order first seen (counts and first
+ * are indexed by op id). Shell sort: no allocation (the fatal-signal path
+ * sorts too), fine for thousands of operators. */
+static void sort_ops(int *ids, int k, const long long *counts, const long long *first) {
+  for (int gap = k / 2; gap > 0; gap /= 2)
+    for (int i = gap; i < k; i++)
+      for (int j = i; j >= gap; j -= gap) {
+        int a = ids[j], b = ids[j - gap];
+        int before = counts[a] != counts[b] ? counts[a] > counts[b] : first[a] < first[b];
+        if (!before) break;
+        ids[j] = b;
+        ids[j - gap] = a;
+      }
+}
+
+/* The counters; spinlock held (or a dying process). */
+static void counters(const sp_profiler *p, sp_stats *o) {
+  o->records = p->records;
+  o->passes = p->passes;
+  o->logged_passes = p->logged_passes;
+  o->dedupe_skipped = p->dedupe_skipped;
+  o->signatures = p->signatures;
+  o->errors = p->errors;
+  o->bytes = (long long)p->file.len;
+}
+
+/* The summary's counters (not the per-operator and per-phase tables). */
+static void src_counters(const sp_profiler *p, summary_src *s) {
+  counters(p, &s->c);
+  s->n_phases = p->n_phases;
+  s->ended_by = p->ended_by;
+  s->failed = p->failed;
+}
+
+/* Copies what the summary says; spinlock held. Returns 0, or 1 when the
+ * copy needs more room: *need_ops op slots and *need_phases phase slots (the
+ * caller grows it without the lock and retries). */
+static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *need_phases,
+                           long long *need_sigs) {
+  long long sigs = p->cfg.dedupe ? p->signatures : 0;
+  if (p->op_cap > p->snap_cap || p->n_phases > p->snap_phase_cap || sigs > p->snap_sig_cap) {
+    *need_ops = p->op_cap;
+    *need_phases = p->n_phases;
+    *need_sigs = sigs;
+    return 1;
+  }
+  long long n = 0;
+  for (long long i = 0; i < sigs; i++)
+    if (p->recs[i].rep_id && p->recs[i].reps > 1) {
+      p->snap_sigs[n].id = p->recs[i].rep_id;
+      p->snap_sigs[n++].n = p->recs[i].reps;
+    }
+  s->counts_by_sig = p->snap_sigs;
+  s->n_counts = n;
+  s->recs = NULL;
+  s->n_recs = 0;
+  int k = 0;
+  for (int id = 0; id < p->op_cap; id++)
+    if (p->op_counts[id]) p->snap_ops[k++] = id;
+  if (p->op_cap) {
+    memcpy(p->snap_counts, p->op_counts, (size_t)p->op_cap * sizeof *p->snap_counts);
+    memcpy(p->snap_first, p->op_first, (size_t)p->op_cap * sizeof *p->snap_first);
+  }
+  if (p->n_phases)
+    memcpy(p->snap_phases, p->phase_stats, (size_t)p->n_phases * sizeof p->snap_phases[0]);
+  src_counters(p, s);
+  s->n_ops = k;
+  s->ops = p->snap_ops;
+  s->counts = p->snap_counts;
+  s->first = p->snap_first;
+  s->phases = p->snap_phases;
+  return 0;
+}
+
+static int grow_snapshot(sp_profiler *p, int need, int need_phases, long long need_sigs) {
+  if (need_sigs > p->snap_sig_cap) {
+    long long cap = p->snap_sig_cap ? p->snap_sig_cap : 256;
+    while (cap < need_sigs) cap *= 2;
+    struct sig_count *c = realloc(p->snap_sigs, (size_t)cap * sizeof *c);
+    if (!c) return 0;
+    p->snap_sigs = c;
+    p->snap_sig_cap = cap;
+  }
+  if (need_phases > p->snap_phase_cap) {
+    struct phase_stat *ph = realloc(p->snap_phases, (size_t)need_phases * sizeof *ph);
+    if (!ph) return 0;
+    p->snap_phases = ph;
+    p->snap_phase_cap = need_phases;
+  }
+  if (need <= p->snap_cap) return 1;
+  int cap = p->snap_cap ? p->snap_cap : 64;
+  while (cap < need) cap *= 2;
+  int *o = realloc(p->snap_ops, (size_t)cap * sizeof *o);
+  if (o) p->snap_ops = o;
+  long long *c = realloc(p->snap_counts, (size_t)cap * sizeof *c);
+  if (c) p->snap_counts = c;
+  long long *f = realloc(p->snap_first, (size_t)cap * sizeof *f);
+  if (f) p->snap_first = f;
+  if (!o || !c || !f) return 0;
+  p->snap_cap = cap;
+  return 1;
+}
+
+/* Takes the spinlock to copy the summary's data; summary_mu held (it guards
+ * the copy). 0 on out of memory. */
+static int snapshot(sp_profiler *p, summary_src *s) {
+  for (;;) {
+    int need_ops = 0, need_phases = 0;
+    long long need_sigs = 0;
+    lock_acquire(&p->lock);
+    if (!snapshot_locked(p, s, &need_ops, &need_phases, &need_sigs)) {
+      lock_release(&p->lock);
+      sort_ops(s->ops, s->n_ops, s->counts, s->first);
+      return 1;
+    }
+    lock_release(&p->lock);
+    if (!grow_snapshot(p, need_ops, need_phases, need_sigs)) return 0;
+  }
+}
+
+/* The live profiler as a summary, for a dying process: no malloc, no lock. */
+static void live_src(sp_profiler *p, summary_src *s) {
+  int k = 0;
+  for (int id = 0; id < p->op_cap; id++)
+    if (p->op_counts[id]) p->op_order[k++] = id;
+  sort_ops(p->op_order, k, p->op_counts, p->op_first);
+  src_counters(p, s);
+  s->n_ops = k;
+  s->ops = p->op_order;
+  s->counts = p->op_counts;
+  s->first = p->op_first;
+  s->phases = p->phase_stats;
+  s->counts_by_sig = NULL;
+  s->n_counts = 0;
+  s->recs = p->recs;
+  s->n_recs = p->cfg.dedupe ? p->signatures : 0;
+}
+
+static atomic_uint g_tmp_seq;
+
+/* Opens a temporary file beside path that nobody else can have planted:
+ * a name of our own (pid, sequence), O_EXCL, never through a symlink.
+ * Async-signal-safe. Returns the fd, or -1 with errno set. */
+static int open_tmp_beside(const char *path, char *tmp, size_t cap) {
+  size_t n = strlen(path);
+  if (n + 48 > cap) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  for (int attempt = 0; attempt < 8; attempt++) {
+    char *o = tmp;
+    memcpy(o, path, n);
+    o += n;
+    *o++ = '.';
+    o = put_u64(o, (uint64_t)getpid());
+    *o++ = '.';
+    o = put_u64(o, atomic_fetch_add(&g_tmp_seq, 1));
+    memcpy(o, ".tmp", 5);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+/* Writes the summary to a temporary file and renames it into place. No
+ * malloc, no locks. */
+static int write_summary(const sp_profiler *p, const summary_src *s) {
+  char tmp[4096];
+  fdw w;
+  w.n = 0;
+  w.err = 0;
+  w.fd = open_tmp_beside(p->summary_path, tmp, sizeof tmp);
+  if (w.fd < 0) return errno ? errno : EIO;
+  fdw_str(&w, "{\n  \"rank\": ");
+  fdw_i64(&w, p->cfg.rank);
+  fdw_str(&w, ",\n  \"total_operations\": ");
+  fdw_i64(&w, s->c.records);
+  fdw_str(&w, ",\n  \"forward_passes\": ");
+  fdw_i64(&w, s->c.passes);
+  fdw_str(&w, ",\n  \"unique_operations\": ");
+  fdw_i64(&w, s->n_ops);
+  fdw_str(&w, ",\n  \"operation_counts\": {");
+  for (int i = 0; i < s->n_ops; i++) {
+    fdw_str(&w, i ? ",\n    " : "\n    ");
+    sp_op *op = op_get(s->ops[i]);
+    fdw_json_str(&w, op ? op->name : "unknown");
+    fdw_str(&w, ": ");
+    fdw_i64(&w, s->counts[s->ops[i]]);
+  }
+  fdw_str(&w, s->n_ops ? "\n  },\n" : "},\n");
+  fdw_str(&w, "  \"dedupe_enabled\": ");
+  fdw_str(&w, p->cfg.dedupe ? "true" : "false");
+  fdw_str(&w, ",\n  \"dedupe_skipped_count\": ");
+  fdw_i64(&w, s->c.dedupe_skipped);
+  fdw_str(&w, ",\n  \"unique_op_signatures\": ");
+  fdw_i64(&w, s->c.signatures);
+  for (int which = 0; which < 2; which++) {
+    fdw_str(&w, which ? ",\n  \"phase_operations\": {" : ",\n  \"phase_passes\": {");
+    for (int i = 0; i < s->n_phases; i++) {
+      fdw_str(&w, i ? ",\n    " : "\n    ");
+      fdw_json_str(&w, s->phases[i].name);
+      fdw_str(&w, ": ");
+      fdw_i64(&w, which ? s->phases[i].calls : s->phases[i].passes);
+    }
+    fdw_str(&w, s->n_phases ? "\n  }" : "}");
+  }
+  if (p->cfg.dedupe) {
+    /* call_id of a record -> the calls it stands for, where more than one */
+    fdw_str(&w, ",\n  \"signature_counts\": {");
+    int any = 0;
+    long long n = s->recs ? s->n_recs : s->n_counts;
+    for (long long i = 0; i < n; i++) {
+      long long id = s->recs ? s->recs[i].rep_id : s->counts_by_sig[i].id;
+      long long reps = s->recs ? s->recs[i].reps : s->counts_by_sig[i].n;
+      if (!id || reps < 2) continue;
+      fdw_str(&w, any++ ? ", \"" : "\"");
+      fdw_i64(&w, id);
+      fdw_str(&w, "\": ");
+      fdw_i64(&w, reps);
+    }
+    fdw_str(&w, "}");
+  }
+  fdw_str(&w, ",\n  \"format_version\": 1");
+  fdw_str(&w, ",\n  \"logged_forward_passes\": ");
+  fdw_i64(&w, s->c.logged_passes);
+  fdw_str(&w, ",\n  \"error_count\": ");
+  fdw_i64(&w, s->c.errors);
+  fdw_str(&w, ",\n  \"records_bytes\": ");
+  fdw_i64(&w, s->c.bytes);
+  fdw_str(&w, ",\n  \"records_file\": ");
+  fdw_json_str(&w, p->path);
+  fdw_str(&w, ",\n  \"ended_by\": ");
+  fdw_json_str(&w, s->ended_by);
+  fdw_str(&w, ",\n  \"profiler_failed\": ");
+  fdw_str(&w, s->failed ? "true" : "false");
+  fdw_str(&w, "\n}\n");
+  fdw_flush(&w);
+  int err = w.err;
+  if (close(w.fd) != 0 && !err) err = errno;
+  if (!err && rename(tmp, p->summary_path) != 0) err = errno;
+  if (err) unlink(tmp);
+  return err;
+}
+
+/* Writes the summary as it stands; summary_mu held (or p not yet shared),
+ * spinlock not. */
+static int write_summary_now(sp_profiler *p, const char *ended_by) {
+  summary_src s;
+  if (!snapshot(p, &s)) return ENOMEM;
+  if (ended_by) s.ended_by = ended_by;
+  return write_summary(p, &s);
+}

@@ -1,0 +1,173 @@
+/* sp_text.c -- Growable buffers, JSON escaping, number formatting.
+ * Part of the core amalgamation (sp_core.c includes every part, in order,
+ * after sp_internal.h): not compiled on its own. */
+
+static int buf_reserve(sp_buf *b, size_t extra) {
+  if (b->n + extra <= b->cap) return 1;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->n + extra) cap *= 2;
+  char *q = realloc(b->p, cap);
+  if (!q) {
+    b->failed = 1;
+    return 0;
+  }
+  b->p = q;
+  b->cap = cap;
+  return 1;
+}
+
+static void buf_put(sp_buf *b, const char *s, size_t n) {
+  if (!buf_reserve(b, n)) return;
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+static const char k_digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static char *put_u64(char *o, uint64_t v) {
+  if (v < 10) { /* most sizes and ids are short: skip the general loop */
+    *o = (char)('0' + v);
+    return o + 1;
+  }
+  if (v < 100) {
+    memcpy(o, k_digit_pairs + 2 * v, 2);
+    return o + 2;
+  }
+  char tmp[20];
+  char *e = tmp + sizeof tmp, *q = e;
+  while (v >= 100) {
+    const char *d = k_digit_pairs + 2 * (v % 100);
+    v /= 100;
+    *--q = d[1];
+    *--q = d[0];
+  }
+  if (v >= 10) {
+    const char *d = k_digit_pairs + 2 * v;
+    *--q = d[1];
+    *--q = d[0];
+  } else {
+    *--q = (char)('0' + v);
+  }
+  size_t n = (size_t)(e - q);
+  memcpy(o, q, n);
+  return o + n;
+}
+
+static char *put_i64(char *o, int64_t v) {
+  if (v < 0) {
+    *o++ = '-';
+    return put_u64(o, (uint64_t)0 - (uint64_t)v);
+  }
+  return put_u64(o, (uint64_t)v);
+}
+
+static size_t fmt_i64(char *out, int64_t v) { return (size_t)(put_i64(out, v) - out); }
+
+static void buf_i64(sp_buf *b, int64_t v) {
+  if (!buf_reserve(b, 24)) return;
+  b->n += fmt_i64(b->p + b->n, v);
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+static size_t utf8_seq_len(const unsigned char *s, size_t left) {
+  unsigned c = s[0];
+  size_t n;
+  unsigned min;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) n = 2, min = 0x80;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, min = 0x800;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, min = 0x10000;
+  else return 0;
+  if (left < n) return 0;
+  unsigned cp = c & (0xFF >> (n + 1));
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+/* The one JSON string escaper, for records and summaries alike: writes the
+ * literal (quotes included) through put(sink, bytes, n). Invalid UTF-8 becomes
+ * U+FFFD, so that every line and the summary stay readable by json.loads.
+ * Async-signal-safe (the dying-process summary uses it). */
+
+static void json_str(put_fn put, void *sink, const char *s, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char *u = (const unsigned char *)s;
+  put(sink, "\"", 1);
+  size_t i = 0;
+  while (i < len) {
+    unsigned char c = u[i];
+    if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+      size_t j = i + 1;
+      while (j < len && u[j] >= 0x20 && u[j] != '"' && u[j] != '\\' && u[j] < 0x80) j++;
+      put(sink, s + i, j - i);
+      i = j;
+      continue;
+    }
+    if (c >= 0x80) {
+      size_t k = utf8_seq_len(u + i, len - i);
+      if (k) {
+        put(sink, s + i, k);
+        i += k;
+      } else {
+        put(sink, "\\ufffd", 6);
+        i++;
+      }
+      continue;
+    }
+    char esc[6] = {'\\', 0, 0, 0, 0, 0};
+    size_t en = 2;
+    switch (c) {
+      case '"': esc[1] = '"'; break;
+      case '\\': esc[1] = '\\'; break;
+      case '\n': esc[1] = 'n'; break;
+      case '\r': esc[1] = 'r'; break;
+      case '\t': esc[1] = 't'; break;
+      case '\b': esc[1] = 'b'; break;
+      case '\f': esc[1] = 'f'; break;
+      default:
+        esc[1] = 'u';
+        esc[2] = '0';
+        esc[3] = '0';
+        esc[4] = hex[c >> 4];
+        esc[5] = hex[c & 15];
+        en = 6;
+    }
+    put(sink, esc, en);
+    i++;
+  }
+  put(sink, "\"", 1);
+}
+
+static void buf_sink(void *b, const char *s, size_t n) { buf_put((sp_buf *)b, s, n); }
+
+static void buf_json_str(sp_buf *b, const char *s, size_t len) {
+  if (!buf_reserve(b, len + 2)) return;
+  json_str(buf_sink, b, s, len);
+}
+
+static char *dup_buf(const sp_buf *b) {
+  char *s = malloc(b->n + 1);
+  if (!s) return NULL;
+  memcpy(s, b->p, b->n);
+  s[b->n] = 0;
+  return s;
+}
+
+/* Writes one message line to stderr with write(2): usable anywhere. */
+static void say(const char *a, const char *b, const char *c) {
+  const char *parts[4] = {"sgl_shapeprof: ", a, b, c};
+  for (int i = 0; i < 4; i++)
+    if (parts[i]) {
+      ssize_t r = write(2, parts[i], strlen(parts[i]));
+      (void)r;
+    }
+  ssize_t r = write(2, "\n", 1);
+  (void)r;
+}

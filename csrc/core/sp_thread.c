@@ -1,0 +1,48 @@
+/* sp_thread.c -- Per-thread scratch: encodings and the operator cache.
+ * Part of the core amalgamation (sp_core.c includes every part, in order,
+ * after sp_internal.h): not compiled on its own. */
+
+sp_thread *sp_thread_new(void) {
+  sp_thread *t = calloc(1, sizeof *t);
+  if (t) t->epoch = atomic_load(&g_op_epoch);
+  return t;
+}
+
+void sp_thread_free(sp_thread *t) {
+  if (!t) return;
+  free(t->pub.in.w);
+  free(t->pub.out.w);
+  free(t->prefix.p);
+  free(t->line.p);
+  free(t);
+}
+
+int sp_thread_op(sp_thread *t, const void *key) {
+  unsigned e = atomic_load_explicit(&g_op_epoch, memory_order_acquire);
+  if (e != t->epoch) {
+    memset(t->cache, 0, sizeof t->cache);
+    t->epoch = e;
+    return -1;
+  }
+  opcache_slot *s = &t->cache[ptr_hash(key) & (SP_OPCACHE_SIZE - 1)];
+  return s->key == key ? s->id : -1;
+}
+
+void sp_thread_cache_op(sp_thread *t, const void *key, int op_id) {
+  opcache_slot *s = &t->cache[ptr_hash(key) & (SP_OPCACHE_SIZE - 1)];
+  s->key = key;
+  s->id = op_id;
+}
+
+int sp_enc_grow(sp_enc *e, size_t extra) {
+  size_t cap = e->cap ? e->cap : 64;
+  while (cap < e->n + extra) cap *= 2;
+  int64_t *w = realloc(e->w, cap * sizeof *w);
+  if (!w) {
+    e->failed = 1;
+    return SP_NOMEM;
+  }
+  e->w = w;
+  e->cap = cap;
+  return SP_OK;
+}
