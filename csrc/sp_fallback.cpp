@@ -5,7 +5,7 @@
 // "included" set only while that thread runs a logged pass, so nothing else
 // is slowed down. Every failure here is contained: the host sees its own
 // results and exceptions, never ours.
-#include "sp_hook.h"
+#include "sp_fallback.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -373,14 +373,14 @@ int set_dtype_names() {
 
 extern "C" {
 
-int sp_hook_install(void) {
+int sp_fallback_install(void) {
   std::lock_guard<std::mutex> lock(g_install_mu);
   if (g_fallback_handle) return SP_OK;
   try {
     auto& d = c10::Dispatcher::singleton();
     if (d.hasBackendFallbackForDispatchKey(kKey)) {
       g_install_error = "this torch already has a fallback on DispatchKey::Fake; "
-                        "sgl_shapeprof cannot hook this build";
+                        "sgl_shapeprof cannot register its fallback in this build";
       return SP_ERROR;
     }
     if (set_dtype_names() != SP_OK) {
@@ -393,15 +393,15 @@ int sp_hook_install(void) {
         kKey, c10::KernelFunction::makeFromBoxedFunction<&fallback>(),
         "sgl_shapeprof shape profiler"));
   } catch (const std::exception& e) {
-    g_install_error = c10::str("cannot register the dispatch hook: ", e.what());
+    g_install_error = c10::str("cannot register the boxed fallback: ", e.what());
     return SP_ERROR;
   }
   return SP_OK;
 }
 
-const char* sp_hook_error(void) { return g_install_error.c_str(); }
+const char* sp_fallback_error(void) { return g_install_error.c_str(); }
 
-void sp_hook_enable(sp_profiler* p) {
+void sp_fallback_enable(sp_profiler* p) {
   set_thread_profiler(p);
   t_state.paused = false;
   sp_ref(p);
@@ -410,7 +410,7 @@ void sp_hook_enable(sp_profiler* p) {
   set_key(true);
 }
 
-void sp_hook_disable(sp_profiler* p) {
+void sp_fallback_disable(sp_profiler* p) {
   if (t_state.profiler == p || !p) {
     set_thread_profiler(nullptr);
     set_key(false);
@@ -419,24 +419,24 @@ void sp_hook_disable(sp_profiler* p) {
   if (p && g_inherited.compare_exchange_strong(expected, nullptr)) sp_unref(p);
 }
 
-int sp_hook_pause(void) {
+int sp_fallback_pause(void) {
   if (!c10::impl::tls_is_dispatch_key_included(kKey)) return 0;
   set_key(false);
   t_state.paused = true;
   return 1;
 }
 
-void sp_hook_resume(void) {
+void sp_fallback_resume(void) {
   if (!t_state.paused) return;
   t_state.paused = false;
   if (t_state.profiler && sp_logging(t_state.profiler)) set_key(true);
 }
 
-int sp_hook_thread_enabled(void) {
+int sp_fallback_thread_enabled(void) {
   return c10::impl::tls_is_dispatch_key_included(kKey) ? 1 : 0;
 }
 
-int sp_hook_installed(void) {
+int sp_fallback_installed(void) {
   std::lock_guard<std::mutex> lock(g_install_mu);
   return g_fallback_handle != nullptr;
 }

@@ -9,7 +9,7 @@
 #include <Python.h>
 
 #include "sp_core.h"
-#include "sp_hook.h"
+#include "sp_fallback.h"
 
 typedef struct {
   PyObject_HEAD
@@ -42,10 +42,10 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
                                    &skip, &limit, &dedupe, &phases))
     return -1;
   sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases};
-  int rc = sp_hook_install();
+  int rc = sp_fallback_install();
   if (rc != SP_OK) {
     Py_DECREF(path_obj);
-    raise_for(SP_ERROR, sp_hook_error());
+    raise_for(SP_ERROR, sp_fallback_error());
     return -1;
   }
   sp_profiler *p = NULL;
@@ -66,7 +66,7 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
 static void Profiler_dealloc(PyObject *self_) {
   ProfilerObject *self = (ProfilerObject *)self_;
   if (self->p) {
-    sp_hook_disable(self->p);
+    sp_fallback_disable(self->p);
     sp_close(self->p);
     /* Freed once no thread points at it any more (see sp_free). */
     sp_free(self->p);
@@ -82,10 +82,10 @@ static int check(ProfilerObject *self) {
   return 1;
 }
 
-/* A pass was opened on this thread: the hook follows whether it is logged. */
+/* A pass was opened on this thread: the fallback's key follows whether it is logged. */
 static PyObject *pass_opened(ProfilerObject *self, int logged) {
-  if (logged) sp_hook_enable(self->p);
-  else sp_hook_disable(self->p);
+  if (logged) sp_fallback_enable(self->p);
+  else sp_fallback_disable(self->p);
   return PyBool_FromLong(logged);
 }
 
@@ -107,7 +107,7 @@ static PyObject *Profiler_pass_end(PyObject *self_, PyObject *noargs) {
   ProfilerObject *self = (ProfilerObject *)self_;
   (void)noargs;
   if (!check(self)) return NULL;
-  sp_hook_disable(self->p);
+  sp_fallback_disable(self->p);
   /* may wait for the flusher thread (it holds the pass lock while it cuts
    * the file), or flush here when no thread could be started */
   Py_BEGIN_ALLOW_THREADS
@@ -120,7 +120,7 @@ static PyObject *Profiler_close(PyObject *self_, PyObject *noargs) {
   ProfilerObject *self = (ProfilerObject *)self_;
   (void)noargs;
   if (!check(self)) return NULL;
-  sp_hook_disable(self->p);
+  sp_fallback_disable(self->p);
   int rc;
   Py_BEGIN_ALLOW_THREADS
   rc = sp_close(self->p);
@@ -197,25 +197,25 @@ static PyTypeObject ProfilerType = {
 static PyObject *mod_thread_enabled(PyObject *m, PyObject *noargs) {
   (void)m;
   (void)noargs;
-  return PyBool_FromLong(sp_hook_thread_enabled());
+  return PyBool_FromLong(sp_fallback_thread_enabled());
 }
 
-static PyObject *mod_hook_installed(PyObject *m, PyObject *noargs) {
+static PyObject *mod_fallback_installed(PyObject *m, PyObject *noargs) {
   (void)m;
   (void)noargs;
-  return PyBool_FromLong(sp_hook_installed());
+  return PyBool_FromLong(sp_fallback_installed());
 }
 
 static PyObject *mod_pause_thread(PyObject *m, PyObject *noargs) {
   (void)m;
   (void)noargs;
-  return PyBool_FromLong(sp_hook_pause());
+  return PyBool_FromLong(sp_fallback_pause());
 }
 
 static PyObject *mod_resume_thread(PyObject *m, PyObject *noargs) {
   (void)m;
   (void)noargs;
-  sp_hook_resume();
+  sp_fallback_resume();
   Py_RETURN_NONE;
 }
 
@@ -225,8 +225,8 @@ static PyMethodDef module_methods[] = {
     {"resume_thread", mod_resume_thread, METH_NOARGS,
      "Undo pause_thread() if this thread's pass is still logged."},
     {"thread_enabled", mod_thread_enabled, METH_NOARGS,
-     "Whether the hook's dispatch key is in this thread's TLS."},
-    {"hook_installed", mod_hook_installed, METH_NOARGS,
+     "Whether the fallback's dispatch key is in this thread's TLS."},
+    {"fallback_installed", mod_fallback_installed, METH_NOARGS,
      "Whether the dispatcher fallback is registered in this process."},
     {NULL, NULL, 0, NULL}};
 

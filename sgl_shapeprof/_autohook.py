@@ -32,7 +32,7 @@ class _PatchingLoader:
         try:
             _patch(module)
         except Exception as e:  # never break the import
-            sys.stderr.write(f"sgl_shapeprof: cannot hook {module.__name__}: {e}\n")
+            sys.stderr.write(f"sgl_shapeprof: cannot patch {module.__name__}: {e}\n")
 
     def __getattr__(self, name):  # get_source, get_code, ... for tools
         return getattr(self._loader, name)
@@ -54,7 +54,7 @@ class _WorkerFinder:
         pass
 
 
-def install_import_hooks() -> None:
+def install_worker_patcher() -> None:
     if any(isinstance(f, _WorkerFinder) for f in sys.meta_path):
         return
     for name in TARGETS:
@@ -63,4 +63,4 @@ def install_import_hooks() -> None:
     sys.meta_path.insert(0, _WorkerFinder())
 
 
-install_import_hooks()
+install_worker_patcher()

@@ -166,12 +166,13 @@ def _record(args: argparse.Namespace) -> int:
         print(f"sgl-shapeprof record: directory of {args.output} does not exist", file=sys.stderr)
         return 2
     env = dict(os.environ)
+    from . import config
     env.update({
-        "SGLANG_PROFILE_SHAPES": "1",
-        "SGLANG_PROFILE_SHAPES_FILE": out,
-        "SGLANG_PROFILE_SHAPES_DEDUPE": "1" if args.dedupe else "0",
-        "SGLANG_PROFILE_SHAPES_SKIP_WARMUP": str(args.skip_warmup),
-        "SGLANG_PROFILE_SHAPES_LOG_N_PASSES": str(args.log_n_passes),
+        config.ENV_ENABLE: "1",
+        config.ENV_FILE: out,
+        config.ENV_DEDUPE: "1" if args.dedupe else "0",
+        config.ENV_SKIP_WARMUP: str(args.skip_warmup),
+        config.ENV_LOG_N_PASSES: str(args.log_n_passes),
     })
     python = cmd[0] if exe.startswith("python") else sys.executable
     python = shutil.which(python) or python
@@ -187,7 +188,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _hook(args: argparse.Namespace) -> int:
-    from .hook import hook_command
+    from .startup_hook import hook_command
     return hook_command(args.action, args.site_dir)
 
 

@@ -101,15 +101,24 @@ def parse_ranks(value: str, name: str = ENV_RANK) -> Optional[FrozenSet[int]]:
 PHASE_ALIASES = {"prefill": "extend", "extend": "prefill"}
 
 
-def parse_phases(value: str, name: str = ENV_PHASES) -> Optional[FrozenSet[str]]:
-    v = value.strip()
-    if not v:
+def phase_filter(phases, name: str = ENV_PHASES) -> Optional[FrozenSet[str]]:
+    """The labels a phase filter selects -- from "decode,extend" or a list --
+    with prefill/extend aliasing each other; None when it selects every pass.
+    The one parser for SGLANG_PROFILE_SHAPES_PHASES and ShapeProfiler(phases=)."""
+    if phases is None:
         return None
-    parts = [p.strip() for p in v.split(",")]
+    parts = phases.split(",") if isinstance(phases, str) else [str(p) for p in phases]
+    parts = [p.strip() for p in parts]
+    if not any(parts):
+        return None
     for p in parts:
         if not _PHASE_RE.match(p):
-            raise ConfigError(f"{name}={value!r}: phase {p!r} must be letters, digits, '_', '.' or '-'")
+            raise ConfigError(f"{name}={phases!r}: phase {p!r} must be letters, digits, '_', '.' or '-'")
     return frozenset(parts + [PHASE_ALIASES[p] for p in parts if p in PHASE_ALIASES])
+
+
+def parse_phases(value: str, name: str = ENV_PHASES) -> Optional[FrozenSet[str]]:
+    return phase_filter(value, name)
 
 
 def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:

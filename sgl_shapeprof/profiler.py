@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import Iterable, Iterator, Optional, Union
 
-from .config import ENV_FILE, ENV_PHASES, PHASE_ALIASES, ConfigError, read_env
+from .config import ENV_FILE, ENV_PHASES, ConfigError, phase_filter, read_env
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -72,16 +72,12 @@ class ShapeProfiler:
         _check_count("rank", rank)
         _check_count("skip_warmup", skip_warmup)
         _check_count("log_n_passes", log_n_passes)
-        phase_list = None
-        if phases is not None:
-            names = phases.split(",") if isinstance(phases, str) else list(phases)
-            names = {n.strip() for n in names if n.strip()}
-            names |= {PHASE_ALIASES[n] for n in names if n in PHASE_ALIASES}
-            phase_list = ",".join(sorted(names)) or None
+        selected = phase_filter(phases, "phases")
+        phase_list = ",".join(sorted(selected)) if selected else None
         from ._native import load
 
         _C = load()
-        _hook_tensor_printing()
+        _pause_while_printing()
 
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
@@ -137,7 +133,7 @@ class ShapeProfiler:
 
     def _begin(self, native_begin, *args) -> bool:
         try:
-            _hook_compiler()
+            _pause_while_compiling()
             logged = bool(native_begin(*args))
         except Exception as e:  # never into the model
             self._give_up(e)
@@ -265,7 +261,7 @@ def _label(phase) -> Optional[str]:
     return fixed
 
 
-_compiler_hook_failed = False
+_compile_callbacks_failed = False
 
 
 def _pause_for_compiler(_args=None) -> None:
@@ -278,15 +274,15 @@ def _resume_after_compiler(_args=None) -> None:
     _C.resume_thread()
 
 
-def _hook_compiler() -> None:
+def _pause_while_compiling() -> None:
     """Ops that torch.compile runs while compiling (tracing, benchmarking
     kernels) are not the model's: pause logging on the compiling thread from
     dynamo's compile-start to compile-end callbacks. Checked at every pass
     start, because torch._dynamo.reset() clears the callbacks; skipped until
     dynamo is loaded (importing it ourselves would cost a second)."""
-    global _compiler_hook_failed
+    global _compile_callbacks_failed
     dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is None or _compiler_hook_failed:
+    if dynamo is None or _compile_callbacks_failed:
         return
     try:
         handler = dynamo.callback_handler
@@ -294,23 +290,23 @@ def _hook_compiler() -> None:
             handler.register_start_callback(_pause_for_compiler)
             handler.register_end_callback(_resume_after_compiler)
     except Exception as e:  # another torch: compile-time ops may be logged
-        _compiler_hook_failed = True
-        _say(f"cannot hook torch.compile's callbacks ({e}); ops it runs while compiling may be logged")
+        _compile_callbacks_failed = True
+        _say(f"cannot register with torch.compile's callbacks ({e}); ops it runs while compiling may be logged")
 
 
-_printing_hooked = False
+_printing_wrapped = False
 
 
-def _hook_tensor_printing() -> None:
+def _pause_while_printing() -> None:
     """Printing a tensor (repr, str, format) runs dozens of operators (item,
     select, is_nonzero, ...) that are not the model's; PyTorch turns dispatch
     modes off around it, so a TorchDispatchMode logs none of them. Pause
     this thread's logging the same way (torch._tensor_str._str is what
     Tensor.__repr__ calls)."""
-    global _printing_hooked
-    if _printing_hooked:
+    global _printing_wrapped
+    if _printing_wrapped:
         return
-    _printing_hooked = True
+    _printing_wrapped = True
     try:
         import functools
 
@@ -328,7 +324,7 @@ def _hook_tensor_printing() -> None:
                     _C.resume_thread()
         tensor_str._str = _str
     except Exception as e:  # another torch: printing inside a pass is logged
-        _say(f"cannot hook tensor printing ({e}); a tensor printed inside a logged pass logs its ops")
+        _say(f"cannot wrap tensor printing ({e}); a tensor printed inside a logged pass logs its ops")
 
 
 @atexit.register

@@ -2,6 +2,7 @@
 or Python, and run plain, under AddressSanitizer + UndefinedBehaviorSanitizer,
 and under ThreadSanitizer (also `make test-core`, which needs no torch)."""
 import os
+import re
 import shutil
 import subprocess
 
@@ -9,7 +10,8 @@ import pytest
 from helpers import ROOT
 
 CSRC = os.path.join(ROOT, "csrc")
-FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-g"]
+# SP_DEBUG: the test build asserts the calling protocol
+FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-DSP_DEBUG"]
 VARIANTS = {
     "plain": ["-O2"],
     "asan-ubsan": ["-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
@@ -33,4 +35,6 @@ def test_core_unit_tests(tmp_path, variant):
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1", TSAN_OPTIONS="halt_on_error=1")
     run = subprocess.run([exe], capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.strip() == "11 passed, 0 failed"
+    src = open(os.path.join(CSRC, "tests", "test_core.c")).read()
+    n_tests = len(re.findall(r"^static void test_\w+\(void\) \{", src, re.M))
+    assert run.stdout.strip() == f"{n_tests} passed, 0 failed"

@@ -135,7 +135,7 @@ import os, sys, torch, sgl_shapeprof
 from sgl_shapeprof import _C
 p = sgl_shapeprof.from_env(rank=int(sys.argv[1]) if len(sys.argv) > 1 else None)
 torch.randn(3).exp()
-print(p is None, _C.hook_installed(), _C.thread_enabled())
+print(p is None, _C.fallback_installed(), _C.thread_enabled())
 '''
 
 
@@ -273,3 +273,15 @@ def test_a_phase_filter_that_matches_nothing_is_said_at_close(tmp_path, monkeypa
         torch.ones(2).neg()
     prof.close()
     assert capsys.readouterr().err == ""
+
+
+def test_one_definition_of_the_variable_names():
+    """The start-up hook's .pth line cannot import config (it runs in every
+    Python process): it must spell the switch as config does."""
+    import sgl_shapeprof
+    from sgl_shapeprof import config
+    pth = os.path.join(os.path.dirname(sgl_shapeprof.__file__), "sgl_shapeprof_autohook.pth")
+    assert f'os.environ.get("{config.ENV_ENABLE}")' in open(pth).read()
+    assert config.phase_filter("prefill,decode") == {"prefill", "extend", "decode"}
+    assert config.phase_filter(["decode"]) == config.parse_phases("decode")
+    assert config.phase_filter(" , ") is None

@@ -15,9 +15,11 @@ int sp_close(sp_profiler *p) {
   }
   pthread_mutex_lock(&p->summary_mu);
   pthread_mutex_lock(&p->pass_mu);
+  pthread_mutex_lock(&p->grow_mu); /* no growth in flight */
   lock_acquire(&p->lock);
   if (p->closed) {
     lock_release(&p->lock);
+    pthread_mutex_unlock(&p->grow_mu);
     pthread_mutex_unlock(&p->pass_mu);
     pthread_mutex_unlock(&p->summary_mu);
     return SP_OK;
@@ -33,6 +35,7 @@ int sp_close(sp_profiler *p) {
   p->file.spec_owner = NULL;
   p->file.spec_end = p->file.len;
   lock_release(&p->lock);
+  pthread_mutex_unlock(&p->grow_mu); /* a grower now sees closed */
   pthread_mutex_unlock(&p->pass_mu);
   int rc = SP_OK;
   if (ftruncate(file.fd, (off_t)file.len) != 0) {
@@ -46,6 +49,7 @@ int sp_close(sp_profiler *p) {
     rc = SP_IOERR;
   }
   pthread_mutex_unlock(&p->summary_mu);
+  tell_failure(p);
   unlink_open(p);
   return rc;
 }
@@ -89,6 +93,7 @@ static void destroy(sp_profiler *p) {
   if (p->owner_pid == getpid() && !atomic_load(&p->orphaned)) {
     pthread_mutex_destroy(&p->pass_mu);
     pthread_mutex_destroy(&p->summary_mu);
+    pthread_mutex_destroy(&p->grow_mu);
   }
   free(p);
 }

@@ -4,75 +4,119 @@
 
 static size_t g_page;
 
-static int file_grow(sp_file *f, size_t need) {
-  if (need <= f->size) return 0;
-  size_t size = (need + SP_FILE_GROW - 1) / SP_FILE_GROW * SP_FILE_GROW;
-  /* fallocate reserves the blocks, so a full disk fails here, not as a
-   * SIGBUS when a mapped page is first touched. */
-  int r = fallocate(f->fd, 0, (off_t)f->size, (off_t)(size - f->size));
-  if (r != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
-    /* ext2, some network and FUSE file systems: a sparse file would turn a
-     * full disk into a SIGBUS on first touch. posix_fallocate writes the
-     * blocks instead, so a full disk fails here too. */
-    int e = posix_fallocate(f->fd, (off_t)f->size, (off_t)(size - f->size));
-    if (e) return e;
-    r = 0;
-  }
-  if (r != 0) return errno ? errno : EIO;
-  f->size = size;
-  return 0;
-}
-
-static int file_map(sp_file *f, size_t off, size_t n) {
-  if (f->map && off >= f->map_off && off + n <= f->map_off + f->map_len)
-    return 0;
-  if (f->map) munmap(f->map, f->map_len);
-  f->map = NULL;
-  size_t start = off / g_page * g_page;
-  size_t len = SP_MAP_WINDOW;
-  if (off + n - start > len) len = (off + n - start + g_page - 1) / g_page * g_page;
-  void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, (off_t)start);
-  if (m == MAP_FAILED) return errno ? errno : EIO;
-  f->map = m;
-  f->map_off = start;
-  f->map_len = len;
-  f->faulted = start;
-  return 0;
+/* Allocates [from, to) of fd: reserved blocks, so that a full disk fails
+ * here, not as a SIGBUS when a mapped page is first touched. */
+static int file_allocate(int fd, size_t from, size_t to) {
+  if (fallocate(fd, 0, (off_t)from, (off_t)(to - from)) == 0) return 0;
+  if (errno != EOPNOTSUPP && errno != ENOSYS) return errno ? errno : EIO;
+  /* ext2, some network and FUSE file systems: a sparse file would turn a
+   * full disk into a SIGBUS on first touch. posix_fallocate writes the
+   * blocks instead, so a full disk fails here too. */
+  return posix_fallocate(fd, (off_t)from, (off_t)(to - from));
 }
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
 
-/* Faults in the pages ahead of the writer in one call per SP_PREFAULT
- * instead of one page fault per 4 KiB. Best effort. */
-static void file_prefault(sp_file *f, size_t end) {
-  if (end <= f->faulted) return;
-  size_t from = f->faulted > f->map_off ? f->faulted : f->map_off;
-  size_t to = (end + SP_PREFAULT - 1) / SP_PREFAULT * SP_PREFAULT;
-  if (to > f->size) to = f->size;
-  if (to > f->map_off + f->map_len) to = f->map_off + f->map_len;
-  if (to <= from) return;
-  if (!f->no_populate &&
-      madvise(f->map + (from - f->map_off), to - from, MADV_POPULATE_WRITE) != 0)
-    f->no_populate = 1; /* old kernel: ordinary page faults it is */
-  f->faulted = to;
+/* [off, off + n) can be written with a memcpy: mapped, allocated and faulted
+ * in. Writers hold the spinlock, which never waits for a syscall: room is
+ * made ahead of them by file_make_room. */
+static inline int file_room(const sp_file *f, size_t off, size_t n) {
+  return f->map && off >= f->map_off && off + n <= f->faulted && off + n <= f->size &&
+         off + n <= f->map_off + f->map_len;
 }
 
-/* Copies data to file offset off. Returns 0 or an errno value. */
+/* Copies data to file offset off. Returns 0, or ENOSPC when no room was made
+ * for it (a writer that skipped file_make_room: the profiler then stops).
+ * Spinlock held. */
 static int file_write_at(sp_file *f, size_t off, const char *data, size_t n) {
-  /* Common case: inside the mapped, allocated, pre-faulted part. */
-  if (f->map && off >= f->map_off && off + n <= f->faulted && off + n <= f->size &&
-      off + n <= f->map_off + f->map_len) {
-    memcpy(f->map + (off - f->map_off), data, n);
-    return 0;
-  }
-  int e = file_grow(f, off + n);
-  if (!e) e = file_map(f, off, n);
-  if (e) return e;
-  file_prefault(f, off + n);
+  if (!file_room(f, off, n)) return ENOSPC;
   memcpy(f->map + (off - f->map_off), data, n);
   return 0;
+}
+
+/* Where the next write can end: past the records and any in-flight prefix. */
+static inline size_t file_tail(const sp_file *f) {
+  return f->spec_end > f->len ? f->spec_end : f->len;
+}
+
+/* Makes the file writable up to file_tail() + need without a syscall under
+ * the spinlock: allocates, maps a new window and faults it in with the
+ * spinlock released, then installs the window under it. grow_mu orders this
+ * against other growers, the flusher's trim and close. Returns 0, ESHUTDOWN
+ * if the file was closed or given up, or an errno value. Spinlock not held. */
+static int file_make_room(sp_profiler *p, size_t need) {
+  sp_file *f = &p->file;
+  pthread_mutex_lock(&p->grow_mu);
+  lock_acquire(&p->lock);
+  sp_file now = *f;
+  int gone = p->closed || f->fd < 0 || atomic_load(&p->orphaned);
+  size_t tail = file_tail(f);
+  lock_release(&p->lock);
+  if (gone || file_room(&now, now.len, tail - now.len + need)) {
+    pthread_mutex_unlock(&p->grow_mu);
+    return gone ? ESHUTDOWN : 0;
+  }
+  /* Writers may append meanwhile (inside the room they had), so leave
+   * headroom: a window's worth of allocation past what is needed now. */
+  size_t target = tail + need;
+  size_t size = now.size;
+  int e = 0;
+  if (target > size) {
+    size_t want = (target + SP_FILE_GROW - 1) / SP_FILE_GROW * SP_FILE_GROW;
+    e = file_allocate(now.fd, size, want);
+    if (!e) size = want;
+  }
+  char *map = NULL; /* a new window, or NULL to keep the current one */
+  size_t map_off = now.map_off, map_len = now.map_len;
+  if (!e && (!now.map || now.len < now.map_off || target > now.map_off + now.map_len)) {
+    map_off = now.len / g_page * g_page;
+    map_len = SP_MAP_WINDOW;
+    if (target - map_off > map_len) map_len = (target - map_off + g_page - 1) / g_page * g_page;
+    void *m = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, now.fd, (off_t)map_off);
+    if (m == MAP_FAILED) e = errno ? errno : EIO;
+    else map = m;
+  }
+  size_t faulted = now.faulted, no_populate = (size_t)now.no_populate;
+  if (!e) {
+    char *base = map ? map : now.map;
+    size_t from = map ? map_off : (now.faulted > map_off ? now.faulted : map_off);
+    size_t to = (target + SP_PREFAULT - 1) / SP_PREFAULT * SP_PREFAULT;
+    if (to > size) to = size;
+    if (to > map_off + map_len) to = map_off + map_len;
+    /* one call per SP_PREFAULT instead of a page fault per 4 KiB; best
+     * effort (old kernels: ordinary page faults it is) */
+    if (to > from && !no_populate &&
+        madvise(base + (from - map_off), to - from, MADV_POPULATE_WRITE) != 0)
+      no_populate = 1;
+    if (map || to > faulted) faulted = to;
+  }
+  char *old = NULL;
+  size_t old_len = 0;
+  lock_acquire(&p->lock);
+  if (p->closed || f->fd != now.fd) { /* closed meanwhile: ours to undo */
+    old = map;
+    old_len = map_len;
+    e = e ? e : ESHUTDOWN;
+  } else {
+    if (size > f->size) f->size = size;
+    if (!e) {
+      if (map) {
+        old = f->map;
+        old_len = f->map_len;
+        f->map = map;
+        f->map_off = map_off;
+        f->map_len = map_len;
+      }
+      f->faulted = faulted;
+      f->no_populate = (int)no_populate;
+    }
+  }
+  lock_release(&p->lock);
+  if (old) munmap(old, old_len); /* nobody writes through it any more */
+  pthread_mutex_unlock(&p->grow_mu);
+  return e;
 }
 
 /* Between passes the file holds exactly its records (JSON Lines readers

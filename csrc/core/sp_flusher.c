@@ -18,6 +18,7 @@ static void flush_one(sp_profiler *p) {
     pthread_mutex_unlock(&p->summary_mu);
     return;
   }
+  pthread_mutex_lock(&p->grow_mu); /* no growth in flight while we cut */
   lock_acquire(&p->lock);
   off_t cut = file_forget_tail(&p->file);
   lock_release(&p->lock);
@@ -28,6 +29,7 @@ static void flush_one(sp_profiler *p) {
     fail(p, "cannot trim records file ", e);
     lock_release(&p->lock);
   }
+  pthread_mutex_unlock(&p->grow_mu);
   summary_src s;
   int ok = snapshot(p, &s);
   pthread_mutex_unlock(&p->pass_mu);
@@ -36,6 +38,7 @@ static void flush_one(sp_profiler *p) {
     write_summary(p, &s);
   }
   pthread_mutex_unlock(&p->summary_mu);
+  tell_failure(p);
 }
 
 static void flush_all(void) {

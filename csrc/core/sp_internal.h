@@ -176,6 +176,10 @@ struct sp_profiler {
   /* Orders summary writes (flusher, close) and guards the snapshot buffers.
    * Taken before pass_mu. */
   pthread_mutex_t summary_mu;
+  /* Orders the records file's growth (allocate, map, fault in: syscalls,
+   * made outside the spinlock) against trims and close. Taken after
+   * pass_mu, before the spinlock. */
+  pthread_mutex_t grow_mu;
   atomic_int flush_wanted; /* a pass ended since the last flush */
   sp_config cfg;
   char *path, *summary_path, *phases;
@@ -185,6 +189,7 @@ struct sp_profiler {
   atomic_int orphaned;  /* we are a forked child: hands off the file */
   atomic_int refs;      /* the owner's, and each thread's that points here */
   int closed, failed;
+  int failure_unsaid;   /* fail() ran; tell_failure says it, outside the spinlock */
   const char *ended_by; /* "close", "SIGSEGV", ... */
   sp_file file;
   /* passes */

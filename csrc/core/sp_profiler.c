@@ -61,9 +61,28 @@ static void fail(sp_profiler *p, const char *what, int err) {
   p->failed = 1;
   atomic_store(&p->logging, 0);
   set_err(p, what, p->path, err);
-  char n[32];
-  n[fmt_i64(n, p->records)] = 0;
-  say(p->errmsg, "; profiling stopped, records kept: ", n);
+  p->failure_unsaid = 1; /* said by tell_failure: no write(2) under the spinlock */
+}
+
+static atomic_int g_dtype_unsaid; /* a dtype without a name was written */
+
+/* Says what fail() noted, once, with no lock held: called where the
+ * profiler does its syscalls anyway (the flusher, close). */
+static void tell_failure(sp_profiler *p) {
+  char msg[SP_ERRMSG_CAP + 64], n[32];
+  lock_acquire(&p->lock);
+  int unsaid = p->failure_unsaid;
+  p->failure_unsaid = 0;
+  if (unsaid) {
+    n[fmt_i64(n, p->records)] = 0;
+    size_t k = strlen(p->errmsg);
+    memcpy(msg, p->errmsg, k + 1);
+  }
+  lock_release(&p->lock);
+  if (unsaid) say(msg, "; profiling stopped, records kept: ", n);
+  if (atomic_exchange(&g_dtype_unsaid, 0))
+    say("a tensor has a dtype this build does not know; it is written as "
+        "\"torch.unknown<code>\"", NULL, NULL);
 }
 
 int sp_summary_path_for(const char *path, char *buf, size_t cap) {
@@ -106,6 +125,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   atomic_flag_clear(&p->lock.f);
   pthread_mutex_init(&p->pass_mu, NULL);
   pthread_mutex_init(&p->summary_mu, NULL);
+  pthread_mutex_init(&p->grow_mu, NULL);
   p->file.fd = -1;
   p->closed = 1; /* until it opens */
   if (!cfg || !cfg->path || !cfg->path[0]) {

@@ -27,10 +27,7 @@ static char *put_tensor(char *o, const int64_t *w, size_t *i) {
   }
   o = PUT_LIT(o, "], \"dtype\": \"torch.unknown");
   o = put_i64(o, dtype);
-  if (!atomic_exchange(&g_dtype_warned, 1))
-    say("a tensor has a dtype this build does not know; it is written as "
-        "\"torch.unknown<code>\"",
-        NULL, NULL);
+  if (!atomic_exchange(&g_dtype_warned, 1)) atomic_store(&g_dtype_unsaid, 1); /* tell_failure */
   return PUT_LIT(o, "\"}");
 }
 
@@ -148,6 +145,31 @@ static int fmt_outputs(sp_thread *t) {
 }
 
 /* ---- the call protocol -------------------------------------------------- */
+/* Releases the spinlock while file_make_room works, then takes it back.
+ * Returns 1 if [file_tail, +need) is writable now; 0 if not (the file was
+ * closed, or a failure was reported and logging is off). Spinlock held. */
+static int make_room(sp_profiler *p, size_t need) {
+  for (int tries = 0; tries < 8; tries++) {
+    lock_release(&p->lock);
+    int e = file_make_room(p, need);
+    lock_acquire(&p->lock);
+    if (e) {
+      if (e != ESHUTDOWN && !p->closed) fail(p, "cannot grow records file ", e);
+      return 0;
+    }
+    if (file_room(&p->file, p->file.len, file_tail(&p->file) - p->file.len + need)) return 1;
+    /* other threads took the room in between: again */
+  }
+  fail(p, "cannot keep room in records file ", EAGAIN);
+  return 0;
+}
+
+/* Upper bound on what writing t's record takes in the file. */
+static inline size_t record_bound(const sp_profiler *p, const sp_thread *t, size_t extra) {
+  return 96 + p->pass_json.n + t->op->head_len + t->op->keys_len + enc_bound(&t->pub.in) +
+         enc_bound(&t->pub.out) + extra;
+}
+
 static inline int call_begin(sp_profiler *p, sp_thread *t);
 
 int sp_call_begin(sp_profiler *p, sp_thread *t) {
@@ -211,6 +233,16 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
    * process, this half line is what is left of the call. */
   if (!make_prefix(p, t)) {
     fail(p, "out of memory formatting a record for ", 0);
+  } else if (!file_room(&p->file, p->file.len, t->prefix.n) &&
+             (!make_room(p, t->prefix.n) || !make_prefix(p, t) ||
+              !file_room(&p->file, p->file.len, t->prefix.n))) {
+    /* The lock was let go to make room (the prefix was made again: its
+     * call_id may be taken). No room means the file was closed or a failure
+     * was reported (logging is off): nothing more to do. */
+    if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) {
+      lock_release(&p->lock);
+      return 0;
+    }
   } else {
     int e = file_write_at(&p->file, p->file.len, t->prefix.p, t->prefix.n);
     if (e) {
@@ -370,6 +402,11 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   if (t->counted) return; /* a repeat, already counted */
   sp_enc *out = &t->pub.out;
   lock_acquire(&p->lock);
+  if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->closed) {
+    size_t need = record_bound(p, t, 0);
+    if (!file_room(&p->file, p->file.len, file_tail(&p->file) - p->file.len + need))
+      make_room(p, need);
+  }
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->closed) {
     drop_spec(p, t);
     lock_release(&p->lock);
@@ -398,7 +435,15 @@ void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type,
   sp_api_check(t->in_call); /* only after sp_call_begin returned nonzero */
   t->in_call = 0;
 #endif
+  type = type && type[0] ? type : "RuntimeError";
+  msg = msg ? msg : "";
   lock_acquire(&p->lock);
+  if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->closed) {
+    /* an escaped character takes at most 6 bytes (\u00XX) */
+    size_t need = record_bound(p, t, 64 + 6 * (strlen(type) + strlen(msg)));
+    if (!file_room(&p->file, p->file.len, file_tail(&p->file) - p->file.len + need))
+      make_room(p, need);
+  }
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->closed ||
       !observe(p, t, 1)) {
     drop_spec(p, t);
@@ -408,10 +453,8 @@ void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type,
   sp_buf *s = &t->line;
   s->n = 0;
   BUF_LIT(s, ", \"outputs\": null, \"error\": {\"error_type\": ");
-  type = type && type[0] ? type : "RuntimeError";
   buf_json_str(s, type, strlen(type));
   BUF_LIT(s, ", \"error_message\": ");
-  msg = msg ? msg : "";
   buf_json_str(s, msg, strlen(msg));
   BUF_LIT(s, "}}\n");
   if (s->failed || (!t->spec && !make_prefix(p, t))) {

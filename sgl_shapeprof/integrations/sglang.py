@@ -1,4 +1,4 @@
-"""SGLang worker hooks.
+"""SGLang worker wrappers.
 
 Two ways in, both doing nothing unless SGLANG_PROFILE_SHAPES=1:
 
@@ -9,7 +9,7 @@ Two ways in, both doing nothing unless SGLANG_PROFILE_SHAPES=1:
           attach_llm_worker(self)
 
 - zero-edit mode: the package's start-up hook (sgl_shapeprof_autohook.pth)
-  calls install_import_hooks(), which does the same when SGLang's worker
+  calls install_worker_patcher(), which does the same when SGLang's worker
   modules are imported.
 
 attach_*_worker() creates the profiler from the env vars once per process
