@@ -103,7 +103,7 @@ torch_lib = cpp_extension.library_paths()[0]
 
 extension = cpp_extension.CppExtension(
     "sgl_shapeprof._C",
-    sources=["csrc/sp_core.c", "csrc/sp_fallback.cpp", "csrc/sp_module.c"],
+    sources=["csrc/sp_core.c", "csrc/sp_fallback.cpp", "csrc/sp_pyerror.cpp", "csrc/sp_module.c"],
     include_dirs=["csrc"],
     extra_compile_args=WARNINGS + system_includes + ["-O2", "-fvisibility=hidden"],
     extra_link_args=[f"-Wl,-rpath,{torch_lib}"],

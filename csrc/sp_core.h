@@ -169,6 +169,10 @@ void sp_call_end(sp_profiler *p, sp_thread *t);
 /* The call raised error_type(message). */
 void sp_call_fail(sp_profiler *p, sp_thread *t, const char *error_type,
                   const char *message);
+/* The same with lengths: type and msg may hold NUL bytes, and lone
+ * surrogates as UTF-8 "surrogatepass" bytes (written as \udXXX escapes). */
+void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_n,
+                    const char *msg, size_t msg_n);
 
 /* ---- process-wide ------------------------------------------------------ */
 /* Closes every open profiler's files as far as a dying process can (called

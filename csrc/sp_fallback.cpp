@@ -224,6 +224,21 @@ bool split_python_error(const char* what, std::string& type, std::string& msg) {
   return true;
 }
 
+std::atomic<sp_error_describer> g_describer{nullptr};
+
+// The exception object's own class name and str(), when the Python layer
+// can tell (a Python kernel's exception); false otherwise.
+bool describe(sp_profiler* p, sp_thread* t, const std::exception& e) {
+  sp_error_describer d = g_describer.load(std::memory_order_acquire);
+  char *type = nullptr, *msg = nullptr;
+  size_t type_n = 0, msg_n = 0;
+  if (!d || d(&e, &type, &type_n, &msg, &msg_n) != SP_OK) return false;
+  sp_call_fail_n(p, t, type, type_n, msg, msg_n);
+  std::free(type);
+  std::free(msg);
+  return true;
+}
+
 void record_exception(sp_profiler* p, sp_thread* t, std::exception_ptr ex) {
   try {
     std::rethrow_exception(ex);
@@ -231,6 +246,7 @@ void record_exception(sp_profiler* p, sp_thread* t, std::exception_ptr ex) {
     // str(e) in Python; TORCH_SHOW_CPP_STACKTRACES=1 adds the C++ trace.
     sp_call_fail(p, t, c10_error_type(e), e.what_without_backtrace());
   } catch (const std::exception& e) {
+    if (describe(p, t, e)) return;
     std::string name = c10::demangle(typeid(e).name());
     std::string type, msg;
     if (name == "pybind11::error_already_set" && split_python_error(e.what(), type, msg)) {
@@ -434,6 +450,10 @@ void sp_fallback_resume(void) {
 
 int sp_fallback_thread_enabled(void) {
   return c10::impl::tls_is_dispatch_key_included(kKey) ? 1 : 0;
+}
+
+void sp_fallback_set_describer(sp_error_describer describer) {
+  g_describer.store(describer, std::memory_order_release);
 }
 
 int sp_fallback_installed(void) {

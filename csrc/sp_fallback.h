@@ -29,6 +29,16 @@ void sp_fallback_resume(void);
 /* Whether the key is in the calling thread's TLS (for tests). */
 int sp_fallback_thread_enabled(void);
 
+/* A kernel raised an exception that is not a c10::Error (a Python kernel's,
+ * say): a describer, given it as a `const std::exception *`, sets the class
+ * name the caller will see and str() of the exception (malloc'd, UTF-8 with
+ * lone surrogates passed through, NUL bytes allowed) and returns SP_OK, or
+ * returns SP_ERROR when it does not know the exception. The fallback knows
+ * only c10; the Python layer registers one (sp_pyerror.cpp). */
+typedef int (*sp_error_describer)(const void *exception, char **type, size_t *type_n,
+                                  char **message, size_t *message_n);
+void sp_fallback_set_describer(sp_error_describer describer);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,7 @@
 
 #include "sp_core.h"
 #include "sp_fallback.h"
+#include "sp_pyerror.h"
 
 typedef struct {
   PyObject_HEAD
@@ -43,6 +44,8 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
     return -1;
   sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases};
   int rc = sp_fallback_install();
+  /* Python kernels' exceptions are described from the exception object */
+  sp_fallback_set_describer(sp_describe_python_error);
   if (rc != SP_OK) {
     Py_DECREF(path_obj);
     raise_for(SP_ERROR, sp_fallback_error());

@@ -115,6 +115,76 @@ def test_custom_ops_and_escaping(tmp_path, custom_ops):
     assert err["inputs"] == {"x": {"shape": [3, 5], "dtype": "torch.float32"}}
 
 
+class Élan_Error(Exception):
+    """A class name that is not ASCII."""
+
+
+def _punctuated():
+    # a name no `class` statement can give, as some libraries make them
+    return type("Odd-Name.With Spaces!", (RuntimeError,), {})
+
+
+class BadStr(ValueError):
+    def __str__(self):
+        raise TypeError("no str for you")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ValueError("nul \0 inside"),
+    lambda: AssertionError(),                          # a bare assert: str(e) == ""
+    lambda: ValueError("lone \udc80 surrogate \ud800"),
+    lambda: ValueError("before\n\nAt:\n  not a traceback"),
+    lambda: Élan_Error("non-ASCII class"),
+    lambda: _punctuated()("punctuated class"),
+    lambda: KeyError("quoted by str()"),
+], ids=["nul", "empty", "surrogates", "at-marker", "non-ascii-class", "punctuated-class", "keyerror"])
+def test_python_kernel_errors_are_recorded_exactly(tmp_path, custom_ops, make):
+    """type(e).__name__ and str(e) of the exception the caller receives,
+    taken from the exception object, not rebuilt from pybind11's text."""
+    exc = make()
+    lib = torch.library.Library("shapeprof_exc", "FRAGMENT")
+    name = f"raise_{abs(hash(repr(exc))) % 10**8}"
+    lib.define(f"{name}(Tensor x) -> Tensor")
+
+    def kernel(x):
+        raise exc
+    lib.impl(name, kernel, "CPU")
+    got = []
+
+    def run():
+        with pytest.raises(type(exc)) as info:
+            getattr(torch.ops.shapeprof_exc, name)(torch.ones(2))
+        got.append(info.value)
+
+    try:
+        recs, _, _ = profile(tmp_path, run)
+    finally:
+        lib._destroy()
+    assert got[0] is exc                                 # the caller gets the very exception
+    (err,) = [r for r in recs if r["operation"] == f"shapeprof_exc.{name}.default"]
+    assert err["error"] == {"error_type": type(exc).__name__, "error_message": str(exc)}
+    assert err["outputs"] is None
+
+
+def test_python_kernel_error_whose_str_raises(tmp_path):
+    lib = torch.library.Library("shapeprof_exc2", "DEF")
+    lib.define("f(Tensor x) -> Tensor")
+
+    def kernel(x):
+        raise BadStr("x")
+    lib.impl("f", kernel, "CPU")
+
+    def run():
+        with pytest.raises(BadStr):
+            torch.ops.shapeprof_exc2.f(torch.ones(2))
+    try:
+        recs, _, _ = profile(tmp_path, run)
+    finally:
+        lib._destroy()
+    (err,) = [r for r in recs if r["operation"] == "shapeprof_exc2.f.default"]
+    assert err["outputs"] is None and err["error"]["error_type"]  # recorded, the host unharmed
+
+
 def test_summary_fields_and_dedupe(tmp_path):
     a = torch.randn(8, 8)
 

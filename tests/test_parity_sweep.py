@@ -85,3 +85,34 @@ def test_opinfo_sweep_matches_the_reference(tmp_path, grad_mode):
           f"{', '.join(by_mode) or '-'}")
     assert same > 1000, "the sweep ran too few samples to mean anything"
     assert not unexplained, f"streams differ from the reference: {unexplained}"
+
+
+def test_sparse_masked_reduction_detaches_are_the_modes_own(tmp_path):
+    """The README's one inference_mode() difference: sparse masked.* reductions
+    call aten.detach only while a dispatch mode is active."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 5).to_sparse()
+    mask = (torch.rand(4, 5) > 0.3).to_sparse()
+
+    def run(logger, mode=None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.inference_mode():
+                logger.start_forward_pass()
+                if mode is None:
+                    torch.masked.sum(x, 1, mask=mask)
+                else:
+                    with mode:
+                        torch.masked.sum(x, 1, mask=mask)
+                logger.end_forward_pass()
+        logger.close()
+
+    def ops(path):
+        return [json.loads(line)["operation"] for line in open(path)]
+    run(ReferenceLogger(str(tmp_path / "ref.jsonl")))
+    run(ShapeProfiler(str(tmp_path / "ours.jsonl")))
+    run(ShapeProfiler(str(tmp_path / "ours_mode.jsonl")), DoNothing())
+    ref, ours, ours_mode = (ops(tmp_path / f"{n}.jsonl") for n in ("ref", "ours", "ours_mode"))
+    assert "aten.detach.default" in ref and "aten.detach.default" not in ours
+    assert [o for o in ref if o != "aten.detach.default"] == ours
+    assert ours_mode == ref      # with a mode active we see the same detaches

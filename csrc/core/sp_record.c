@@ -429,18 +429,25 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   lock_release(&p->lock);
 }
 
-void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type,
-                  const char *msg) {
+void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type, const char *msg) {
+  sp_call_fail_n(p, t, type, type ? strlen(type) : 0, msg, msg ? strlen(msg) : 0);
+}
+
+void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_n,
+                    const char *msg, size_t msg_n) {
 #ifdef SP_DEBUG
   sp_api_check(t->in_call); /* only after sp_call_begin returned nonzero */
   t->in_call = 0;
 #endif
-  type = type && type[0] ? type : "RuntimeError";
-  msg = msg ? msg : "";
+  if (!type || !type_n) {
+    type = "RuntimeError";
+    type_n = 12;
+  }
+  if (!msg) msg_n = 0;
   lock_acquire(&p->lock);
   if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->closed) {
     /* an escaped character takes at most 6 bytes (\u00XX) */
-    size_t need = record_bound(p, t, 64 + 6 * (strlen(type) + strlen(msg)));
+    size_t need = record_bound(p, t, 64 + 6 * (type_n + msg_n));
     if (!file_room(&p->file, p->file.len, file_tail(&p->file) - p->file.len + need))
       make_room(p, need);
   }
@@ -453,9 +460,9 @@ void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type,
   sp_buf *s = &t->line;
   s->n = 0;
   BUF_LIT(s, ", \"outputs\": null, \"error\": {\"error_type\": ");
-  buf_json_str(s, type, strlen(type));
+  buf_json_str(s, type, type_n);
   BUF_LIT(s, ", \"error_message\": ");
-  buf_json_str(s, msg, strlen(msg));
+  buf_json_str(s, msg ? msg : "", msg_n);
   BUF_LIT(s, "}}\n");
   if (s->failed || (!t->spec && !make_prefix(p, t))) {
     s->failed = 0;

@@ -115,6 +115,14 @@ static void json_str(put_fn put, void *sink, const char *s, size_t len) {
       if (k) {
         put(sink, s + i, k);
         i += k;
+      } else if (c == 0xED && i + 2 < len && (u[i + 1] & 0xE0) == 0xA0 &&
+                 (u[i + 2] & 0xC0) == 0x80) {
+        /* A lone surrogate, as Python's "surrogatepass" encodes it: JSON
+         * can say it (\udXXX), so the string reads back as Python had it. */
+        unsigned cp = 0xD000u | ((u[i + 1] & 0x3Fu) << 6) | (u[i + 2] & 0x3Fu);
+        char esc[6] = {'\\', 'u', 'd', hex[(cp >> 8) & 15], hex[(cp >> 4) & 15], hex[cp & 15]};
+        put(sink, esc, 6);
+        i += 3;
       } else {
         put(sink, "\\ufffd", 6);
         i++;

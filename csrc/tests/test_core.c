@@ -167,6 +167,22 @@ static void test_records_and_summary(void) {
   g_passed++;
 }
 
+static void fail_with_lengths(void) {
+  sp_profiler *p = open_prof("n.jsonl", 0, 0, 0, NULL);
+  sp_thread *t = sp_thread_new();
+  sp_pass_begin(p, NULL);
+  enc_mm(t, 4, 8, 2, 6);
+  CHECK(sp_call_begin(p, t));
+  sp_call_fail_n(p, t, "\xc3\x89lan", 5, "a\0b \xed\xb2\x80 \xed\xa0\x80", 11);
+  sp_pass_end(p);
+  CHECK(sp_close(p) == SP_OK);
+  char *s = slurp(path_in("n.jsonl"), NULL);
+  CHECK(s && strstr(s, "\"error_type\": \"\xc3\x89lan\", \"error_message\": \"a\\u0000b \\udc80 \\ud800\"}"));
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+}
+
 static void test_dedupe_errors_and_escaping(void) {
   g_test = __func__;
   sp_profiler *p = open_prof("d.jsonl", 1, 0, 0, NULL);
@@ -193,6 +209,8 @@ static void test_dedupe_errors_and_escaping(void) {
                   "\"bad \\\"shape\\\"\\n\\ttab \\u0001 caf\xc3\xa9 \\ufffd end\"}}\n"));
   CHECK(strstr(s, "\"outputs\": null, \"error\""));
   free(s);
+  /* with lengths: a NUL byte, and a lone surrogate as "surrogatepass" bytes */
+  fail_with_lengths();
   s = slurp(path_in("d_summary.json"), NULL);
   CHECK(strstr(s, "\"aten.mm.default\": 7") && strstr(s, "\"dedupe_skipped_count\": 4,") &&
         strstr(s, "\"error_count\": 1,"));
