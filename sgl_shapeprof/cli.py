@@ -187,6 +187,27 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(args.dir, decode_steps=args.decode_steps, diffusion_steps=args.steps)
 
 
+def _request(args: argparse.Namespace) -> int:
+    from .on_request import RequestError, send
+    if args.stop:
+        msg = {"action": "stop"}
+    elif args.status:
+        msg = {"action": "status"}
+    else:
+        msg = {"action": "start", "passes": args.passes, "skip": args.skip,
+               "phases": args.phases, "output": os.path.abspath(args.output) if args.output else None}
+    try:
+        reply = send(args.pid, msg, timeout=args.timeout)
+    except (RequestError, OSError) as e:
+        return _fail("request", str(e))
+    if reply is None:
+        return _fail("request", f"process {args.pid} did not answer within {args.timeout:g} s: it takes "
+                                "requests at forward-pass starts, and only when started with "
+                                "SGLANG_PROFILE_SHAPES=on_request (the request stays until it is taken)")
+    print(f"pid {args.pid}: {reply.get('message')}")
+    return 0 if reply.get("ok") else 1
+
+
 def _hook(args: argparse.Namespace) -> int:
     from .startup_hook import hook_command
     return hook_command(args.action, args.site_dir)
@@ -282,6 +303,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
     r.set_defaults(func=_record)
 
+    q = sub.add_parser("request", help="ask a running process armed with SGLANG_PROFILE_SHAPES=on_request "
+                                        "to record passes (or --stop, --status)")
+    q.add_argument("pid", type=int, help="the process (each TP rank's scheduler, for SGLang)")
+    q.add_argument("--passes", type=int, default=10, metavar="N", help="logged passes to record (0: until --stop)")
+    q.add_argument("--phases", metavar="A,B", help="only passes with these phase labels")
+    q.add_argument("--skip", type=int, default=0, metavar="N", help="passes to let by first")
+    q.add_argument("-o", "--output", help="records file (default: shapes-<time>-rank<N>.jsonl in its folder)")
+    q.add_argument("--stop", action="store_true", help="end the running request; its files are complete")
+    q.add_argument("--status", action="store_true", help="what the process is doing")
+    q.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds to wait for the answer")
+    q.set_defaults(func=_request)
+
     h = sub.add_parser("hook", help="the zero-edit start-up hook: install | uninstall | status")
     h.add_argument("action", choices=["install", "uninstall", "status"])
     h.add_argument("--site-dir", help="site-packages folder (default: this Python's)")
@@ -298,9 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     for name in ("top", "skip_warmup", "log_n_passes", "decode_steps", "steps", "max_shapes",
-                 "min_elements", "max_entries"):
+                 "min_elements", "max_entries", "passes", "skip"):
         v = getattr(args, name, None)
-        if v is not None and v < 0:
+        if isinstance(v, int) and v < 0:
             print(f"sgl-shapeprof {args.cmd}: --{name.replace('_', '-')} must be >= 0", file=sys.stderr)
             return 2
     try:

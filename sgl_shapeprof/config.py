@@ -26,6 +26,9 @@ class ConfigError(ValueError):
     """A bad setting; str() is one line that names it."""
 
 
+ON_REQUEST = "on_request"  # SGLANG_PROFILE_SHAPES=on_request: armed, records when asked
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     enabled: bool
@@ -35,6 +38,7 @@ class EnvConfig:
     log_n_passes: int
     dedupe: Optional[bool]  # None = the caller's default
     phases: Optional[FrozenSet[str]]
+    on_request: bool = False  # armed: records nothing until a request
 
     def profiles_rank(self, rank: int) -> bool:
         return self.ranks is None or rank in self.ranks
@@ -124,7 +128,15 @@ def parse_phases(value: str, name: str = ENV_PHASES) -> Optional[FrozenSet[str]]
 def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     """Reads and checks every variable; raises ConfigError on the first bad one."""
     env = os.environ if environ is None else environ
-    enabled = _flag(ENV_ENABLE, env.get(ENV_ENABLE, "0"))
+    switch = env.get(ENV_ENABLE, "0")
+    on_request = switch.strip() == ON_REQUEST
+    if on_request:
+        enabled = True
+    else:
+        try:
+            enabled = _flag(ENV_ENABLE, switch)
+        except ConfigError:
+            raise ConfigError(f"{ENV_ENABLE}={switch!r} must be 0, 1 or {ON_REQUEST}") from None
     ranks = parse_ranks(env[ENV_RANK]) if ENV_RANK in env else frozenset({0})
     path = env.get(ENV_FILE, DEFAULT_FILE)
     if not path.strip():
@@ -133,4 +145,4 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     limit = _int(ENV_LOG_N_PASSES, env[ENV_LOG_N_PASSES]) if env.get(ENV_LOG_N_PASSES, "").strip() else 0
     dedupe = _flag(ENV_DEDUPE, env[ENV_DEDUPE]) if env.get(ENV_DEDUPE, "").strip() else None
     phases = parse_phases(env.get(ENV_PHASES, ""))
-    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases)
+    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request)

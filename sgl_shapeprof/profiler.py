@@ -353,10 +353,27 @@ def resolve_rank(rank: Optional[int] = None) -> int:
     return 0
 
 
-def from_env(rank: Optional[int] = None, dedupe_default: bool = False) -> Optional[ShapeProfiler]:
+def _armed_from_env(rank: int, dedupe: bool, path: str):
+    """SGLANG_PROFILE_SHAPES=on_request: one armed profiler per process and
+    rank; requests write beside SGLANG_PROFILE_SHAPES_FILE's folder unless
+    they name a file."""
+    global _env_profiler
+    from .on_request import OnRequestProfiler
+    with _env_lock:
+        current = _env_profiler
+        if isinstance(current, OnRequestProfiler) and not current.closed and current.rank == rank:
+            return current
+        _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe,
+                                          output_dir=os.path.dirname(os.path.abspath(path)))
+        return _env_profiler
+
+
+def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
     """The profiler SGLang's env vars ask for, or None.
 
-    None when SGLANG_PROFILE_SHAPES is not 1, when this process's rank is not
+    SGLANG_PROFILE_SHAPES=on_request gives an OnRequestProfiler (armed,
+    recording only when asked; the same pass API). None when
+    SGLANG_PROFILE_SHAPES is not 1 or on_request, when this process's rank is not
     profiled, or when a setting is bad (one line on stderr says which). Within
     a process, calls for the same records file return the same profiler.
     """
@@ -370,6 +387,8 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False) -> Option
             return None
         path = cfg.path_for_rank(r)
         dedupe = dedupe_default if cfg.dedupe is None else cfg.dedupe
+        if cfg.on_request:
+            return _armed_from_env(r, dedupe, path)
         with _env_lock:
             current = _env_profiler
             if current is not None and not current.closed and \

@@ -5,3 +5,8 @@ start-up hook can read them without importing anything else.
 """
 SGLANG_LLM_WORKER = "sglang.srt.managers.tp_worker"
 SGLANG_DIFFUSION_WORKER = "sglang.multimodal_gen.runtime.managers.gpu_worker"
+# /start_profile's scheduler side (SHAPES requests)
+SGLANG_PROFILER_MANAGER = "sglang.srt.managers.scheduler_components.profiler_manager"
+# where /start_profile's answer is made: the HTTP server and the tokenizer
+SGLANG_HTTP_SERVER = "sglang.srt.entrypoints.http_server"
+SGLANG_TOKENIZER_CONTROL = "sglang.srt.managers.tokenizer_control_mixin"

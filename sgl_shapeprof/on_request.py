@@ -1,0 +1,358 @@
+"""Profiling on request: a server armed at start-up records nothing until it
+is asked, then records the next N forward passes into a file of their own.
+
+    prof = OnRequestProfiler(rank=0)            # SGLANG_PROFILE_SHAPES=on_request
+    with prof.forward_pass("decode"): ...       # the server's passes, as usual
+    prof.request(passes=10, phases=["decode"])  # from any thread: at the next pass start
+    prof.stop()                                 # ends it early; returns the records path
+
+From outside the process (scripts and servers we do not integrate with):
+`sgl-shapeprof request PID --passes 10` writes a request file that the armed
+process looks for at each pass start (one stat() per pass, nothing per
+operator) and answers with a reply file. The files live in a folder only
+this user can use (see control_dir()).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Iterator, List, Optional, Union
+
+from .config import phase_filter
+from .profiler import ShapeProfiler, _say
+
+ENV_CONTROL_DIR = "SGLANG_PROFILE_SHAPES_CONTROL_DIR"
+
+
+class RequestError(ValueError):
+    """A request that cannot be taken; str() says why in one line."""
+
+
+def control_dir(create: bool = False) -> str:
+    """Where request and reply files go: $SGLANG_PROFILE_SHAPES_CONTROL_DIR, or
+    <tmp>/sgl_shapeprof-<uid>. It must be ours and closed to others (0700):
+    a request names a file to write, so nobody else may plant one."""
+    d = os.environ.get(ENV_CONTROL_DIR) or os.path.join(tempfile.gettempdir(), f"sgl_shapeprof-{os.getuid()}")
+    if create:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    st = os.lstat(d)
+    if not os.path.isdir(d) or os.path.islink(d) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise RequestError(f"control folder {d} must be a directory owned by this user with mode 0700")
+    return d
+
+
+def _free_path(path: str) -> str:
+    """path, or path with .1, .2, ... before its extension: never an earlier
+    request's file."""
+    if not os.path.exists(path):
+        return path
+    stem, ext = os.path.splitext(path)
+    n = 1
+    while os.path.exists(f"{stem}.{n}{ext}"):
+        n += 1
+    return f"{stem}.{n}{ext}"
+
+
+@dataclass
+class Request:
+    passes: int = 0                        # logged passes (0: until stop)
+    phases: Optional[frozenset] = None     # only passes with these labels
+    per_phase: bool = False                # `passes` of each phase (SGLang's profile_by_stage)
+    output: str = ""
+    skip: int = 0                          # passes let by before recording starts
+    done_phases: Dict[str, int] = field(default_factory=dict)
+
+
+class OnRequestProfiler:
+    """Armed: records nothing until request(); the same pass API as ShapeProfiler."""
+
+    def __init__(self, rank: int = 0, dedupe: bool = False, output_dir: Optional[str] = None,
+                 control: bool = True):
+        self.rank = rank
+        self.dedupe = dedupe
+        self.output_dir = output_dir or os.getcwd()
+        self._lock = threading.Lock()
+        self._pending: Optional[Request] = None
+        self._active: Optional[ShapeProfiler] = None
+        self._req: Optional[Request] = None
+        self._started = threading.local()  # per thread: the profilers its open passes went to
+        self._closed = False
+        self._control = control
+        self._control_file: Optional[str] = None
+        self.finished: List[str] = []      # records files of finished requests
+
+    # -- requests (any thread) --------------------------------------------
+    def request(self, passes: int = 0, phases: Union[str, Iterable[str], None] = None,
+                output: Optional[str] = None, skip: int = 0, per_phase: bool = False) -> str:
+        """Records the next `passes` forward passes (0: until stop()), from
+        the next pass start on; returns the records file it will write."""
+        if self._closed:
+            raise RequestError("this profiler is closed")
+        if passes < 0 or skip < 0:
+            raise RequestError("passes and skip must be >= 0")
+        if per_phase and not passes:
+            raise RequestError("per_phase needs a number of passes")
+        selected = phase_filter(phases, "phases")
+        if output is None:
+            output = os.path.join(self.output_dir, f"shapes-{time.strftime('%Y%m%d-%H%M%S')}"
+                                                   f"-rank{self.rank}.jsonl")
+        output = os.path.abspath(output)
+        if not os.path.isdir(os.path.dirname(output)):
+            raise RequestError(f"cannot write {output}: its directory does not exist")
+        with self._lock:
+            if self._active is not None or self._pending is not None:
+                busy = self._active.path if self._active is not None else self._pending.output
+                raise RequestError(f"a request is already recording into {busy}; stop it first")
+            output = _free_path(output)
+            self._pending = Request(passes, selected, per_phase, output, skip)
+        return output
+
+    def stop(self) -> Optional[str]:
+        """Ends the current request (or drops a pending one); its files are
+        complete when this returns. The records path, or None if none ran."""
+        with self._lock:
+            act, self._active, self._req = self._active, None, None
+            pending, self._pending = self._pending, None
+        if act is None:
+            return pending.output if pending else None
+        act.close()  # safe while another thread is inside a pass: logging ends there
+        self.finished.append(act.path)
+        return act.path
+
+    def status(self) -> dict:
+        with self._lock:
+            if self._active is not None:
+                st = self._active.stats()
+                return {"state": "recording", "records_file": self._active.path,
+                        "logged_passes": st["logged_passes"], "records": st["records"]}
+            if self._pending is not None:
+                return {"state": "pending", "records_file": self._pending.output}
+        return {"state": "armed" if not self._closed else "closed", "finished": list(self.finished)}
+
+    # -- passes (the model's thread) ----------------------------------------
+    def start_forward_pass(self, phase: Optional[str] = None) -> bool:
+        stack = self._stack()
+        if self._control and not stack:
+            self._poll_control()
+        prof = self._profiler_for(phase) if not stack else stack[-1]
+        stack.append(prof)
+        return prof.start_forward_pass(phase) if prof is not None else False
+
+    def reopen_forward_pass(self) -> bool:
+        stack = self._stack()
+        prof = stack[-1] if stack else self._active
+        stack.append(prof)
+        return prof.reopen_forward_pass() if prof is not None else False
+
+    def end_forward_pass(self) -> None:
+        stack = self._stack()
+        if not stack:
+            return
+        prof = stack.pop()
+        if prof is None:
+            return
+        prof.end_forward_pass()
+        if not stack:
+            self._maybe_finish(prof)
+
+    @contextlib.contextmanager
+    def forward_pass(self, phase: Optional[str] = None) -> Iterator[bool]:
+        logged = self.start_forward_pass(phase)
+        try:
+            yield logged
+        finally:
+            self.end_forward_pass()
+
+    def close(self) -> None:
+        self._closed = True
+        self.stop()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def logging(self) -> bool:
+        act = self._active
+        return act is not None and act.logging
+
+    @property
+    def path(self) -> Optional[str]:
+        """The records file being written, if a request is running."""
+        act = self._active
+        return act.path if act is not None else None
+
+    def __repr__(self) -> str:
+        return f"<OnRequestProfiler rank={self.rank} {self.status()['state']}>"
+
+    # -- internals ------------------------------------------------------------
+    def _stack(self) -> list:
+        s = getattr(self._started, "stack", None)
+        if s is None:
+            s = self._started.stack = []
+        return s
+
+    def _profiler_for(self, phase: Optional[str]) -> Optional[ShapeProfiler]:
+        """The profiler this pass goes to: the running request's, or a
+        pending one's, started now (a pass boundary)."""
+        with self._lock:
+            if self._active is None and self._pending is not None:
+                req, self._pending = self._pending, None
+                try:
+                    self._active = ShapeProfiler(
+                        req.output, rank=self.rank, dedupe=self.dedupe, skip_warmup=req.skip,
+                        log_n_passes=0 if req.per_phase else req.passes,
+                        phases=sorted(req.phases) if req.phases else None)
+                    self._req = req
+                except (OSError, ValueError) as e:
+                    _say(f"cannot start the requested recording into {req.output}: {e}")
+                    return None
+            act, req = self._active, self._req
+        if act is not None and req is not None and req.per_phase:
+            label = phase or ""
+            if req.done_phases.get(label, 0) >= req.passes:
+                return None  # this phase has its passes
+            if req.phases is None or label in req.phases:
+                req.done_phases[label] = req.done_phases.get(label, 0) + 1
+        return act
+
+    def _maybe_finish(self, prof: ShapeProfiler) -> None:
+        """After a pass: closes the request's file once it has its passes."""
+        req = self._req
+        if req is None or self._active is not prof or not req.passes:
+            return
+        if req.per_phase:
+            wanted = req.phases or {"extend", "decode"}
+            # prefill and extend name one phase
+            have = {p for p, n in req.done_phases.items() if n >= req.passes}
+            done = all(p in have or (p == "prefill" and "extend" in have) or
+                       (p == "extend" and "prefill" in have) for p in wanted)
+        else:
+            done = prof.stats()["logged_passes"] >= req.passes
+        if done:
+            with self._lock:
+                if self._active is not prof:
+                    return
+                self._active, self._req = None, None
+            prof.close()
+            self.finished.append(prof.path)
+
+    # -- requests from outside the process --------------------------------------
+    def _poll_control(self) -> None:
+        """One stat() per pass: a request file for this process?"""
+        if self._control_file is None:
+            try:
+                self._control_file = os.path.join(control_dir(), f"{os.getpid()}.request")
+            except (OSError, RequestError):
+                self._control_file = ""  # no folder yet: look again in a while
+                self._control_retry = time.monotonic() + 1.0
+                return
+        if not self._control_file:
+            if time.monotonic() < getattr(self, "_control_retry", 0.0):
+                return
+            self._control_file = None
+            return self._poll_control()
+        try:
+            with open(self._control_file, "rb") as f:
+                data = f.read(65536)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            _say(f"cannot read {self._control_file}: {e}")
+            return
+        try:
+            os.unlink(self._control_file)
+        except OSError:
+            pass
+        reply = self._take(data)
+        _write_reply(os.path.dirname(self._control_file), reply)
+
+    def _take(self, data: bytes) -> dict:
+        try:
+            msg = json.loads(data)
+            if not isinstance(msg, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            return {"id": None, "ok": False, "message": f"unreadable request: {e}"}
+        rid = msg.get("id")
+        try:
+            if msg.get("action") == "stop":
+                path = self.stop()
+                return {"id": rid, "ok": True, "records_file": path,
+                        "message": f"stopped; records in {path}" if path else "nothing was recording"}
+            if msg.get("action") == "start":
+                path = self.request(passes=int(msg.get("passes") or 0), phases=msg.get("phases"),
+                                    output=msg.get("output"), skip=int(msg.get("skip") or 0))
+                return {"id": rid, "ok": True, "records_file": path,
+                        "message": f"recording {msg.get('passes') or 'all'} passes of rank {self.rank} "
+                                   f"into {path}"}
+            if msg.get("action") == "status":
+                return {"id": rid, "ok": True, "message": json.dumps(self.status())}
+            return {"id": rid, "ok": False, "message": f"unknown action {msg.get('action')!r}"}
+        except (RequestError, ValueError, TypeError) as e:
+            return {"id": rid, "ok": False, "message": str(e)}
+
+
+def _write_reply(folder: str, reply: dict) -> None:
+    rid = str(reply.get("id") or "none")
+    if not rid.replace("-", "").isalnum():
+        rid = "none"
+    path = os.path.join(folder, f"{os.getpid()}.reply.{rid}")
+    tmp = path + ".tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(reply, f)
+        os.rename(tmp, path)
+    except OSError as e:
+        _say(f"cannot answer a request in {folder}: {e}")
+
+
+def send(pid: int, message: dict, timeout: float = 30.0) -> Optional[dict]:
+    """Writes a request for process pid and waits for its reply (None when
+    none came within timeout: the process takes requests at pass starts)."""
+    import uuid
+    folder = control_dir(create=True)
+    rid = uuid.uuid4().hex
+    message = dict(message, id=rid)
+    req = os.path.join(folder, f"{pid}.request")
+    if os.path.exists(req):
+        raise RequestError(f"process {pid} has not taken its last request yet ({req})")
+    tmp = f"{req}.{rid}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(message, f)
+    os.rename(tmp, req)
+    reply_path = os.path.join(folder, f"{pid}.reply.{rid}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(reply_path) as f:
+                reply = json.load(f)
+            os.unlink(reply_path)
+            return reply
+        except FileNotFoundError:
+            pass
+        except ValueError:
+            pass  # being renamed into place
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            _unlink(req)
+            raise RequestError(f"no process {pid}") from None
+        except PermissionError:
+            pass
+        time.sleep(0.05)
+    return None
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,150 @@
+"""Profiling on request: armed profilers record nothing until asked, then
+exactly the passes asked for, into files of their own; from another thread
+and from outside the process."""
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+from helpers import PKG_ROOT, load
+
+from sgl_shapeprof import _C  # noqa: F401  (built)
+from sgl_shapeprof.cli import main
+from sgl_shapeprof.on_request import OnRequestProfiler, RequestError
+
+
+def passes(prof, n, phase=None, start=0):
+    x = torch.ones(2, 3)
+    for i in range(n):
+        with prof.forward_pass(phase):
+            torch.add(x, start + i)
+
+
+def test_armed_records_nothing_and_costs_no_operator(tmp_path):
+    prof = OnRequestProfiler(rank=0, output_dir=str(tmp_path), control=False)
+    from sgl_shapeprof import _C
+    with prof.forward_pass("decode") as logged:
+        assert not logged and not _C.thread_enabled()   # the dispatch key stays out
+        torch.ones(3).neg()
+    assert os.listdir(tmp_path) == []
+    prof.close()
+
+
+def test_request_records_the_next_n_passes_then_stops(tmp_path):
+    prof = OnRequestProfiler(rank=3, output_dir=str(tmp_path), control=False)
+    passes(prof, 2)                                     # before the request: nothing
+    path = prof.request(passes=3)
+    assert prof.status()["state"] == "pending"
+    passes(prof, 5)
+    assert prof.status()["state"] == "armed" and prof.finished == [path]
+    recs = load(path)
+    assert sorted({r["forward_pass"] for r in recs}) == [1, 2, 3]
+    s = json.load(open(path.replace(".jsonl", "_summary.json")))
+    assert s["rank"] == 3 and s["logged_forward_passes"] == 3 and s["ended_by"] == "close"
+    # a second request never overwrites the first one's file
+    again = prof.request(passes=1, output=path)
+    assert again != path and again.endswith(".1.jsonl")
+    passes(prof, 1)
+    assert len(load(path)) == len(recs)
+    prof.close()
+
+
+def test_phases_per_phase_and_stop_from_another_thread(tmp_path):
+    prof = OnRequestProfiler(output_dir=str(tmp_path), control=False)
+    path = prof.request(passes=2, phases=["prefill", "decode"], per_phase=True)
+    passes(prof, 1, "extend")
+    passes(prof, 4, "decode")
+    passes(prof, 2, "extend")   # the second extend pass: its phase is done after it
+    assert prof.finished == [path]
+    phases = [r.get("phase") for r in load(path)]
+    assert phases.count("extend") == 2 and phases.count("decode") == 2
+    # stop() from another thread while the model thread is inside a pass
+    path2 = prof.request()
+    inside, release = threading.Event(), threading.Event()
+
+    def model():
+        with prof.forward_pass("decode"):
+            torch.ones(2).neg()
+            inside.set()
+            release.wait(30)
+            torch.ones(2).abs()                         # after the stop: not logged
+    t = threading.Thread(target=model)
+    t.start()
+    assert inside.wait(30)
+    assert prof.stop() == path2
+    release.set()
+    t.join(30)
+    assert [r["operation"] for r in load(path2)] == ["aten.ones.default", "aten.neg.default"]
+    prof.close()
+
+
+def test_bad_requests_say_why(tmp_path):
+    prof = OnRequestProfiler(output_dir=str(tmp_path), control=False)
+    prof.request(passes=1)
+    with pytest.raises(RequestError, match="already recording"):
+        prof.request(passes=1)
+    prof.stop()
+    with pytest.raises(RequestError, match="does not exist"):
+        prof.request(output=str(tmp_path / "no" / "x.jsonl"))
+    with pytest.raises(ValueError, match="phase"):
+        prof.request(phases="de code")
+    prof.close()
+    with pytest.raises(RequestError, match="closed"):
+        prof.request()
+
+
+SERVER = r'''
+import os, sys, time, torch, sgl_shapeprof
+prof = sgl_shapeprof.from_env()
+print(type(prof).__name__, flush=True)
+x = torch.ones(2, 2)
+i = 0
+while not os.path.exists(sys.argv[1]):
+    with prof.forward_pass("decode"):
+        torch.add(x, i)
+    i += 1
+    time.sleep(0.002)   # a server between batches
+prof.close()
+'''
+
+
+def test_request_from_outside_the_process(tmp_path):
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT, SGLANG_PROFILE_SHAPES="on_request",
+               SGLANG_PROFILE_SHAPES_FILE=str(tmp_path / "shapes.jsonl"),
+               SGLANG_PROFILE_SHAPES_CONTROL_DIR=str(tmp_path / "ctl"))
+    os.environ["SGLANG_PROFILE_SHAPES_CONTROL_DIR"] = env["SGLANG_PROFILE_SHAPES_CONTROL_DIR"]
+    stop_file = tmp_path / "stop"
+    p = subprocess.Popen([sys.executable, "-c", SERVER, str(stop_file)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "OnRequestProfiler", p.stderr.read()
+        out = tmp_path / "req.jsonl"
+        r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "request", str(p.pid), "--passes", "4",
+                            "-o", str(out)], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert f"recording 4 passes of rank 0 into {out}" in r.stdout
+        r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "request", str(p.pid), "--status"],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "armed" in r.stdout     # the 4 passes are done by now
+        recs = load(out)
+        assert len({r["forward_pass"] for r in recs}) == 4
+        assert json.load(open(tmp_path / "req_summary.json"))["ended_by"] == "close"
+    finally:
+        stop_file.write_text("")
+        p.wait(timeout=60)
+        del os.environ["SGLANG_PROFILE_SHAPES_CONTROL_DIR"]
+    # a process that is not there
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "request", str(p.pid), "--timeout", "5"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and f"no process {p.pid}" in r.stderr
+
+
+def test_control_folder_must_be_private(tmp_path, monkeypatch):
+    d = tmp_path / "open"
+    d.mkdir(mode=0o777)
+    os.chmod(d, 0o777)
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_CONTROL_DIR", str(d))
+    assert main(["request", str(os.getpid()), "--timeout", "1"]) == 2

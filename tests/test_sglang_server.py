@@ -1,0 +1,173 @@
+"""SGLang 0.5.23's real HTTP server on CPU, armed with
+SGLANG_PROFILE_SHAPES=on_request: shapes recorded on POST /start_profile with
+"SHAPES" and stopped by num_steps or /stop_profile, without a restart and
+without SGLang's torch profiler (make test-sglang sets the environment up)."""
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from helpers import PKG_ROOT
+from test_sglang_engine import ENV_DIR, STUBS, models, pytestmark, zero_edit_hook_installed  # noqa: F401
+
+
+def _port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def _post(url, body=None, timeout=120):
+    data = json.dumps(body).encode() if body is not None else b""
+    req = urllib.request.Request(url, data=data, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+class Server:
+    def __init__(self, model, tmp_path, switch="on_request", tp=1):
+        if not zero_edit_hook_installed():
+            pytest.skip("the zero-edit start-up hook is not in site-packages")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PROFILE_SHAPES")}
+        ncpu = os.cpu_count() or 1
+        env.update(PYTHONPATH=os.pathsep.join([STUBS, PKG_ROOT]), SGLANG_USE_CPU_ENGINE="1",
+                   HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+                   SGLANG_NCCL_SO_PATH="/nonexistent/libnccl.so.2",
+                   SGLANG_CPU_OMP_THREADS_BIND="|".join(str(i % ncpu) for i in range(tp)) if tp > 1
+                   else f"0-{ncpu - 1}",
+                   SGLANG_PROFILE_SHAPES=switch, SGLANG_PROFILE_SHAPES_RANK="all",
+                   SGLANG_PROFILE_SHAPES_FILE=str(tmp_path / "env_shapes.jsonl"))
+        self.port = _port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(tmp_path / "server.log", "w")
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--device", "cpu",
+             "--attention-backend", "torch_native", "--sampling-backend", "pytorch", "--disable-cuda-graph",
+             "--host", "127.0.0.1", "--port", str(self.port), "--mem-fraction-static", "0.05",
+             "--max-total-tokens", "2048", "--context-length", "256", "--max-running-requests", "8",
+             "--chunked-prefill-size", "256", "--grammar-backend", "none", "--tp-size", str(tp)],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 240
+        while True:
+            assert self.p.poll() is None, "server died: " + open(tmp_path / "server.log").read()[-3000:]
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            assert time.monotonic() < deadline, "server not ready: " + open(tmp_path / "server.log").read()[-3000:]
+            time.sleep(0.5)
+
+    def generate(self, n=6):
+        status, body = _post(self.url + "/generate", {
+            "text": "the capital of france is",
+            "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}})
+        assert status == 200, body
+        return json.loads(body)
+
+    def stop(self):
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)   # SGLang's own way of ending workers
+        except ProcessLookupError:
+            pass
+        self.p.wait(timeout=60)
+        self.log.close()
+
+
+def _wait_summary(path, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            s = json.load(open(path))
+            if s.get("ended_by") == "close":
+                return s
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"no closed summary at {path}")
+
+
+def test_start_profile_shapes_num_steps_stop_and_errors(models, tmp_path):
+    srv = Server(models / "tiny-llama", tmp_path)
+    try:
+        out = tmp_path / "prof"
+        # SHAPES only, 3 steps: the reply says what started, per rank
+        status, body = _post(srv.url + "/start_profile",
+                             {"activities": ["SHAPES"], "num_steps": 3, "output_dir": str(out),
+                              "profile_prefix": "run1"})
+        assert status == 200, body
+        assert "SHAPES: rank 0 records 3 passes into" in body
+        path = body.split("passes into ")[1].split()[0]   # made at the next pass start
+        assert os.path.basename(path).startswith("run1-") and path.endswith("-TP-0.shapes.jsonl")
+        srv.generate(6)
+        s = _wait_summary(path.replace(".jsonl", "_summary.json"))
+        assert s["logged_forward_passes"] == 3
+        recs = [json.loads(line) for line in open(path)]
+        assert {r.get("phase") for r in recs} <= {"extend", "decode"} and len(recs) > 10
+        assert not glob.glob(str(out / "*.trace.json*"))  # SGLang's torch profiler never started
+        # until /stop_profile; a second start while it runs is refused
+        status, body = _post(srv.url + "/start_profile", {"activities": ["SHAPES"], "output_dir": str(out)})
+        assert status == 200, body
+        status, body = _post(srv.url + "/start_profile", {"activities": ["SHAPES"], "output_dir": str(out)})
+        assert status == 400 and "already recording" in body, body
+        srv.generate(4)
+        status, body = _post(srv.url + "/stop_profile")
+        assert status == 200 and "SHAPES: rank 0 stopped; records in" in body, body
+        second = body.split("records in ")[1].split()[0]
+        assert second != path and json.load(open(second.replace(".jsonl", "_summary.json")))[
+            "logged_forward_passes"] >= 4
+        # the server serves on, and nothing records any more
+        before = os.path.getsize(second)
+        assert srv.generate(3)["meta_info"]["completion_tokens"] == 3
+        assert os.path.getsize(second) == before
+        assert not os.path.exists(tmp_path / "env_shapes.jsonl")  # armed: nothing recorded at start-up
+    finally:
+        srv.stop()
+
+
+def test_shapes_on_a_server_not_armed_is_an_error(models, tmp_path):
+    srv = Server(models / "tiny-llama", tmp_path, switch="1")
+    try:
+        status, body = _post(srv.url + "/start_profile", {"activities": ["SHAPES"], "num_steps": 2})
+        assert status == 400 and "not started with SGLANG_PROFILE_SHAPES=on_request" in body, body
+        assert srv.generate(2)["meta_info"]["completion_tokens"] == 2
+    finally:
+        srv.stop()
+
+
+def test_tp2_every_rank_answers_and_profile_by_stage(models, tmp_path):
+    srv = Server(models / "tiny-llama", tmp_path, tp=2)
+    try:
+        out = tmp_path / "prof"
+        status, body = _post(srv.url + "/start_profile",
+                             {"activities": ["SHAPES"], "num_steps": 2, "profile_by_stage": True,
+                              "output_dir": str(out)})
+        assert status == 200, body
+        lines = [ln for ln in body.splitlines() if ln.startswith("SHAPES:")]
+        assert [ln.split()[2] for ln in lines] == ["0", "1"], body   # one line per rank
+        paths = [ln.split("passes per stage into ")[1] for ln in lines]
+        # prompts long enough for one extend pass each, then decode
+        for _ in range(2):
+            srv.generate(4)
+        for rank, path in enumerate(paths):
+            s = _wait_summary(path.replace(".jsonl", "_summary.json"))
+            assert s["rank"] == rank
+            assert s["phase_passes"] == {"extend": 2, "decode": 2}, s["phase_passes"]
+            recs = [json.loads(line) for line in open(path)]
+            assert any(r["operation"].startswith("c10d.") or "all_reduce" in r["operation"] for r in recs)
+    finally:
+        srv.stop()
