@@ -22,6 +22,9 @@ SGLANG_VERSION = "0.5.23"
 FILES = {
     "tp_worker": "sglang/srt/managers/tp_worker.py",
     "gpu_worker": "sglang/multimodal_gen/runtime/managers/gpu_worker.py",
+    "profiler_manager": "sglang/srt/managers/scheduler_components/profiler_manager.py",
+    "tokenizer_control_mixin": "sglang/srt/managers/tokenizer_control_mixin.py",
+    "http_server": "sglang/srt/entrypoints/http_server.py",
 }
 CACHE = os.environ.get("SHAPEPROF_TEST_CACHE",
                        os.path.join(os.path.expanduser("~"), ".cache", "sgl_shapeprof-tests"))

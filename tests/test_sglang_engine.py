@@ -21,8 +21,12 @@ SGLANG_VERSION = "0.5.23"
 ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")
 STUBS = os.path.join(ENV_DIR, "stubs")
 OVERLAY = os.path.join(ENV_DIR, "patched_overlay")
+# patches/sglang-<version>-<name>.patch -> the file it patches
 WORKERS = {"tp_worker": "sglang/srt/managers/tp_worker.py",
-           "gpu_worker": "sglang/multimodal_gen/runtime/managers/gpu_worker.py"}
+           "gpu_worker": "sglang/multimodal_gen/runtime/managers/gpu_worker.py",
+           "profiler_manager": "sglang/srt/managers/scheduler_components/profiler_manager.py",
+           "tokenizer_control_mixin": "sglang/srt/managers/tokenizer_control_mixin.py",
+           "http_server": "sglang/srt/entrypoints/http_server.py"}
 
 
 def _sglang_version():

@@ -15,7 +15,8 @@ import urllib.request
 
 import pytest
 from helpers import PKG_ROOT
-from test_sglang_engine import ENV_DIR, STUBS, models, pytestmark, zero_edit_hook_installed  # noqa: F401
+from test_sglang_engine import (OVERLAY, STUBS, models, patched_tree, pytestmark,  # noqa: F401
+                                zero_edit_hook_installed)
 
 
 def _port():
@@ -38,12 +39,18 @@ def _post(url, body=None, timeout=120):
 
 
 class Server:
-    def __init__(self, model, tmp_path, switch="on_request", tp=1):
-        if not zero_edit_hook_installed():
+    def __init__(self, model, tmp_path, switch="on_request", tp=1, patched=None):
+        """patched: a tree of SGLang files with patches/ applied, loaded
+        instead of the installed ones (else the zero-edit start-up hook)."""
+        if not patched and not zero_edit_hook_installed():
             pytest.skip("the zero-edit start-up hook is not in site-packages")
         env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PROFILE_SHAPES")}
         ncpu = os.cpu_count() or 1
-        env.update(PYTHONPATH=os.pathsep.join([STUBS, PKG_ROOT]), SGLANG_USE_CPU_ENGINE="1",
+        paths = [STUBS, PKG_ROOT]
+        if patched:
+            paths.insert(0, OVERLAY)
+            env["SHAPEPROF_PATCHED_TREE"] = str(patched)
+        env.update(PYTHONPATH=os.pathsep.join(paths), SGLANG_USE_CPU_ENGINE="1",
                    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                    SGLANG_NCCL_SO_PATH="/nonexistent/libnccl.so.2",
                    SGLANG_CPU_OMP_THREADS_BIND="|".join(str(i % ncpu) for i in range(tp)) if tp > 1
@@ -139,8 +146,10 @@ def test_start_profile_shapes_num_steps_stop_and_errors(models, tmp_path):
         srv.stop()
 
 
-def test_shapes_on_a_server_not_armed_is_an_error(models, tmp_path):
-    srv = Server(models / "tiny-llama", tmp_path, switch="1")
+@pytest.mark.parametrize("way", ["zero-edit", "patched"])
+def test_shapes_on_a_server_not_armed_is_an_error(models, patched_tree, tmp_path, way):
+    srv = Server(models / "tiny-llama", tmp_path, switch="1",
+                 patched=patched_tree if way == "patched" else None)
     try:
         status, body = _post(srv.url + "/start_profile", {"activities": ["SHAPES"], "num_steps": 2})
         assert status == 400 and "not started with SGLANG_PROFILE_SHAPES=on_request" in body, body
