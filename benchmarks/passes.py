@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import torch  # noqa: E402
 
 from sgl_shapeprof import ShapeProfiler  # noqa: E402
+from sgl_shapeprof.on_request import OnRequestProfiler  # noqa: E402
 
 
 def run(prof, passes, ops, a):
@@ -49,7 +50,10 @@ def main():
     tmp = tempfile.mkdtemp()
     rows = {"no profiler": None,
             "every call written": ShapeProfiler(os.path.join(tmp, "w.jsonl")),
-            "dedupe on (repeats)": ShapeProfiler(os.path.join(tmp, "d.jsonl"), dedupe=True)}
+            "dedupe on (repeats)": ShapeProfiler(os.path.join(tmp, "d.jsonl"), dedupe=True),
+            # armed, nothing requested: what on_request costs a server per pass
+            # (a request-file check per pass, no operator is touched)
+            "armed, idle": OnRequestProfiler(output_dir=tmp)}
     for prof in rows.values():
         run(prof, 100, a.ops, x)  # warm: interning, first records
     times = {k: [] for k in rows}

@@ -84,6 +84,7 @@ class OnRequestProfiler:
         self._closed = False
         self._control = control
         self._control_file: Optional[str] = None
+        self._next_poll = 0.0
         self.finished: List[str] = []      # records files of finished requests
 
     # -- requests (any thread) --------------------------------------------
@@ -243,20 +244,22 @@ class OnRequestProfiler:
             self.finished.append(prof.path)
 
     # -- requests from outside the process --------------------------------------
+    # A request from outside waits at most this long for a pass start to
+    # look for it; looking costs a failed open() (~3 us), so not every pass.
+    POLL_EVERY = 0.1
+
     def _poll_control(self) -> None:
-        """One stat() per pass: a request file for this process?"""
+        """At most one failed open() per POLL_EVERY: a request for this process?"""
+        now = time.monotonic()
+        if now < self._next_poll:
+            return
+        self._next_poll = now + self.POLL_EVERY
         if self._control_file is None:
             try:
-                self._control_file = os.path.join(control_dir(), f"{os.getpid()}.request")
+                folder = control_dir()
             except (OSError, RequestError):
-                self._control_file = ""  # no folder yet: look again in a while
-                self._control_retry = time.monotonic() + 1.0
-                return
-        if not self._control_file:
-            if time.monotonic() < getattr(self, "_control_retry", 0.0):
-                return
-            self._control_file = None
-            return self._poll_control()
+                return  # no private folder (yet): nobody has sent a request
+            self._control_file = os.path.join(folder, f"{os.getpid()}.request")
         try:
             with open(self._control_file, "rb") as f:
                 data = f.read(65536)
