@@ -11,17 +11,19 @@ that): the names below load on first use; creating a profiler imports torch.
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs 15 ms at start-up
 
 __version__ = "0.1.0"
-__all__ = ["ShapeProfiler", "from_env", "resolve_rank", "ConfigError", "RecordReader",
-           "read_records", "read_summary", "__version__"]
+__all__ = ["ShapeProfiler", "OnRequestProfiler", "from_env", "resolve_rank", "ConfigError",
+           "RecordReader", "read_records", "read_summary", "__version__"]
 
 _LAZY = {
     "ShapeProfiler": "profiler", "from_env": "profiler", "resolve_rank": "profiler",
+    "OnRequestProfiler": "on_request",
     "ConfigError": "config", "RecordReader": "reader", "read_records": "reader",
     "read_summary": "reader",
 }
 
 if TYPE_CHECKING:
     from .config import ConfigError
+    from .on_request import OnRequestProfiler
     from .profiler import ShapeProfiler, from_env, resolve_rank
     from .reader import RecordReader, read_records, read_summary
 
