@@ -41,6 +41,11 @@ static inline size_t file_tail(const sp_file *f) {
   return f->spec_end > f->len ? f->spec_end : f->len;
 }
 
+/* need bytes can be written past the tail (where the next write may end). */
+static inline int file_tail_room(const sp_file *f, size_t need) {
+  return file_room(f, f->len, file_tail(f) - f->len + need);
+}
+
 /* Makes the file writable up to file_tail() + need without a syscall under
  * the spinlock: allocates, maps a new window and faults it in with the
  * spinlock released, then installs the window under it. grow_mu orders this
@@ -52,15 +57,15 @@ static int file_make_room(sp_profiler *p, size_t need) {
   lock_acquire(&p->lock);
   sp_file now = *f;
   int gone = p->closed || f->fd < 0 || atomic_load(&p->orphaned);
-  size_t tail = file_tail(f);
   lock_release(&p->lock);
-  if (gone || file_room(&now, now.len, tail - now.len + need)) {
+  if (gone || file_tail_room(&now, need)) {
     pthread_mutex_unlock(&p->grow_mu);
     return gone ? ESHUTDOWN : 0;
   }
-  /* Writers may append meanwhile (inside the room they had), so leave
-   * headroom: a window's worth of allocation past what is needed now. */
-  size_t target = tail + need;
+  /* Writers may append meanwhile, inside the room they had: the window and
+   * allocation made here start from this snapshot's tail, and allocation is
+   * rounded up to SP_FILE_GROW, room for the writers that follow. */
+  size_t target = file_tail(&now) + need;
   size_t size = now.size;
   int e = 0;
   if (target > size) {

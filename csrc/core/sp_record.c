@@ -157,11 +157,17 @@ static int make_room(sp_profiler *p, size_t need) {
       if (e != ESHUTDOWN && !p->closed) fail(p, "cannot grow records file ", e);
       return 0;
     }
-    if (file_room(&p->file, p->file.len, file_tail(&p->file) - p->file.len + need)) return 1;
+    if (file_tail_room(&p->file, need)) return 1;
     /* other threads took the room in between: again */
   }
   fail(p, "cannot keep room in records file ", EAGAIN);
   return 0;
+}
+
+/* Room for need more bytes before a record is written: a compare, unless
+ * the file must grow. Spinlock held (let go while it grows). */
+static inline void room_for(sp_profiler *p, size_t need) {
+  if (!file_tail_room(&p->file, need)) make_room(p, need);
 }
 
 /* Upper bound on what writing t's record takes in the file. */
@@ -403,9 +409,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   sp_enc *out = &t->pub.out;
   lock_acquire(&p->lock);
   if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->closed) {
-    size_t need = record_bound(p, t, 0);
-    if (!file_room(&p->file, p->file.len, file_tail(&p->file) - p->file.len + need))
-      make_room(p, need);
+    room_for(p, record_bound(p, t, 0));
   }
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->closed) {
     drop_spec(p, t);
@@ -447,9 +451,7 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
   lock_acquire(&p->lock);
   if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->closed) {
     /* an escaped character takes at most 6 bytes (\u00XX) */
-    size_t need = record_bound(p, t, 64 + 6 * (type_n + msg_n));
-    if (!file_room(&p->file, p->file.len, file_tail(&p->file) - p->file.len + need))
-      make_room(p, need);
+    room_for(p, record_bound(p, t, 64 + 6 * (type_n + msg_n)));
   }
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->closed ||
       !observe(p, t, 1)) {
