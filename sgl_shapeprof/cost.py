@@ -121,7 +121,7 @@ def _composite(op: str, ins: dict, out: object) -> Optional[int]:
                 a = (1,) + a
             if len(b) == 1:
                 b = b + (1,)
-            batch = math.prod(_broadcast(a[:-2], b[:-2]))
+            batch = math.prod(broadcast_shape(a[:-2], b[:-2]))
             return batch * _mm(a[-2], b[-1], a[-1])
     if name == "scaled_dot_product_attention":
         q, k, v = (_shape(ins.get(n)) for n in ("query", "key", "value"))
@@ -130,20 +130,20 @@ def _composite(op: str, ins: dict, out: object) -> Optional[int]:
     return None
 
 
-def _broadcast(a: Tuple[int, ...], b: Tuple[int, ...]) -> Tuple[int, ...]:
+def broadcast_shape(a: Tuple[int, ...], b: Tuple[int, ...]) -> Tuple[int, ...]:
     n = max(len(a), len(b))
     a = (1,) * (n - len(a)) + a
     b = (1,) * (n - len(b)) + b
     return tuple(max(x, y) for x, y in zip(a, b))
 
 
-_SCHEMAS: Dict[str, object] = {}
+_OVERLOADS: Dict[str, object] = {}
 
 
 def _overload(op: str):
     """torch.ops overload for 'aten.mm.default', or None."""
-    if op in _SCHEMAS:
-        return _SCHEMAS[op]
+    if op in _OVERLOADS:
+        return _OVERLOADS[op]
     import torch
     found = None
     parts = op.split(".")
@@ -152,7 +152,7 @@ def _overload(op: str):
             found = getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), ".".join(parts[2:]))
         except (AttributeError, RuntimeError):
             found = None
-    _SCHEMAS[op] = found
+    _OVERLOADS[op] = found
     return found
 
 
@@ -285,8 +285,8 @@ def cost_command(srcs: List[Source], args) -> int:
         return 0
     o = sys.stdout.write
     if dev:
-        o(f"roofline on {dev.name} ({_peaks(dev)}, {dev.bandwidth:g} TB/s): estimated "
-          f"{_time(total)} of operator time over {all_rows} {'operators' if args.by_op else 'signatures'}"
+        o(f"roofline on {dev.name} ({peaks_text(dev)}, {dev.bandwidth:g} TB/s): estimated "
+          f"{format_time(total)} of operator time over {all_rows} {'operators' if args.by_op else 'signatures'}"
           " (the larger of FLOPs/peak and bytes/bandwidth per call; views move nothing)\n")
     o(f"{'count':>10} {'FLOP/call':>10} {'bytes/call':>10} {'total FLOP':>10}")
     if dev:
@@ -297,7 +297,7 @@ def cost_command(srcs: List[Source], args) -> int:
         o(f"{n:>10,} {human(fl) if fl is not None else '-':>10} {human(by):>10} "
           f"{human((fl or 0) * n):>10}")
         if dev:
-            o(f" {_time(sec):>9} {_time(sec * n):>9} {100 * sec * n / total:>5.1f}% {bound:>7}")
+            o(f" {format_time(sec):>9} {format_time(sec * n):>9} {100 * sec * n / total:>5.1f}% {bound:>7}")
         o(f"  {op}")
         if sig is not None:
             o(f"  {format_inputs(sig.inputs)} -> {format_value(sig.outputs)}")
@@ -307,12 +307,12 @@ def cost_command(srcs: List[Source], args) -> int:
     return 0
 
 
-def _peaks(dev: Device) -> str:
+def peaks_text(dev: Device) -> str:
     keys = [k for k in ("bf16", "fp8", "fp32") if k in dev.tflops]
     return ", ".join(f"{k} {dev.tflops[k]:g}" for k in keys) + " TFLOP/s"
 
 
-def _time(sec: Optional[float]) -> str:
+def format_time(sec: Optional[float]) -> str:
     if sec is None:
         return "-"
     if sec >= 1:

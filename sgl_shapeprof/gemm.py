@@ -113,8 +113,8 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
             sa = [1] + sa
         if len(sb) == 1:
             sb = sb + [1]
-        from .cost import _broadcast
-        batch = math.prod(_broadcast(tuple(sa[:-2]), tuple(sb[:-2])))
+        from .cost import broadcast_shape
+        batch = math.prod(broadcast_shape(tuple(sa[:-2]), tuple(sb[:-2])))
         m, k, n, layout = sa[-2], sa[-1], sb[-1], "KN"
     else:  # mm, addmm, _scaled_mm, _int_mm
         if len(sa) != 2 or len(sb) != 2:

@@ -14,17 +14,16 @@ this user can use (see control_dir()).
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional, Union
+from typing import Dict, Iterable, List, Optional, Union
 
 from .config import phase_filter
-from .profiler import ShapeProfiler, _say
+from .profiler import PassContext, ShapeProfiler, _say
 
 ENV_CONTROL_DIR = "SGLANG_PROFILE_SHAPES_CONTROL_DIR"
 
@@ -68,7 +67,7 @@ class Request:
     done_phases: Dict[str, int] = field(default_factory=dict)
 
 
-class OnRequestProfiler:
+class OnRequestProfiler(PassContext):
     """Armed: records nothing until request(); the same pass API as ShapeProfiler."""
 
     def __init__(self, rank: int = 0, dedupe: bool = False, output_dir: Optional[str] = None,
@@ -160,14 +159,6 @@ class OnRequestProfiler:
         prof.end_forward_pass()
         if not stack:
             self._maybe_finish(prof)
-
-    @contextlib.contextmanager
-    def forward_pass(self, phase: Optional[str] = None) -> Iterator[bool]:
-        logged = self.start_forward_pass(phase)
-        try:
-            yield logged
-        finally:
-            self.end_forward_pass()
 
     def close(self) -> None:
         self._closed = True

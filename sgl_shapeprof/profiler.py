@@ -46,7 +46,20 @@ def _check_count(name: str, value: int) -> int:
     return value
 
 
-class ShapeProfiler:
+class PassContext:
+    """forward_pass() for profilers with start_forward_pass/end_forward_pass."""
+
+    @contextlib.contextmanager
+    def forward_pass(self, phase: Optional[str] = None) -> Iterator[bool]:
+        """with profiler.forward_pass("decode") as logged: ..."""
+        logged = self.start_forward_pass(phase)
+        try:
+            yield logged
+        finally:
+            self.end_forward_pass()
+
+
+class ShapeProfiler(PassContext):
     """Records every operator call of the logged forward passes.
 
     ShapeProfiler(output, *, rank=0, skip_warmup=0, log_n_passes=0,
@@ -176,15 +189,6 @@ class ShapeProfiler:
             self._native.pass_end()
         except Exception as e:
             self._give_up(e)
-
-    @contextlib.contextmanager
-    def forward_pass(self, phase: Optional[str] = None) -> Iterator[bool]:
-        """with profiler.forward_pass("decode") as logged: ..."""
-        logged = self.start_forward_pass(phase)
-        try:
-            yield logged
-        finally:
-            self.end_forward_pass()
 
     # -- lifetime -----------------------------------------------------------
     def close(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import IO, Iterator, List, Optional, Union
+from typing import IO, Any, Iterator, List, Optional, Union
 
 
 @dataclass
@@ -37,6 +37,57 @@ def _recover(text: str) -> Optional[dict]:
     return None
 
 
+class LineParser:
+    """Parses a records file line by line, keeping the ReadReport's account
+    of zero padding, unparsable lines and a cut last line. Shared by
+    RecordReader and the analysis scan (which parses most lines its own
+    faster way, and hands the parser the rest).
+
+        for raw in f:
+            parser.next_line()
+            rec = parser.parse(raw)   # None: blank, padding, or held as bad
+        rec = parser.finish()         # the cut last line, recovered, or None
+    """
+
+    def __init__(self, report: ReadReport):
+        self.report = report
+        self.lineno = 0
+        self.pending: Optional[bytes] = None  # an unparsable line, bad unless it is the last
+
+    def next_line(self) -> None:
+        self.lineno += 1
+        if self.pending is not None:  # a line was bad but more followed
+            self.report.bad_lines.append(self.lineno - 1)
+            self.pending = None
+
+    def hold(self, line: bytes) -> None:
+        """A line that did not parse: bad, unless no line follows it."""
+        self.pending = line
+
+    def parse(self, raw: bytes) -> Any:
+        line = raw.rstrip(b"\n")
+        stripped = line.rstrip(b"\0")
+        if len(stripped) != len(line):
+            self.report.zero_padding += len(line) - len(stripped)
+            line = stripped
+        line = line.lstrip(b"\0")
+        if not line.strip():
+            return None
+        try:
+            return json.loads(line)
+        except ValueError:
+            self.pending = line
+            return None
+
+    def finish(self) -> Optional[dict]:
+        if self.pending is None:
+            return None
+        rep = self.report
+        rep.cut_last_line = True
+        rep.recovered = _recover(self.pending.decode("utf-8", "replace"))
+        return rep.recovered
+
+
 class RecordReader:
     """Iterates over the records of a file, one line in memory at a time.
 
@@ -57,34 +108,16 @@ class RecordReader:
                 f.close()
 
     def _read(self, f: IO[bytes]) -> Iterator[dict]:
-        rep = self.report
-        lineno = 0
-        pending: Optional[bytes] = None
+        parser = LineParser(self.report)
         for raw in f:
-            lineno += 1
-            if pending is not None:  # a line was bad but more followed
-                rep.bad_lines.append(lineno - 1)
-                pending = None
-            line = raw.rstrip(b"\n")
-            stripped = line.rstrip(b"\0")
-            if len(stripped) != len(line):
-                rep.zero_padding += len(line) - len(stripped)
-                line = stripped
-            line = line.lstrip(b"\0")
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                pending = line
-                continue
-            rep.records += 1
-            yield rec
-        if pending is not None:
-            rep.cut_last_line = True
-            rep.recovered = _recover(pending.decode("utf-8", "replace"))
-            if rep.recovered is not None:
-                yield rep.recovered
+            parser.next_line()
+            rec = parser.parse(raw)
+            if rec is not None:
+                self.report.records += 1
+                yield rec
+        recovered = parser.finish()
+        if recovered is not None:
+            yield recovered
 
 
 def read_records(path: Union[str, "os.PathLike[str]"]) -> List[dict]:

@@ -18,7 +18,7 @@ from typing import Dict, List, Tuple
 
 from . import __version__
 from .analyze import Analysis
-from .cost import Cost, Device, _peaks, _time
+from .cost import Cost, Device, format_time, peaks_text
 from .scan import Source, format_inputs, human
 
 TOP = 30
@@ -174,18 +174,18 @@ def _times(page: _Page, go, cs: List[Cost], dev: Device) -> None:
     ranked = sorted(total, key=lambda op: (-total[op], op))
     ops = [op for op in ranked[:TOP] if total[op] >= grand / 1000]
     rest = sum(total[op] for op in ranked[len(ops):])
-    left = (f" The other {len(ranked) - len(ops)} operators, {_time(rest)} ({100 * rest / grand:.1f}%), "
+    left = (f" The other {len(ranked) - len(ops)} operators, {format_time(rest)} ({100 * rest / grand:.1f}%), "
             "are not shown." if len(ops) < len(ranked) else "")
     page.section(f"Operators by estimated GPU time (top {len(ops)})",
-                 f"A roofline estimate on {_e(dev.name)} ({_e(_peaks(dev))}, {dev.bandwidth:g} TB/s), not a "
+                 f"A roofline estimate on {_e(dev.name)} ({_e(peaks_text(dev))}, {dev.bandwidth:g} TB/s), not a "
                  "measurement: per call the larger of FLOPs/peak and bytes moved/bandwidth, times the calls. "
-                 f"{_e(_time(grand))} in all.{_e(left)}")
+                 f"{_e(format_time(grand))} in all.{_e(left)}")
     fig, height = _hbar(go, ops)
     for bound, color in (("memory", "#1f77b4"), ("compute", "#d62728")):
         mine = [op for op in ops if max(by_bound[op], key=by_bound[op].get) == bound]
         fig.add_bar(x=[total[op] for op in mine], y=[_label(op) for op in mine], orientation="h",
                     name=f"{bound}-bound", marker_color=color,
-                    customdata=[[_time(total[op]), f"{100 * total[op] / grand:.1f}%", calls[op]]
+                    customdata=[[format_time(total[op]), f"{100 * total[op] / grand:.1f}%", calls[op]]
                                 for op in mine],
                     hovertemplate="%{y}<br>%{customdata[0]} (%{customdata[1]}), %{customdata[2]:,} calls"
                                   f"<extra>{bound}-bound</extra>")
@@ -280,8 +280,8 @@ def _table(page: _Page, cs: List[Cost], dev: Device, phased: bool) -> None:
     page.section(f"Top {len(top)} signatures by estimated time on {dev.name}")
     ph = "<th>phase</th>" if phased else ""
     rows = "".join(
-        f"<tr><td class=n>{_e(_time(c.total_seconds))}</td>"
-        f"<td class=n>{100 * c.total_seconds / grand:.1f}%</td><td class=n>{_e(_time(c.seconds))}</td>"
+        f"<tr><td class=n>{_e(format_time(c.total_seconds))}</td>"
+        f"<td class=n>{100 * c.total_seconds / grand:.1f}%</td><td class=n>{_e(format_time(c.seconds))}</td>"
         f"<td>{_e(c.bound)}</td><td class=n>{c.sig.count:,}</td>"
         + (f"<td>{_e(c.sig.phase or '')}</td>" if phased else "")
         + f"<td class=s>{_e(c.sig.operation)}</td><td class=s>{_e(c.sig.text)}</td></tr>" for c in top)

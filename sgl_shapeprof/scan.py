@@ -19,9 +19,9 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import IO, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import IO, Callable, Dict, Iterable, List, Optional, Tuple
 
-from .reader import ReadReport, _recover
+from .reader import LineParser, ReadReport, _recover
 
 
 class InputError(Exception):
@@ -327,15 +327,11 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
     lo, hi = flt.passes or (0, 2**62)
     use_passes = flt.passes is not None
     limit = flt.max_entries or -1
-    lineno = 0
-    pending: Optional[bytes] = None
+    parser = LineParser(rep)
     get_count = counts.get if counts else None
     n_records = 0
     for line in f:
-        lineno += 1
-        if pending is not None:  # an unparsable line with more after it
-            rep.bad_lines.append(lineno - 1)
-            pending = None
+        parser.next_line()
         if n_records == limit:
             src.truncated = True
             break
@@ -350,7 +346,7 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                     try:
                         rec = json.loads(line)
                     except ValueError:
-                        pending = line
+                        parser.hold(line)
                         continue
                     e = entries[key] = [_signature_of(rec), 0, 0]
                     src.seen_operations.add(e[0].operation)
@@ -375,25 +371,18 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                     progress(n_records)
                 continue
         # Slow path: another writer's layout, zero padding, a cut line.
-        stripped = line.rstrip(b"\n").strip(b"\0")
-        if not stripped.strip():
-            continue
-        try:
-            rec = json.loads(stripped)
-        except ValueError:
-            pending = stripped
+        rec = parser.parse(line)
+        if rec is None:
             continue
         if not isinstance(rec, dict):
-            rep.bad_lines.append(lineno)
+            rep.bad_lines.append(parser.lineno)
             continue
         n_records += 1
         _add_slow(src, flt, rec, counts, on_record)
-    if pending is not None:
-        rep.cut_last_line = True
-        rep.recovered = _recover(pending.decode("utf-8", "replace"))
-        if rep.recovered is not None:
-            n_records += 1
-            _add_slow(src, flt, rep.recovered, counts, on_record)
+    recovered = parser.finish()
+    if recovered is not None:
+        n_records += 1
+        _add_slow(src, flt, recovered, counts, on_record)
     rep.records = n_records
     src.records = n_records
     for e in entries.values():

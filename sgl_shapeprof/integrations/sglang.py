@@ -299,6 +299,13 @@ def _gather(manager: Any, ok: bool, text: str):
         return ok, text
 
 
+def _with_shapes(res: Any, text: str) -> Any:
+    """SGLang's own answer, with the SHAPES lines after it."""
+    if res is not None:
+        res.message = f"{res.message} {text}".strip()
+    return res
+
+
 def patch_profiler_manager_module(module: Any) -> None:
     cls = module.SchedulerProfilerManager
     profile = cls._profile
@@ -326,10 +333,7 @@ def patch_profiler_manager_module(module: Any) -> None:
             if not rest:  # only SHAPES: SGLang's torch profiler stays off
                 return ProfileReqOutput(success=True, message=text)
             recv_req.activities = rest
-            res = profile(self, recv_req)
-            if res is not None:
-                res.message = f"{res.message} {text}".strip()
-            return res
+            return _with_shapes(profile(self, recv_req), text)
         if recv_req.req_type == ProfileReqType.STOP_PROFILE:
             armed = _armed()
             if armed is not None and armed.status()["state"] in ("recording", "pending"):
@@ -342,8 +346,7 @@ def patch_profiler_manager_module(module: Any) -> None:
                     res = None
                 if res is None or not getattr(res, "success", False):
                     return ProfileReqOutput(success=True, message=text)
-                res.message = f"{res.message} {text}".strip()
-                return res
+                return _with_shapes(res, text)
         return profile(self, recv_req)
     _profile.__sgl_shapeprof_wrapped__ = True
     cls._profile = _profile
