@@ -36,6 +36,8 @@ typedef struct sp_config {
   long long log_n_passes;  /* logged passes at most; 0 = unlimited */
   int dedupe;              /* write each input signature once */
   const char *phases;      /* comma list of phases to log; NULL/"" = all */
+  int args;                /* record non-tensor arguments and each input
+                              tensor's strides, offset and device too */
 } sp_config;
 
 /* Opens (truncates) the records file. On failure other than SP_NOMEM, *out
@@ -67,8 +69,24 @@ void sp_pass_end(sp_profiler *p);
  * (SGLang's delayed sampling). Returns 1 if it was logged. End it with
  * sp_pass_end. */
 int sp_pass_reopen(sp_profiler *p);
-/* True while a logged pass is open and the profiler works. Lock-free. */
+/* Nonzero while a logged pass is open and the profiler works: 1, with
+ * SP_LOGGING_ARGS added when calls are described with their arguments
+ * (sp_config.args; the encoding below). Lock-free. */
+#define SP_LOGGING_ARGS 2
 int sp_logging(const sp_profiler *p);
+
+/* Graph captures (CUDA graphs and the like): the calls run while a graph is
+ * captured are the calls every replay of it repeats. sp_graph_begin opens a
+ * capture "pass" for the graph the caller names by key (SGLang: the padded
+ * batch size): its records carry "forward_pass": 0 and "graph": key, their
+ * signatures are deduplicated per graph, and it does not count as a forward
+ * pass (nor against skip_warmup or log_n_passes); the phase filter applies.
+ * Returns 1 when it is logged. End it with sp_pass_end. */
+int sp_graph_begin(sp_profiler *p, const char *phase, long long key);
+/* n replays of graph key, counted (returns 1) when they happen inside a
+ * logged forward pass: the summary's "graphs" says, per key, the captures
+ * recorded and the replays counted. */
+int sp_graph_replay(sp_profiler *p, long long key, long long n);
 
 /* Counters, as the summary reports them. */
 typedef struct sp_stats {
@@ -98,6 +116,13 @@ int sp_op_intern(const void *key, const char *qualified, const char *overload,
 /* The operator behind key was deregistered; key may come back as another. */
 void sp_op_forget(const void *key);
 
+/* ---- names of enum values (process-wide) ------------------------------- */
+/* The spelling of each code of the enums that arguments carry, set once by
+ * the torch side: device types ("cuda"), layouts ("torch.strided"), memory
+ * formats ("torch.channels_last"). Copied; at most 40 bytes each. */
+enum { SP_NAMES_DEVICE = 0, SP_NAMES_LAYOUT = 1, SP_NAMES_MEMORY_FORMAT = 2, SP_NAMES_N = 3 };
+int sp_set_names(int table, const char *const *names, int n);
+
 /* ---- one thread's scratch: op cache and the call being described -------- */
 /*
  * The call encoding, an int64 array built by the caller:
@@ -109,8 +134,25 @@ void sp_op_forget(const void *key);
  *              SP_ENC_NONE
  *   <tensor> = dtype_code, ndim, size x ndim;  <entry> = <tensor> or -1 (None)
  * The inputs part is also the deduplication signature.
+ *
+ * With arguments (SP_LOGGING_ARGS), input tensors are "strided":
+ *   dtype_code | SP_ENC_STRIDED, ndim, size x ndim, stride x ndim, offset,
+ *   device_type, device_index (-1: none)
+ * and every other argument is in the inputs part too, by schema index:
+ *   SP_ENC_INT, arg, v            SP_ENC_INTS,   arg, n, v x n
+ *   SP_ENC_FLOAT, arg, bits       SP_ENC_FLOATS, arg, n, bits x n
+ *   SP_ENC_BOOL, arg, 0|1         SP_ENC_BOOLS,  arg, n, 0|1 x n
+ *   SP_ENC_NULL, arg              SP_ENC_COMPLEX, arg, bits(real), bits(imag)
+ *   SP_ENC_STR, arg, nbytes, bytes packed 8 to a word
+ *   SP_ENC_DTYPE, arg, dtype_code SP_ENC_NAME, arg, table (SP_NAMES_*), code
+ *   SP_ENC_DEVICE, arg, device_type, device_index
+ *   SP_ENC_OPAQUE, arg, nbytes, bytes: a value of another type, by type name
+ * (bits: a double's IEEE-754 bits). They are written as the record's "args".
  */
-enum { SP_ENC_NONE = 0, SP_ENC_TENSOR = 1, SP_ENC_LIST = 2 };
+enum { SP_ENC_NONE = 0, SP_ENC_TENSOR = 1, SP_ENC_LIST = 2, SP_ENC_INT, SP_ENC_FLOAT,
+       SP_ENC_BOOL, SP_ENC_NULL, SP_ENC_INTS, SP_ENC_FLOATS, SP_ENC_BOOLS, SP_ENC_COMPLEX,
+       SP_ENC_STR, SP_ENC_DTYPE, SP_ENC_NAME, SP_ENC_DEVICE, SP_ENC_OPAQUE };
+#define SP_ENC_STRIDED ((int64_t)1 << 16)
 
 typedef struct sp_enc {
   int64_t *w;
@@ -152,6 +194,25 @@ static inline void sp_enc_tensor(sp_enc *e, int dtype, int ndim,
   for (int i = 0; i < ndim; i++) e->w[e->n++] = sizes[i];
   e->tensors++;
 }
+
+/* A strided input tensor (see the encoding). */
+static inline void sp_enc_strided(sp_enc *e, int dtype, int ndim, const int64_t *sizes,
+                                  const int64_t *strides, int64_t offset, int device_type,
+                                  int device_index) {
+  if (e->n + 5 + 2 * (size_t)ndim > e->cap &&
+      sp_enc_grow(e, 5 + 2 * (size_t)ndim) != SP_OK)
+    return;
+  e->w[e->n++] = dtype | SP_ENC_STRIDED;
+  e->w[e->n++] = ndim;
+  for (int i = 0; i < ndim; i++) e->w[e->n++] = sizes[i];
+  for (int i = 0; i < ndim; i++) e->w[e->n++] = strides[i];
+  e->w[e->n++] = offset;
+  e->w[e->n++] = device_type;
+  e->w[e->n++] = device_index;
+  e->tensors++;
+}
+/* Bytes, packed 8 to a word after their count (SP_ENC_STR, SP_ENC_OPAQUE). */
+void sp_enc_bytes(sp_enc *e, const char *s, size_t n);
 
 /* ---- calls ------------------------------------------------------------- */
 enum {

@@ -169,6 +169,185 @@ bool encode_outputs(sp_enc* e, const c10::IValue* rets, size_t n) {
   return true;
 }
 
+// ---- arguments (SP_LOGGING_ARGS): what a call needs to be run again ----
+
+// A strided input: sizes, strides, offset, device. Other layouts (sparse,
+// mkldnn) have no strides: their sizes and dtype only.
+bool encode_strided(sp_enc* e, const at::Tensor& t) {
+  if (t.is_meta() && !t_state.allow_meta) {
+    t_state.saw_meta = true;
+    return false;
+  }
+  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->has_symbolic_sizes_strides() || impl->is_nested()) return false;
+  if (impl->layout() != c10::kStrided) return encode_tensor(e, t);
+  c10::IntArrayRef sizes = impl->sizes();
+  c10::Device device = impl->device();
+  sp_enc_strided(e, static_cast<int>(t.scalar_type()), static_cast<int>(sizes.size()),
+                 sizes.data(), impl->strides().data(), impl->storage_offset(),
+                 static_cast<int>(device.type()), device.index());
+  return true;
+}
+
+int encode_strided_list(sp_enc* e, const c10::IValue& v) {
+  c10::ArrayRef<c10::IValue> list = v.toListRef();
+  bool any = false;
+  for (const c10::IValue& x : list) any = any || (x.isTensor() && x.toTensor().defined());
+  if (!any) return 0;
+  sp_enc_push(e, static_cast<int64_t>(list.size()));
+  for (const c10::IValue& x : list) {
+    if (x.isTensor() && x.toTensor().defined()) {
+      if (!encode_strided(e, x.toTensor())) return -1;
+    } else {
+      sp_enc_push(e, -1);
+    }
+  }
+  return 1;
+}
+
+int64_t double_bits(double d) {
+  int64_t b;
+  std::memcpy(&b, &d, sizeof b);
+  return b;
+}
+
+void push_tag(sp_enc* e, int tag, size_t arg) {
+  sp_enc_push(e, tag);
+  sp_enc_push(e, static_cast<int64_t>(arg));
+}
+
+void push_opaque(sp_enc* e, size_t arg, const std::string& what) {
+  push_tag(e, SP_ENC_OPAQUE, arg);
+  sp_enc_bytes(e, what.data(), what.size());
+}
+
+// The enum an int argument holds, by its schema type: dtype, layout or
+// memory format (also when optional); 0 for a plain int.
+int enum_tag(const c10::Argument& a, int64_t* table) {
+  const c10::Type* type = a.real_type().get();  // type() says int
+  if (type->kind() == c10::TypeKind::OptionalType)
+    type = static_cast<const c10::OptionalType*>(type)->getElementType().get();
+  switch (type->kind()) {
+    case c10::TypeKind::ScalarTypeType: return SP_ENC_DTYPE;
+    case c10::TypeKind::LayoutType: *table = SP_NAMES_LAYOUT; return SP_ENC_NAME;
+    case c10::TypeKind::MemoryFormatType: *table = SP_NAMES_MEMORY_FORMAT; return SP_ENC_NAME;
+    default: return 0;
+  }
+}
+
+// A Python number passed where a Tensor goes: the number (wrapped numbers
+// are 0-dim CPU tensors of these dtypes; read without dispatching).
+void encode_wrapped(sp_enc* e, size_t arg, const at::Tensor& t) {
+  const void* data = t.unsafeGetTensorImpl()->data();
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Double:
+      push_tag(e, SP_ENC_FLOAT, arg);
+      sp_enc_push(e, double_bits(*static_cast<const double*>(data)));
+      return;
+    case c10::ScalarType::Long:
+      push_tag(e, SP_ENC_INT, arg);
+      sp_enc_push(e, *static_cast<const int64_t*>(data));
+      return;
+    case c10::ScalarType::Bool:
+      push_tag(e, SP_ENC_BOOL, arg);
+      sp_enc_push(e, *static_cast<const bool*>(data) ? 1 : 0);
+      return;
+    case c10::ScalarType::ComplexDouble: {
+      auto z = *static_cast<const c10::complex<double>*>(data);
+      push_tag(e, SP_ENC_COMPLEX, arg);
+      sp_enc_push(e, double_bits(z.real()));
+      sp_enc_push(e, double_bits(z.imag()));
+      return;
+    }
+    default:
+      push_opaque(e, arg, "wrapped number");
+  }
+}
+
+// A list that holds no tensor: ints, floats or bools; false if it holds
+// anything else (or is symbolic).
+bool encode_plain_list(sp_enc* e, size_t arg, const c10::IValue& v) {
+  c10::ArrayRef<c10::IValue> list = v.toListRef();
+  int tag = SP_ENC_INTS;
+  for (const c10::IValue& x : list) {
+    if (x.isDouble()) tag = SP_ENC_FLOATS;
+    else if (x.isBool() && tag == SP_ENC_INTS) tag = SP_ENC_BOOLS;
+    else if (!x.isInt() && !x.isBool()) return false;
+  }
+  push_tag(e, tag, arg);
+  sp_enc_push(e, static_cast<int64_t>(list.size()));
+  for (const c10::IValue& x : list) {
+    if (tag == SP_ENC_FLOATS) sp_enc_push(e, double_bits(x.isDouble() ? x.toDouble() : x.isInt() ? static_cast<double>(x.toInt()) : x.toBool()));
+    else if (x.isBool()) sp_enc_push(e, x.toBool() ? 1 : 0);
+    else sp_enc_push(e, x.toInt());
+  }
+  return true;
+}
+
+// Inputs with every argument (see sp_core.h): what `replay` needs to run
+// the call again. False when the call must not be logged.
+bool encode_inputs_args(sp_enc* e, int op_id, const c10::FunctionSchema& schema,
+                        const c10::IValue* args, size_t n) {
+  sp_enc_reset(e);
+  sp_enc_push(e, op_id);
+  for (size_t i = 0; i < n; i++) {
+    const c10::IValue& v = args[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) {
+        push_tag(e, SP_ENC_NULL, i);
+      } else if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+        encode_wrapped(e, i, t);
+      } else {
+        push_tag(e, SP_ENC_TENSOR, i);
+        if (!encode_strided(e, t)) return false;
+      }
+    } else if (v.isList()) {
+      size_t mark = e->n;
+      push_tag(e, SP_ENC_LIST, i);
+      int r = encode_strided_list(e, v);
+      if (r < 0) return false;
+      if (r == 0) {
+        e->n = mark;
+        if (!encode_plain_list(e, i, v)) push_opaque(e, i, v.tagKind());
+      }
+    } else if (v.isNone()) {
+      push_tag(e, SP_ENC_NULL, i);
+    } else if (v.isInt()) {
+      int64_t table = 0;
+      int tag = i < schema.arguments().size() ? enum_tag(schema.arguments()[i], &table) : 0;
+      push_tag(e, tag ? tag : SP_ENC_INT, i);
+      if (tag == SP_ENC_NAME) sp_enc_push(e, table);
+      sp_enc_push(e, v.toInt());
+    } else if (v.isDouble()) {
+      push_tag(e, SP_ENC_FLOAT, i);
+      sp_enc_push(e, double_bits(v.toDouble()));
+    } else if (v.isBool()) {
+      push_tag(e, SP_ENC_BOOL, i);
+      sp_enc_push(e, v.toBool() ? 1 : 0);
+    } else if (v.isString()) {
+      const std::string& str = v.toStringRef();
+      push_tag(e, SP_ENC_STR, i);
+      sp_enc_bytes(e, str.data(), str.size());
+    } else if (v.isDevice()) {
+      c10::Device d = v.toDevice();
+      push_tag(e, SP_ENC_DEVICE, i);
+      sp_enc_push(e, static_cast<int64_t>(d.type()));
+      sp_enc_push(e, d.index());
+    } else if (v.isComplexDouble()) {
+      c10::complex<double> z = v.toComplexDouble();
+      push_tag(e, SP_ENC_COMPLEX, i);
+      sp_enc_push(e, double_bits(z.real()));
+      sp_enc_push(e, double_bits(z.imag()));
+    } else if (v.isSymInt() || v.isSymFloat() || v.isSymBool()) {
+      return false;  // symbolic: someone is tracing
+    } else {
+      push_opaque(e, i, v.tagKind());  // Generator, Stream, objects...
+    }
+  }
+  return true;
+}
+
 [[gnu::always_inline]] inline int intern_op(sp_thread* t, const c10::OperatorHandle& op) {
   const void* key = &op.operator_name();
   int id = sp_thread_op(t, key);
@@ -292,7 +471,10 @@ void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     try {
       int id = intern_op(t, op);
       t_state.allow_meta = true;
-      bool ok = id >= 0 && encode_inputs(&sp_thread_enc(t)->in, id, args.data(), args.size());
+      sp_enc* in = &sp_thread_enc(t)->in;
+      bool ok = id >= 0 && ((sp_logging(p) & SP_LOGGING_ARGS)
+                                ? encode_inputs_args(in, id, op.schema(), args.data(), args.size())
+                                : encode_inputs(in, id, args.data(), args.size()));
       t_state.allow_meta = false;
       if (ok && sp_call_begin(p, t) != SP_CALL_SKIP) record_exception(p, t, ex);
     } catch (const std::exception& e) {
@@ -307,7 +489,8 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
               torch::jit::Stack* stack) {
   ThreadState& ts = t_state;
   sp_profiler* p = ts.profiler ? ts.profiler : g_inherited.load(std::memory_order_relaxed);
-  if (!p || !sp_logging(p)) {
+  int mode = p ? sp_logging(p) : 0;
+  if (!mode) {
     if (!ts.profiler || !sp_logging(ts.profiler)) {
       // A lingering key: this thread's pass was ended or its profiler closed
       // by another thread. Let go of both (the profiler may be freed now).
@@ -323,9 +506,13 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     if (!t) t = ts.scratch = new_scratch();
     if (t) {
       int id = intern_op(t, op);
-      size_t n_args = op.schema().arguments().size();
+      const c10::FunctionSchema& schema = op.schema();
+      size_t n_args = schema.arguments().size();
+      const c10::IValue* args = stack->data() + stack->size() - n_args;
       if (id >= 0 && stack->size() >= n_args &&
-          encode_inputs(&sp_thread_enc(t)->in, id, stack->data() + stack->size() - n_args, n_args))
+          ((mode & SP_LOGGING_ARGS)
+               ? encode_inputs_args(&sp_thread_enc(t)->in, id, schema, args, n_args)
+               : encode_inputs(&sp_thread_enc(t)->in, id, args, n_args)))
         state = sp_call_begin(p, t);
     }
   } catch (const std::exception& e) {
@@ -385,6 +572,33 @@ int set_dtype_names() {
   return sp_set_dtype_names(ptrs.data(), n);
 }
 
+// The spellings of device types, layouts and memory formats, as Python
+// prints them ("cuda", "torch.strided", "torch.channels_last").
+int set_enum_names() {
+  std::vector<std::string> devices;
+  for (int i = 0; i < static_cast<int>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES); i++) {
+    try {
+      devices.push_back(c10::DeviceTypeName(static_cast<c10::DeviceType>(i), true));
+    } catch (const std::exception&) {
+      devices.emplace_back();
+    }
+  }
+  const std::vector<std::string> layouts = {"torch.strided", "torch.sparse_coo", "torch.sparse_csr",
+                                            "torch._mkldnn", "torch.sparse_csc", "torch.sparse_bsr",
+                                            "torch.sparse_bsc", "torch.jagged"};
+  const std::vector<std::string> formats = {"torch.contiguous_format", "torch.preserve_format",
+                                            "torch.channels_last", "torch.channels_last_3d"};
+  const std::pair<int, const std::vector<std::string>*> tables[] = {
+      {SP_NAMES_DEVICE, &devices}, {SP_NAMES_LAYOUT, &layouts}, {SP_NAMES_MEMORY_FORMAT, &formats}};
+  for (const auto& [table, names] : tables) {
+    std::vector<const char*> ptrs;
+    for (const std::string& name : *names) ptrs.push_back(name.c_str());
+    int rc = sp_set_names(table, ptrs.data(), static_cast<int>(ptrs.size()));
+    if (rc != SP_OK) return rc;
+  }
+  return SP_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -399,7 +613,7 @@ int sp_fallback_install(void) {
                         "sgl_shapeprof cannot register its fallback in this build";
       return SP_ERROR;
     }
-    if (set_dtype_names() != SP_OK) {
+    if (set_dtype_names() != SP_OK || set_enum_names() != SP_OK) {
       g_install_error = "out of memory";
       return SP_NOMEM;
     }

@@ -29,20 +29,20 @@ static PyObject *raise_for(int rc, const char *msg) {
 static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
   ProfilerObject *self = (ProfilerObject *)self_;
   static char *kwlist[] = {"path", "rank", "skip_warmup", "log_n_passes",
-                           "dedupe", "phases", NULL};
+                           "dedupe", "phases", "args", NULL};
   PyObject *path_obj = NULL;
   long long rank = 0, skip = 0, limit = 0;
-  int dedupe = 0;
+  int dedupe = 0, with_args = 0;
   const char *phases = NULL;
   if (self->p) {
     PyErr_SetString(PyExc_RuntimeError, "Profiler is already initialised");
     return -1;
   }
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpz", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzp", kwlist,
                                    PyUnicode_FSConverter, &path_obj, &rank,
-                                   &skip, &limit, &dedupe, &phases))
+                                   &skip, &limit, &dedupe, &phases, &with_args))
     return -1;
-  sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases};
+  sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases, with_args};
   int rc = sp_fallback_install();
   /* Python kernels' exceptions are described from the exception object */
   sp_fallback_set_describer(sp_describe_python_error);
@@ -97,6 +97,21 @@ static PyObject *Profiler_pass_begin(PyObject *self_, PyObject *args) {
   const char *phase = NULL;
   if (!check(self) || !PyArg_ParseTuple(args, "|z", &phase)) return NULL;
   return pass_opened(self, sp_pass_begin(self->p, phase));
+}
+
+static PyObject *Profiler_graph_begin(PyObject *self_, PyObject *args) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  const char *phase = NULL;
+  long long key = 0;
+  if (!check(self) || !PyArg_ParseTuple(args, "zL", &phase, &key)) return NULL;
+  return pass_opened(self, sp_graph_begin(self->p, phase, key));
+}
+
+static PyObject *Profiler_graph_replay(PyObject *self_, PyObject *args) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  long long key = 0, n = 1;
+  if (!check(self) || !PyArg_ParseTuple(args, "L|L", &key, &n)) return NULL;
+  return PyBool_FromLong(sp_graph_replay(self->p, key, n));
 }
 
 static PyObject *Profiler_pass_reopen(PyObject *self_, PyObject *noargs) {
@@ -165,6 +180,10 @@ static PyObject *Profiler_get_summary_path(PyObject *self_, void *c) {
 static PyMethodDef Profiler_methods[] = {
     {"pass_begin", Profiler_pass_begin, METH_VARARGS,
      "pass_begin(phase=None) -> bool: start a forward pass; True if logged."},
+    {"graph_begin", Profiler_graph_begin, METH_VARARGS,
+     "graph_begin(phase, key) -> bool: start recording the capture of graph key; True if logged."},
+    {"graph_replay", Profiler_graph_replay, METH_VARARGS,
+     "graph_replay(key, n=1) -> bool: count n replays of graph key; True if counted."},
     {"pass_reopen", Profiler_pass_reopen, METH_NOARGS,
      "pass_reopen() -> bool: reopen the pass that ended last; True if logged."},
     {"pass_end", Profiler_pass_end, METH_NOARGS,
@@ -189,7 +208,7 @@ static PyTypeObject ProfilerType = {
     .tp_basicsize = sizeof(ProfilerObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Profiler(path, rank=0, skip_warmup=0, log_n_passes=0, "
-              "dedupe=False, phases=None): the native profiler.",
+              "dedupe=False, phases=None, args=False): the native profiler.",
     .tp_new = PyType_GenericNew,
     .tp_init = Profiler_init,
     .tp_dealloc = Profiler_dealloc,

@@ -173,6 +173,7 @@ def _record(args: argparse.Namespace) -> int:
         config.ENV_DEDUPE: "1" if args.dedupe else "0",
         config.ENV_SKIP_WARMUP: str(args.skip_warmup),
         config.ENV_LOG_N_PASSES: str(args.log_n_passes),
+        config.ENV_ARGS: "1" if args.args else "0",
     })
     python = cmd[0] if exe.startswith("python") else sys.executable
     python = shutil.which(python) or python
@@ -300,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dedupe", action="store_true", help="write each signature once")
     r.add_argument("--skip-warmup", type=int, default=0, metavar="N", help="passes not logged first")
     r.add_argument("--log-n-passes", type=int, default=0, metavar="N", help="logged passes at most (0: all)")
+    r.add_argument("--args", action="store_true",
+                   help="record every argument, strides and devices too (what `replay` needs)")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
     r.set_defaults(func=_record)
 

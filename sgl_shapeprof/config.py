@@ -17,6 +17,7 @@ ENV_SKIP_WARMUP = "SGLANG_PROFILE_SHAPES_SKIP_WARMUP"
 ENV_LOG_N_PASSES = "SGLANG_PROFILE_SHAPES_LOG_N_PASSES"
 ENV_DEDUPE = "SGLANG_PROFILE_SHAPES_DEDUPE"
 ENV_PHASES = "SGLANG_PROFILE_SHAPES_PHASES"
+ENV_ARGS = "SGLANG_PROFILE_SHAPES_ARGS"
 
 DEFAULT_FILE = "shapes.jsonl"
 _PHASE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -39,6 +40,7 @@ class EnvConfig:
     dedupe: Optional[bool]  # None = the caller's default
     phases: Optional[FrozenSet[str]]
     on_request: bool = False  # armed: records nothing until a request
+    args: bool = False  # record every argument, strides and devices too (replay)
 
     def profiles_rank(self, rank: int) -> bool:
         return self.ranks is None or rank in self.ranks
@@ -145,4 +147,5 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     limit = _int(ENV_LOG_N_PASSES, env[ENV_LOG_N_PASSES]) if env.get(ENV_LOG_N_PASSES, "").strip() else 0
     dedupe = _flag(ENV_DEDUPE, env[ENV_DEDUPE]) if env.get(ENV_DEDUPE, "").strip() else None
     phases = parse_phases(env.get(ENV_PHASES, ""))
-    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request)
+    args = _flag(ENV_ARGS, env[ENV_ARGS]) if env.get(ENV_ARGS, "").strip() else False
+    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args)

@@ -71,9 +71,10 @@ class OnRequestProfiler(PassContext):
     """Armed: records nothing until request(); the same pass API as ShapeProfiler."""
 
     def __init__(self, rank: int = 0, dedupe: bool = False, output_dir: Optional[str] = None,
-                 control: bool = True):
+                 control: bool = True, args: bool = False):
         self.rank = rank
         self.dedupe = dedupe
+        self.args = args
         self.output_dir = output_dir or os.getcwd()
         self._lock = threading.Lock()
         self._pending: Optional[Request] = None
@@ -149,6 +150,18 @@ class OnRequestProfiler(PassContext):
         stack.append(prof)
         return prof.reopen_forward_pass() if prof is not None else False
 
+    def _start_capture(self, key: int, phase: Optional[str]) -> bool:
+        """A graph capture goes to the running request, if any: captures
+        made before a request (a server's start-up) are not in its file."""
+        stack = self._stack()
+        prof = stack[-1] if stack else self._active
+        stack.append(prof)
+        return prof._start_capture(key, phase) if prof is not None else False
+
+    def graph_replayed(self, key: int, n: int = 1) -> bool:
+        act = self._active
+        return act.graph_replayed(key, n) if act is not None else False
+
     def end_forward_pass(self) -> None:
         stack = self._stack()
         if not stack:
@@ -197,7 +210,8 @@ class OnRequestProfiler(PassContext):
                 req, self._pending = self._pending, None
                 try:
                     self._active = ShapeProfiler(
-                        req.output, rank=self.rank, dedupe=self.dedupe, skip_warmup=req.skip,
+                        req.output, rank=self.rank, dedupe=self.dedupe, args=self.args,
+                        skip_warmup=req.skip,
                         log_n_passes=0 if req.per_phase else req.passes,
                         phases=sorted(req.phases) if req.phases else None)
                     self._req = req

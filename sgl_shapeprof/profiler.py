@@ -47,7 +47,8 @@ def _check_count(name: str, value: int) -> int:
 
 
 class PassContext:
-    """forward_pass() for profilers with start_forward_pass/end_forward_pass."""
+    """forward_pass() and capture_graph() for profilers with
+    start_forward_pass/_start_capture/end_forward_pass."""
 
     @contextlib.contextmanager
     def forward_pass(self, phase: Optional[str] = None) -> Iterator[bool]:
@@ -58,19 +59,40 @@ class PassContext:
         finally:
             self.end_forward_pass()
 
+    @contextlib.contextmanager
+    def capture_graph(self, key: int, phase: Optional[str] = "decode") -> Iterator[bool]:
+        """with profiler.capture_graph(batch_size): capture the graph here
+
+        Records the calls made while a graph (a CUDA graph, say) is captured:
+        every replay of the graph repeats exactly them, without the
+        dispatcher. key names the graph (SGLang: the padded batch size);
+        replays are counted with graph_replayed(key). The records carry
+        "forward_pass": 0 and "graph": key. A capture is not a forward pass:
+        it counts neither as one nor against skip_warmup/log_n_passes; the
+        phase filter applies. Warm-up runs before the capture belong outside
+        the block (they would be counted twice)."""
+        logged = self._start_capture(key, phase)
+        try:
+            yield logged
+        finally:
+            self.end_forward_pass()
+
 
 class ShapeProfiler(PassContext):
     """Records every operator call of the logged forward passes.
 
     ShapeProfiler(output, *, rank=0, skip_warmup=0, log_n_passes=0,
-    dedupe=False, phases=None)
+    dedupe=False, phases=None, args=False)
 
     output: the records file (JSON Lines, see FORMAT.md); the summary goes
     beside it (shapes.jsonl -> shapes_summary.json). Passes 1..skip_warmup are
     not logged; then at most log_n_passes passes are (0: no limit). With
     dedupe, a call whose operation and input shapes/dtypes were written before
     is only counted. phases: if given, only passes started with one of these
-    phase labels are logged (and counted against log_n_passes).
+    phase labels are logged (and counted against log_n_passes). args: also
+    record every non-tensor argument and each input tensor's strides, storage
+    offset and device (the records' "args"; what `sgl-shapeprof replay` needs),
+    and deduplicate on them too.
 
     Profiling applies to the thread that starts a pass (and threads that
     inherit its dispatch state, such as autograd's).
@@ -78,7 +100,8 @@ class ShapeProfiler(PassContext):
 
     def __init__(self, output: PathLike = "shapes.jsonl", *, rank: int = 0,
                  skip_warmup: int = 0, log_n_passes: int = 0,
-                 dedupe: bool = False, phases: Optional[Iterable[str]] = None):
+                 dedupe: bool = False, phases: Optional[Iterable[str]] = None,
+                 args: bool = False):
         path = os.fspath(output)
         if not isinstance(path, str) or not path:
             raise ValueError("output must be a non-empty path")
@@ -97,15 +120,18 @@ class ShapeProfiler(PassContext):
             raise FileNotFoundError(f"cannot write {path}: directory {parent} does not exist")
         self.rank = rank
         self.dedupe = bool(dedupe)
+        self.args = bool(args)
         try:
-            self._native = _C.Profiler(path, rank, skip_warmup, log_n_passes, self.dedupe, phase_list)
+            self._native = _C.Profiler(path, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
+                                       self.args)
         except BlockingIOError:
             # Another live profiler writes this file (two processes with the
             # same rank name, say): never share it, take a name of our own.
             stem, ext = os.path.splitext(path)
             own = f"{stem}.pid{os.getpid()}{ext}"
             _say(f"{path} is in use by another process; writing {own} instead")
-            self._native = _C.Profiler(own, rank, skip_warmup, log_n_passes, self.dedupe, phase_list)
+            self._native = _C.Profiler(own, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
+                                       self.args)
         self._closed = False
         self._broken = False
         self._phase_filter = phase_list  # to say so at close when it matched nothing
@@ -174,6 +200,33 @@ class ShapeProfiler(PassContext):
             self._depth += 1
             return self._logged
         return self._begin(self._native.pass_reopen)
+
+    # -- graph captures (CUDA graphs): capture_graph() is PassContext's ------
+    def _start_capture(self, key: int, phase: Optional[str]) -> bool:
+        if self._closed or self._broken:
+            return False
+        key = _check_key(key)
+        if self._depth:  # a pass is open: a capture inside it is not a pass of its own
+            _say_once("capture-in-pass", "a graph capture started inside an open pass is "
+                                         "recorded as part of that pass")
+            self._depth += 1
+            return self._logged
+        return self._begin(self._native.graph_begin, _label(phase), key)
+
+    def graph_replayed(self, key: int, n: int = 1) -> bool:
+        """Counts n replays of graph key; counted (True) inside a logged
+        forward pass, so that they match the passes the records cover. The
+        summary's "graphs" says, per key, captures recorded and replays
+        counted. Costs one lock, no per-operator work."""
+        if self._closed or self._broken:
+            return False
+        try:
+            return bool(self._native.graph_replay(_check_key(key), n))
+        except (TypeError, ValueError):
+            raise
+        except Exception as e:
+            self._give_up(e)
+            return False
 
     def end_forward_pass(self) -> None:
         if self._closed or self._broken:
@@ -244,6 +297,18 @@ class ShapeProfiler(PassContext):
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("logging" if self.logging else "idle")
         return f"<ShapeProfiler {self.path!r} rank={self.rank} {state}>"
+
+
+def _check_key(key) -> int:
+    if isinstance(key, bool) or not isinstance(key, int):
+        try:
+            import operator
+            key = operator.index(key)  # numpy and torch integers
+        except TypeError:
+            raise TypeError(f"graph key must be an int, not {type(key).__name__}") from None
+    if not -2 ** 63 <= key < 2 ** 63:
+        raise ValueError(f"graph key {key} does not fit in 64 bits")
+    return int(key)
 
 
 def _label(phase) -> Optional[str]:
@@ -357,7 +422,7 @@ def resolve_rank(rank: Optional[int] = None) -> int:
     return 0
 
 
-def _armed_from_env(rank: int, dedupe: bool, path: str):
+def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False):
     """SGLANG_PROFILE_SHAPES=on_request: one armed profiler per process and
     rank; requests write beside SGLANG_PROFILE_SHAPES_FILE's folder unless
     they name a file."""
@@ -367,7 +432,7 @@ def _armed_from_env(rank: int, dedupe: bool, path: str):
         current = _env_profiler
         if isinstance(current, OnRequestProfiler) and not current.closed and current.rank == rank:
             return current
-        _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe,
+        _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args,
                                           output_dir=os.path.dirname(os.path.abspath(path)))
         return _env_profiler
 
@@ -392,7 +457,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
         path = cfg.path_for_rank(r)
         dedupe = dedupe_default if cfg.dedupe is None else cfg.dedupe
         if cfg.on_request:
-            return _armed_from_env(r, dedupe, path)
+            return _armed_from_env(r, dedupe, path, cfg.args)
         with _env_lock:
             current = _env_profiler
             if current is not None and not current.closed and \
@@ -400,7 +465,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
                 return current
             _env_profiler = ShapeProfiler(
                 path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
-                dedupe=dedupe, phases=cfg.phases)
+                dedupe=dedupe, phases=cfg.phases, args=cfg.args)
             _env_profiler._phases_from = f"{ENV_PHASES}="
             return _env_profiler
     except (ConfigError, ValueError, TypeError, ImportError) as e:

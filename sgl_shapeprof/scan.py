@@ -85,7 +85,9 @@ class Signature:
     error: Optional[dict]
     phase: Optional[str]
     incomplete: bool = False
-    count: int = 0       # calls (true counts)
+    args: Optional[dict] = None   # the other arguments, when recorded (FORMAT.md)
+    graph: Optional[int] = None   # the graph a capture's record belongs to
+    count: int = 0       # calls (true counts; a capture's: times its graph's replays)
     records: int = 0     # lines in the file
     first_call: int = 0  # call_id of its first record
     out_elements: int = 0
@@ -99,7 +101,8 @@ class Signature:
     @property
     def key(self) -> Tuple[str, str, str]:
         """What makes two signatures the same across files (phase aside)."""
-        return (self.operation, json.dumps(self.inputs, sort_keys=False),
+        return (self.operation, json.dumps(self.inputs, sort_keys=False) + (
+                    json.dumps(self.args) if self.args is not None else ""),
                 json.dumps(self.outputs) if self.error is None else "error")
 
 
@@ -121,6 +124,7 @@ class Source:
     seen_operations: set = field(default_factory=set)  # filtered out ones too
     truncated: bool = False          # stopped at --max-entries
     filtered: bool = False           # a filter was applied
+    graphs: Dict[int, dict] = field(default_factory=dict)  # summary "graphs", by key
 
     @property
     def operations(self) -> Dict[str, int]:
@@ -279,7 +283,22 @@ def _signature_of(rec: dict) -> Signature:
     return Signature(
         operation=str(rec.get("operation", "?")), inputs=rec.get("inputs") or {},
         outputs=out, error=rec.get("error"), phase=rec.get("phase"),
-        incomplete=bool(rec.get("incomplete")), out_elements=elements(out))
+        incomplete=bool(rec.get("incomplete")), out_elements=elements(out),
+        args=rec.get("args") if isinstance(rec.get("args"), dict) else None,
+        graph=rec.get("graph") if isinstance(rec.get("graph"), int) else None)
+
+
+def graph_replays(summary: Optional[dict]) -> Dict[int, dict]:
+    """The summary's "graphs" by integer key ({} when there are none)."""
+    out: Dict[int, dict] = {}
+    graphs = summary.get("graphs") if summary else None
+    if isinstance(graphs, dict):
+        for k, v in graphs.items():
+            try:
+                out[int(k)] = {"captures": int(v.get("captures", 0)), "replays": int(v.get("replays", 0))}
+            except (TypeError, ValueError, AttributeError):
+                continue
+    return out
 
 
 def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
@@ -305,6 +324,7 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
             src.summary_note = ("its summary predates signature_counts: counts of "
                                 "deduplicated calls are not known (each record counts once)")
     src.filtered = flt.active
+    src.graphs = graph_replays(summary)
     f = open_records(path)
     try:
         check_records(path, f)
@@ -348,8 +368,9 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                     except ValueError:
                         parser.hold(line)
                         continue
-                    e = entries[key] = [_signature_of(rec), 0, 0]
+                    e = entries[key] = [_signature_of(rec), 0, 0, 1]
                     src.seen_operations.add(e[0].operation)
+                    e[3] = _replays(src, e[0])
                     if not flt.keeps(e[0]):
                         e[0] = None
                 n_records += 1
@@ -358,7 +379,7 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                 fp = line[c + 18:d]
                 if use_passes and not lo <= int(fp) <= hi:
                     continue
-                n = get_count(line[12:c], 1) if get_count else 1
+                n = (get_count(line[12:c], 1) if get_count else 1) * e[3]
                 if not e[1]:
                     e[0].first_call = int(line[12:c])
                     sigs[key] = e[0]
@@ -398,6 +419,15 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
             src.phases[sig.phase] = src.phases.get(sig.phase, 0) + sig.count
 
 
+def _replays(src: Source, sig: Signature) -> int:
+    """What a record's count is multiplied by: its graph's replays for a
+    capture's record (FORMAT.md), else 1."""
+    if sig.graph is None or src.summary is None:  # no summary: each record once
+        return 1
+    g = src.graphs.get(sig.graph)
+    return g["replays"] if g else 0
+
+
 def _add_slow(src: Source, flt: Filter, rec: dict, counts: Dict[bytes, int],
               on_record: Optional[Callable[[int, Signature, int], None]]) -> int:
     """Adds a record parsed the slow way; returns the calls it stands for."""
@@ -416,7 +446,7 @@ def _add_slow(src: Source, flt: Filter, rec: dict, counts: Dict[bytes, int],
         cid = rec.get("call_id")
         sig.first_call = cid if isinstance(cid, int) else 0
     cid = rec.get("call_id")
-    n = counts.get(str(cid).encode(), 1)
+    n = counts.get(str(cid).encode(), 1) * _replays(src, sig)
     sig.records += 1
     sig.count += n
     if isinstance(fp, int):

@@ -89,6 +89,8 @@ static void destroy(sp_profiler *p) {
   for (int i = 0; i < p->n_phases; i++) free(p->phase_stats[i].name);
   free(p->phase_stats);
   free(p->snap_phases);
+  free(p->graphs);
+  free(p->snap_graphs);
   /* A forked child's copy may be locked by a thread that is not there. */
   if (p->owner_pid == getpid() && !atomic_load(&p->orphaned)) {
     pthread_mutex_destroy(&p->pass_mu);

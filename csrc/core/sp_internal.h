@@ -149,6 +149,11 @@ struct phase_stat {
   long long passes, calls; /* logged passes; calls observed in them */
 };
 
+/* A graph (sp_graph_begin's key): captures recorded, replays counted. */
+struct graph_stat {
+  long long key, captures, replays;
+};
+
 /* What a summary says: copied from the profiler under its lock, then
  * written without it (or taken from the live profiler by a dying process). */
 typedef struct summary_src {
@@ -158,6 +163,8 @@ typedef struct summary_src {
   const long long *counts, *first; /* by op id */
   int n_phases;
   const struct phase_stat *phases;
+  int n_graphs;
+  const struct graph_stat *graphs;
   /* signature_counts: a copy (counts, n_counts), or the live records (recs,
    * n_recs) for a dying process */
   const struct sig_count *counts_by_sig;
@@ -199,12 +206,19 @@ struct sp_profiler {
   int cur_phase;        /* index in phases, or -1 */
   struct phase_stat *phase_stats; /* every label a logged pass had */
   int n_phases, phase_cap;
+  /* graph captures: the open pass is one; its signatures' hash salt */
+  int in_graph;
+  uint64_t graph_salt;
+  struct graph_stat *graphs;
+  int n_graphs, graph_cap;
   /* the summary's copy (summary_mu): op ids; counts, first-seen order by id */
   int *snap_ops;
   long long *snap_counts, *snap_first;
   int snap_cap;
   struct phase_stat *snap_phases;
   int snap_phase_cap;
+  struct graph_stat *snap_graphs;
+  int snap_graph_cap;
   struct sig_count *snap_sigs;
   long long snap_sig_cap;
   sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"]' */

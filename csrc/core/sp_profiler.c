@@ -251,11 +251,107 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* What p->logging holds while a pass is logged (see sp_logging). */
+static int logging_value(const sp_profiler *p, int logged) {
+  return logged ? 1 | (p->cfg.args ? SP_LOGGING_ARGS : 0) : 0;
+}
+
+/* Leaves a graph capture, if one is open. Spinlock held. */
+static void end_graph(sp_profiler *p) {
+  p->in_graph = 0;
+  p->graph_salt = 0;
+}
+
+/* The slot of graph key (added if new); -1 only when out of memory. */
+static int graph_index(sp_profiler *p, long long key) {
+  for (int i = 0; i < p->n_graphs; i++)
+    if (p->graphs[i].key == key) return i;
+  if (p->n_graphs == p->graph_cap) {
+    int cap = p->graph_cap ? 2 * p->graph_cap : 16;
+    struct graph_stat *g = realloc(p->graphs, (size_t)cap * sizeof *g);
+    if (!g) return -1;
+    p->graphs = g;
+    p->graph_cap = cap;
+  }
+  struct graph_stat *g = &p->graphs[p->n_graphs];
+  g->key = key;
+  g->captures = g->replays = 0;
+  return p->n_graphs++;
+}
+
+/* ', "forward_pass": N[, "phase": "p"]' for the records of a pass, and the
+ * phase's slot. Spinlock held; 0 when out of memory. */
+static int set_pass_header(sp_profiler *p, long long pass, const char *phase) {
+  p->pass_json.n = 0;
+  BUF_LIT(&p->pass_json, ", \"forward_pass\": ");
+  buf_i64(&p->pass_json, pass);
+  p->cur_phase = -1;
+  if (phase && phase[0]) {
+    BUF_LIT(&p->pass_json, ", \"phase\": ");
+    buf_json_str(&p->pass_json, phase, strlen(phase));
+    p->cur_phase = phase_index(p, phase);
+  }
+  return !p->pass_json.failed;
+}
+
+int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
+  if (!p || atomic_load(&p->orphaned)) return 0;
+  pthread_mutex_lock(&p->pass_mu);
+  lock_acquire(&p->lock);
+  int logged = 0;
+  end_graph(p);
+  if (!p->closed) {
+    if (phase_wanted(p, phase) && !p->failed) {
+      int g = graph_index(p, key);
+      if (g < 0 || !set_pass_header(p, 0, phase)) {
+        fail(p, "out of memory formatting a pass header for ", 0);
+      } else {
+        BUF_LIT(&p->pass_json, ", \"graph\": ");
+        buf_i64(&p->pass_json, key);
+        if (p->pass_json.failed) {
+          fail(p, "out of memory formatting a pass header for ", 0);
+        } else {
+          logged = 1;
+          p->graphs[g].captures++;
+          p->in_graph = 1;
+          /* per-graph signatures: a signature's record stands for calls of
+           * one graph (its replays multiply it), never another's */
+          p->graph_salt = ((uint64_t)key + 1) * 0x9E3779B97F4A7C15ULL | 1;
+        }
+      }
+    }
+    p->in_pass = 1;
+    p->pass_logged = logged;
+  }
+  atomic_store(&p->logging, logging_value(p, logged));
+  lock_release(&p->lock);
+  pthread_mutex_unlock(&p->pass_mu);
+  return logged;
+}
+
+int sp_graph_replay(sp_profiler *p, long long key, long long n) {
+  if (!p || n <= 0 || atomic_load(&p->orphaned)) return 0;
+  int counted = 0;
+  lock_acquire(&p->lock);
+  if (!p->closed && p->in_pass && p->pass_logged && !p->in_graph && !p->failed) {
+    int g = graph_index(p, key);
+    if (g >= 0) {
+      p->graphs[g].replays += n;
+      counted = 1;
+    } else {
+      fail(p, "out of memory counting graph replays for ", 0);
+    }
+  }
+  lock_release(&p->lock);
+  return counted;
+}
+
 int sp_pass_begin(sp_profiler *p, const char *phase) {
   if (!p || atomic_load(&p->orphaned)) return 0;
   pthread_mutex_lock(&p->pass_mu); /* after any trim of the last pass's end */
   lock_acquire(&p->lock);
   int logged = 0;
+  end_graph(p);
   if (!p->closed) {
     p->passes++;
     if (p->passes > p->cfg.skip_warmup && phase_wanted(p, phase) &&
@@ -263,17 +359,9 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
         !p->failed) {
       logged = 1;
       p->logged_passes++;
-      p->pass_json.n = 0;
-      BUF_LIT(&p->pass_json, ", \"forward_pass\": ");
-      buf_i64(&p->pass_json, p->passes);
-      p->cur_phase = -1;
-      if (phase && phase[0]) {
-        BUF_LIT(&p->pass_json, ", \"phase\": ");
-        buf_json_str(&p->pass_json, phase, strlen(phase));
-        p->cur_phase = phase_index(p, phase);
-        if (p->cur_phase >= 0) p->phase_stats[p->cur_phase].passes++;
-      }
-      if (p->pass_json.failed) {
+      int ok = set_pass_header(p, p->passes, phase);
+      if (p->cur_phase >= 0) p->phase_stats[p->cur_phase].passes++;
+      if (!ok) {
         fail(p, "out of memory formatting a pass header for ", 0);
         logged = 0;
       }
@@ -281,7 +369,7 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
     p->in_pass = 1;
     p->pass_logged = logged;
   }
-  atomic_store(&p->logging, logged);
+  atomic_store(&p->logging, logging_value(p, logged));
   lock_release(&p->lock);
   pthread_mutex_unlock(&p->pass_mu);
   return logged;
@@ -301,7 +389,7 @@ int sp_pass_reopen(sp_profiler *p) {
       p->pass_logged = logged;
     }
   }
-  atomic_store(&p->logging, logged);
+  atomic_store(&p->logging, logging_value(p, logged));
   lock_release(&p->lock);
   pthread_mutex_unlock(&p->pass_mu);
   return logged;
@@ -313,7 +401,8 @@ void sp_pass_end(sp_profiler *p) {
   lock_acquire(&p->lock);
   int was_logged = p->in_pass && p->pass_logged && !p->closed;
   int was_pass = p->in_pass && !p->closed;
-  if (p->in_pass) p->last_logged = was_logged;
+  if (p->in_pass) p->last_logged = was_logged && !p->in_graph; /* captures are not reopened */
+  end_graph(p);
   p->in_pass = 0;
   p->pass_logged = 0;
   atomic_store(&p->logging, 0);

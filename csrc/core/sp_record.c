@@ -11,10 +11,32 @@ static size_t enc_bound(const sp_enc *e) {
   return e->n * (44 + g_dtype_tail_max) + 64;
 }
 
+/* '"name"' of a device: "cuda:0", or "cpu" when index < 0. */
+static char *put_device(char *o, int64_t type, int64_t index) {
+  const char *name = name_of(SP_NAMES_DEVICE, type);
+  *o++ = '"';
+  if (name) {
+    size_t n = strlen(name);
+    memcpy(o, name, n);
+    o += n;
+  } else {
+    o = PUT_LIT(o, "device");
+    o = put_i64(o, type);
+  }
+  if (index >= 0) {
+    *o++ = ':';
+    o = put_i64(o, index);
+  }
+  *o++ = '"';
+  return o;
+}
+
 /* One <tensor> or <entry> at w[*i]. */
 static char *put_tensor(char *o, const int64_t *w, size_t *i) {
   int64_t dtype = w[(*i)++];
   if (dtype < 0) return PUT_LIT(o, "null");
+  int strided = (dtype & SP_ENC_STRIDED) != 0;
+  dtype &= ~SP_ENC_STRIDED;
   int64_t ndim = w[(*i)++];
   o = PUT_LIT(o, "{\"shape\": [");
   for (int64_t d = 0; d < ndim; d++) {
@@ -23,12 +45,77 @@ static char *put_tensor(char *o, const int64_t *w, size_t *i) {
   }
   if (dtype < g_dtype_n && g_dtype_tails[dtype].s) {
     memcpy(o, g_dtype_tails[dtype].s, g_dtype_tails[dtype].n);
-    return o + g_dtype_tails[dtype].n;
+    o += g_dtype_tails[dtype].n;
+  } else {
+    o = PUT_LIT(o, "], \"dtype\": \"torch.unknown");
+    o = put_i64(o, dtype);
+    if (!atomic_exchange(&g_dtype_warned, 1)) atomic_store(&g_dtype_unsaid, 1); /* tell_failure */
+    o = PUT_LIT(o, "\"}");
   }
-  o = PUT_LIT(o, "], \"dtype\": \"torch.unknown");
+  if (!strided) return o;
+  o--; /* reopen the object: '}' */
+  o = PUT_LIT(o, ", \"stride\": [");
+  for (int64_t d = 0; d < ndim; d++) {
+    if (d) o = PUT_LIT(o, ", ");
+    o = put_i64(o, w[(*i)++]);
+  }
+  o = PUT_LIT(o, "], \"offset\": ");
+  o = put_i64(o, w[(*i)++]);
+  o = PUT_LIT(o, ", \"device\": ");
+  o = put_device(o, w[*i], w[*i + 1]);
+  *i += 2;
+  *o++ = '}';
+  return o;
+}
+
+/* A dtype as a value: '"torch.float32"' (the quoted name in its tail). */
+static char *put_dtype_name(char *o, int64_t dtype) {
+  static const size_t head = sizeof("], \"dtype\": ") - 1;
+  if (dtype >= 0 && dtype < g_dtype_n && g_dtype_tails[dtype].s) {
+    size_t n = g_dtype_tails[dtype].n - head - 1;
+    memcpy(o, g_dtype_tails[dtype].s + head, n);
+    return o + n;
+  }
+  o = PUT_LIT(o, "\"torch.unknown");
   o = put_i64(o, dtype);
-  if (!atomic_exchange(&g_dtype_warned, 1)) atomic_store(&g_dtype_unsaid, 1); /* tell_failure */
-  return PUT_LIT(o, "\"}");
+  *o++ = '"';
+  return o;
+}
+
+/* A double, so that json.loads gives it back exactly; JSON has no inf or
+ * nan: those are the strings "inf", "-inf", "nan". */
+static char *put_f64(char *o, int64_t bits) {
+  double d;
+  memcpy(&d, &bits, sizeof d);
+  if (d != d) return PUT_LIT(o, "\"nan\"");
+  if (d > 1.7976931348623157e308) return PUT_LIT(o, "\"inf\"");
+  if (d < -1.7976931348623157e308) return PUT_LIT(o, "\"-inf\"");
+  char tmp[40];
+  int n = snprintf(tmp, sizeof tmp, "%.15g", d);
+  if (strtod(tmp, NULL) != d) n = snprintf(tmp, sizeof tmp, "%.17g", d);
+  int real = 0;
+  for (int k = 0; k < n; k++) {
+    if (tmp[k] == ',') tmp[k] = '.'; /* a locale's decimal comma */
+    if (tmp[k] == '.' || tmp[k] == 'e') real = 1;
+  }
+  memcpy(o, tmp, (size_t)n);
+  o += n;
+  return real ? o : PUT_LIT(o, ".0");
+}
+
+/* n bytes at w, as a JSON string. Bytes are few (an argument's text). */
+static char *put_bytes(char *o, const int64_t *w, int64_t n) {
+  sp_buf b = {o, 0, (size_t)n * 6 + 2, 0}; /* reserved by the caller: no growth */
+  json_str(buf_sink, &b, (const char *)w, (size_t)n);
+  return o + b.n;
+}
+
+/* Where the <tensor> or <entry> at w[i] ends. */
+static size_t tensor_end(const int64_t *w, size_t i) {
+  int64_t dtype = w[i++];
+  if (dtype < 0) return i;
+  int64_t ndim = w[i++];
+  return i + (size_t)ndim + ((dtype & SP_ENC_STRIDED) ? (size_t)ndim + 3 : 0);
 }
 
 static char *put_list(char *o, const int64_t *w, size_t *i) {
@@ -59,32 +146,134 @@ static char *put_record_head(sp_profiler *p, sp_thread *t) {
   return o;
 }
 
-/* The record up to the inputs' closing brace, call_id included. */
+/* Where the item at w[i] (its tag) ends. */
+static size_t item_end(const int64_t *w, size_t i) {
+  int64_t tag = w[i];
+  i += 2; /* tag, arg */
+  switch (tag) {
+    case SP_ENC_TENSOR: return tensor_end(w, i);
+    case SP_ENC_LIST: {
+      int64_t n = w[i++];
+      for (int64_t k = 0; k < n; k++) i = tensor_end(w, i);
+      return i;
+    }
+    case SP_ENC_NULL: return i;
+    case SP_ENC_INTS: case SP_ENC_FLOATS: case SP_ENC_BOOLS: return i + 1 + (size_t)w[i];
+    case SP_ENC_STR: case SP_ENC_OPAQUE: return i + 1 + ((size_t)w[i] + 7) / 8;
+    case SP_ENC_COMPLEX: case SP_ENC_NAME: case SP_ENC_DEVICE: return i + 2;
+    default: return i + 1; /* INT, FLOAT, BOOL, DTYPE */
+  }
+}
+
+/* One argument's value (not a tensor) at w[*i], its tag at w[*i - 2]. */
+static char *put_value(char *o, int64_t tag, const int64_t *w, size_t *i) {
+  switch (tag) {
+    case SP_ENC_INT: return put_i64(o, w[(*i)++]);
+    case SP_ENC_FLOAT: return put_f64(o, w[(*i)++]);
+    case SP_ENC_BOOL: return w[(*i)++] ? PUT_LIT(o, "true") : PUT_LIT(o, "false");
+    case SP_ENC_NULL: return PUT_LIT(o, "null");
+    case SP_ENC_DTYPE: return put_dtype_name(o, w[(*i)++]);
+    case SP_ENC_DEVICE: o = put_device(o, w[*i], w[*i + 1]); *i += 2; return o;
+    case SP_ENC_NAME: {
+      const char *name = name_of(w[*i], w[*i + 1]);
+      *o++ = '"';
+      if (name) {
+        size_t n = strlen(name);
+        memcpy(o, name, n);
+        o += n;
+      } else {
+        o = put_i64(o, w[*i + 1]);
+      }
+      *i += 2;
+      *o++ = '"';
+      return o;
+    }
+    case SP_ENC_COMPLEX:
+      o = PUT_LIT(o, "{\"real\": ");
+      o = put_f64(o, w[(*i)++]);
+      o = PUT_LIT(o, ", \"imag\": ");
+      o = put_f64(o, w[(*i)++]);
+      *o++ = '}';
+      return o;
+    case SP_ENC_INTS: case SP_ENC_FLOATS: case SP_ENC_BOOLS: {
+      int64_t n = w[(*i)++];
+      *o++ = '[';
+      for (int64_t k = 0; k < n; k++) {
+        if (k) o = PUT_LIT(o, ", ");
+        int64_t v = w[(*i)++];
+        if (tag == SP_ENC_INTS) o = put_i64(o, v);
+        else if (tag == SP_ENC_FLOATS) o = put_f64(o, v);
+        else o = v ? PUT_LIT(o, "true") : PUT_LIT(o, "false");
+      }
+      *o++ = ']';
+      return o;
+    }
+    case SP_ENC_STR: case SP_ENC_OPAQUE: {
+      int64_t n = w[(*i)++];
+      if (tag == SP_ENC_OPAQUE) o = PUT_LIT(o, "{\"unsupported\": ");
+      o = put_bytes(o, w + *i, n);
+      *i += (size_t)(n + 7) / 8;
+      if (tag == SP_ENC_OPAQUE) *o++ = '}';
+      return o;
+    }
+  }
+  return PUT_LIT(o, "null");
+}
+
+static char *put_key(char *o, const sp_op *op, int64_t arg) {
+  if (arg >= 0 && arg < op->n_args) {
+    memcpy(o, op->arg_keys[arg], op->arg_key_lens[arg]);
+    return o + op->arg_key_lens[arg];
+  }
+  return PUT_LIT(o, "\"?\": ");
+}
+
+/* The record up to the inputs' closing brace (or the args' one), call_id
+ * included. */
 static int fmt_prefix(sp_profiler *p, sp_thread *t) {
   sp_buf *b = &t->prefix;
   const sp_enc *in = &t->pub.in;
   const sp_op *op = t->op;
   b->n = 0;
-  if (!buf_reserve(b, 32 + p->pass_json.n + op->head_len + op->keys_len + enc_bound(in)))
+  if (!buf_reserve(b, 48 + p->pass_json.n + op->head_len + op->keys_len + enc_bound(in)))
     return 0;
   char *o = put_record_head(p, t);
   memcpy(o, op->json_head, op->head_len);
   o += op->head_len;
-  int first = 1;
+  int first = 1, args = 0;
   for (size_t i = 1; i < in->n;) {
-    int64_t tag = in->w[i++];
-    int64_t arg = in->w[i++];
+    int64_t tag = in->w[i];
+    if (tag != SP_ENC_TENSOR && tag != SP_ENC_LIST) {
+      args = 1;
+      i = item_end(in->w, i);
+      continue;
+    }
+    int64_t arg = in->w[i + 1];
+    i += 2;
     if (!first) o = PUT_LIT(o, ", ");
     first = 0;
-    if (arg >= 0 && arg < op->n_args) {
-      memcpy(o, op->arg_keys[arg], op->arg_key_lens[arg]);
-      o += op->arg_key_lens[arg];
-    } else {
-      o = PUT_LIT(o, "\"?\": ");
-    }
+    o = put_key(o, op, arg);
     o = tag == SP_ENC_TENSOR ? put_tensor(o, in->w, &i) : put_list(o, in->w, &i);
   }
   *o++ = '}';
+  if (args) { /* arguments recorded (SP_LOGGING_ARGS): every one that is not a tensor */
+    o = PUT_LIT(o, ", \"args\": {");
+    first = 1;
+    for (size_t i = 1; i < in->n;) {
+      int64_t tag = in->w[i];
+      if (tag == SP_ENC_TENSOR || tag == SP_ENC_LIST) {
+        i = item_end(in->w, i);
+        continue;
+      }
+      int64_t arg = in->w[i + 1];
+      i += 2;
+      if (!first) o = PUT_LIT(o, ", ");
+      first = 0;
+      o = put_key(o, op, arg);
+      o = put_value(o, tag, in->w, &i);
+    }
+    *o++ = '}';
+  }
   b->n = (size_t)(o - b->p);
   return 1;
 }
@@ -206,6 +395,7 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
     lock_release(&p->lock);
     return 0;
   }
+  t->sig_hash ^= p->graph_salt; /* 0 unless a graph is being captured */
   t->sig = sig_find(p, t->sig_hash, in->w, in->n);
   if (t->sig >= 0) {
     t->seen_before = 1;

@@ -43,6 +43,49 @@ int sp_set_dtype_names(const char *const *names, int n) {
   return SP_OK;
 }
 
+/* Per table (SP_NAMES_*) and code, the name's JSON string body (escaped,
+ * without quotes). Old tables stay allocated, as the dtype tails do. */
+#define SP_NAME_MAX 40
+typedef struct name_table {
+  char **s;
+  int n;
+} name_table;
+static name_table g_names[SP_NAMES_N];
+
+int sp_set_names(int table, const char *const *names, int n) {
+  if (table < 0 || table >= SP_NAMES_N || n < 0 || (n && !names)) return SP_ERROR;
+  char **v = calloc((size_t)(n ? n : 1), sizeof *v);
+  if (!v) return SP_NOMEM;
+  for (int i = 0; i < n; i++) {
+    if (!names[i] || !names[i][0]) continue;
+    size_t len = strlen(names[i]);
+    if (len > SP_NAME_MAX) len = SP_NAME_MAX;
+    sp_buf b = {0};
+    buf_json_str(&b, names[i], len);
+    if (b.failed || !(v[i] = malloc(b.n - 1))) {
+      free(b.p);
+      for (int j = 0; j < i; j++) free(v[j]);
+      free(v);
+      return SP_NOMEM;
+    }
+    memcpy(v[i], b.p + 1, b.n - 2); /* without the quotes */
+    v[i][b.n - 2] = 0;
+    free(b.p);
+  }
+  pthread_mutex_lock(&g_dtype_lock);
+  g_names[table].s = v;
+  g_names[table].n = n;
+  pthread_mutex_unlock(&g_dtype_lock);
+  return SP_OK;
+}
+
+/* The name of code in table, or NULL. */
+static const char *name_of(int64_t table, int64_t code) {
+  if (table < 0 || table >= SP_NAMES_N) return NULL;
+  const name_table *t = &g_names[table];
+  return code >= 0 && code < t->n ? t->s[code] : NULL;
+}
+
 /* ======================================================================
  * Operator registry (process-wide)
  * ====================================================================== */

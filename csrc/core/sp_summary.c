@@ -76,14 +76,20 @@ static void src_counters(const sp_profiler *p, summary_src *s) {
  * copy needs more room: *need_ops op slots and *need_phases phase slots (the
  * caller grows it without the lock and retries). */
 static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *need_phases,
-                           long long *need_sigs) {
+                           long long *need_sigs, int *need_graphs) {
   long long sigs = p->cfg.dedupe ? p->signatures : 0;
-  if (p->op_cap > p->snap_cap || p->n_phases > p->snap_phase_cap || sigs > p->snap_sig_cap) {
+  if (p->op_cap > p->snap_cap || p->n_phases > p->snap_phase_cap || sigs > p->snap_sig_cap ||
+      p->n_graphs > p->snap_graph_cap) {
     *need_ops = p->op_cap;
     *need_phases = p->n_phases;
     *need_sigs = sigs;
+    *need_graphs = p->n_graphs;
     return 1;
   }
+  if (p->n_graphs)
+    memcpy(p->snap_graphs, p->graphs, (size_t)p->n_graphs * sizeof p->snap_graphs[0]);
+  s->n_graphs = p->n_graphs;
+  s->graphs = p->snap_graphs;
   long long n = 0;
   for (long long i = 0; i < sigs; i++)
     if (p->recs[i].rep_id && p->recs[i].reps > 1) {
@@ -112,7 +118,14 @@ static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *n
   return 0;
 }
 
-static int grow_snapshot(sp_profiler *p, int need, int need_phases, long long need_sigs) {
+static int grow_snapshot(sp_profiler *p, int need, int need_phases, long long need_sigs,
+                         int need_graphs) {
+  if (need_graphs > p->snap_graph_cap) {
+    struct graph_stat *g = realloc(p->snap_graphs, (size_t)need_graphs * sizeof *g);
+    if (!g) return 0;
+    p->snap_graphs = g;
+    p->snap_graph_cap = need_graphs;
+  }
   if (need_sigs > p->snap_sig_cap) {
     long long cap = p->snap_sig_cap ? p->snap_sig_cap : 256;
     while (cap < need_sigs) cap *= 2;
@@ -145,16 +158,16 @@ static int grow_snapshot(sp_profiler *p, int need, int need_phases, long long ne
  * the copy). 0 on out of memory. */
 static int snapshot(sp_profiler *p, summary_src *s) {
   for (;;) {
-    int need_ops = 0, need_phases = 0;
+    int need_ops = 0, need_phases = 0, need_graphs = 0;
     long long need_sigs = 0;
     lock_acquire(&p->lock);
-    if (!snapshot_locked(p, s, &need_ops, &need_phases, &need_sigs)) {
+    if (!snapshot_locked(p, s, &need_ops, &need_phases, &need_sigs, &need_graphs)) {
       lock_release(&p->lock);
       sort_ops(s->ops, s->n_ops, s->counts, s->first);
       return 1;
     }
     lock_release(&p->lock);
-    if (!grow_snapshot(p, need_ops, need_phases, need_sigs)) return 0;
+    if (!grow_snapshot(p, need_ops, need_phases, need_sigs, need_graphs)) return 0;
   }
 }
 
@@ -170,6 +183,8 @@ static void live_src(sp_profiler *p, summary_src *s) {
   s->counts = p->op_counts;
   s->first = p->op_first;
   s->phases = p->phase_stats;
+  s->n_graphs = p->n_graphs;
+  s->graphs = p->graphs;
   s->counts_by_sig = NULL;
   s->n_counts = 0;
   s->recs = p->recs;
@@ -259,6 +274,20 @@ static int write_summary(const sp_profiler *p, const summary_src *s) {
       fdw_i64(&w, reps);
     }
     fdw_str(&w, "}");
+  }
+  if (s->n_graphs) {
+    /* graph key -> captures recorded, replays counted in logged passes */
+    fdw_str(&w, ",\n  \"graphs\": {");
+    for (int i = 0; i < s->n_graphs; i++) {
+      fdw_str(&w, i ? ",\n    \"" : "\n    \"");
+      fdw_i64(&w, s->graphs[i].key);
+      fdw_str(&w, "\": {\"captures\": ");
+      fdw_i64(&w, s->graphs[i].captures);
+      fdw_str(&w, ", \"replays\": ");
+      fdw_i64(&w, s->graphs[i].replays);
+      fdw_str(&w, "}");
+    }
+    fdw_str(&w, "\n  }");
   }
   fdw_str(&w, ",\n  \"format_version\": 1");
   fdw_str(&w, ",\n  \"logged_forward_passes\": ");

@@ -46,3 +46,14 @@ int sp_enc_grow(sp_enc *e, size_t extra) {
   e->cap = cap;
   return SP_OK;
 }
+
+void sp_enc_bytes(sp_enc *e, const char *s, size_t n) {
+  size_t words = (n + 7) / 8;
+  if (e->n + 1 + words > e->cap && sp_enc_grow(e, 1 + words) != SP_OK) return;
+  e->w[e->n++] = (int64_t)n;
+  if (words) {
+    e->w[e->n + words - 1] = 0; /* the last word's unused bytes */
+    memcpy(e->w + e->n, s, n);
+  }
+  e->n += words;
+}

@@ -90,7 +90,7 @@ static void enc_mm(sp_thread *t, int64_t m, int64_t k, int64_t n, int dtype) {
 
 static sp_profiler *open_prof(const char *name, int dedupe, long long skip, long long limit,
                               const char *phases) {
-  sp_config cfg = {path_in(name), 3, skip, limit, dedupe, phases};
+  sp_config cfg = {path_in(name), 3, skip, limit, dedupe, phases, 0};
   sp_profiler *p = NULL;
   int rc = sp_open(&cfg, &p);
   if (rc != SP_OK) {
@@ -116,12 +116,12 @@ static void test_summary_path(void) {
 
 static void test_open_errors(void) {
   g_test = __func__;
-  sp_config cfg = {"/nonexistent/dir/x.jsonl", 0, 0, 0, 0, NULL};
+  sp_config cfg = {"/nonexistent/dir/x.jsonl", 0, 0, 0, 0, NULL, 0};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_IOERR);
   CHECK(strstr(sp_errmsg(p), "/nonexistent/dir/x.jsonl") != NULL);
   sp_free(p);
-  sp_config bad = {"x", 0, -1, 0, 0, NULL};
+  sp_config bad = {"x", 0, -1, 0, 0, NULL, 0};
   CHECK(sp_open(&bad, &p) == SP_ERROR);
   sp_free(p);
   g_passed++;
@@ -260,6 +260,160 @@ static void test_lists_outputs_and_no_tensor_calls(void) {
   CHECK(strstr(s, "\"operation\": \"my_ns.cat.out\", \"inputs\": {\"tensors\": [{\"shape\": [3], "
                   "\"dtype\": \"torch.int64\"}, null]}, \"outputs\": [{\"shape\": [3], "
                   "\"dtype\": \"torch.unknown99\"}]}\n"));
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
+static void push2(sp_enc *e, int64_t tag, int64_t arg) {
+  sp_enc_push(e, tag);
+  sp_enc_push(e, arg);
+}
+
+static int64_t bits_of(double d) {
+  int64_t b;
+  memcpy(&b, &d, sizeof b);
+  return b;
+}
+
+/* Arguments (SP_LOGGING_ARGS): strided tensors and every value kind. */
+static void test_arguments(void) {
+  g_test = __func__;
+  static const char *const args[] = {"self", "i", "f", "b", "n", "is", "fs", "bs", "c",
+                                     "s", "dt", "lay", "dev", "gen"};
+  static int key;
+  int op = -1;
+  CHECK(sp_op_intern(&key, "aten::every", "kind", 14, args, 1, &op) == SP_OK);
+  static const char *const devices[] = {"cpu", "cuda"};
+  static const char *const layouts[] = {"torch.strided"};
+  CHECK(sp_set_names(SP_NAMES_DEVICE, devices, 2) == SP_OK);
+  CHECK(sp_set_names(SP_NAMES_LAYOUT, layouts, 1) == SP_OK);
+  CHECK(sp_set_names(SP_NAMES_N, devices, 2) == SP_ERROR);
+  sp_config cfg = {path_in("args.jsonl"), 0, 0, 0, 1, NULL, 1};
+  sp_profiler *p = NULL;
+  CHECK(sp_open(&cfg, &p) == SP_OK);
+  sp_thread *t = sp_thread_new();
+  sp_enc *in = &sp_thread_enc(t)->in, *out = &sp_thread_enc(t)->out;
+  CHECK(sp_pass_begin(p, NULL) == 1);
+  CHECK(sp_logging(p) == (1 | SP_LOGGING_ARGS));
+  for (int round = 0; round < 2; round++) {
+    int64_t size[2] = {2, 3}, stride[2] = {1, 2};
+    sp_enc_reset(in);
+    sp_enc_push(in, op);
+    push2(in, SP_ENC_TENSOR, 0);
+    sp_enc_strided(in, 6, 2, size, stride, 5, 1, 0);
+    push2(in, SP_ENC_INT, 1);
+    sp_enc_push(in, -7);
+    push2(in, SP_ENC_FLOAT, 2);
+    sp_enc_push(in, bits_of(round ? 0.25 : 0.1));
+    push2(in, SP_ENC_BOOL, 3);
+    sp_enc_push(in, 1);
+    push2(in, SP_ENC_NULL, 4);
+    push2(in, SP_ENC_INTS, 5);
+    sp_enc_push(in, 2);
+    sp_enc_push(in, 4);
+    sp_enc_push(in, 5);
+    push2(in, SP_ENC_FLOATS, 6);
+    sp_enc_push(in, 3);
+    sp_enc_push(in, bits_of(1.0));
+    sp_enc_push(in, bits_of(1.0 / 0.0));
+    sp_enc_push(in, bits_of(0.0 / 0.0));
+    push2(in, SP_ENC_BOOLS, 7);
+    sp_enc_push(in, 2);
+    sp_enc_push(in, 1);
+    sp_enc_push(in, 0);
+    push2(in, SP_ENC_COMPLEX, 8);
+    sp_enc_push(in, bits_of(1.5));
+    sp_enc_push(in, bits_of(-2.0));
+    push2(in, SP_ENC_STR, 9);
+    sp_enc_bytes(in, "ta\"nh-and-more", 14);
+    push2(in, SP_ENC_DTYPE, 10);
+    sp_enc_push(in, 5);
+    push2(in, SP_ENC_NAME, 11);
+    sp_enc_push(in, SP_NAMES_LAYOUT);
+    sp_enc_push(in, 0);
+    push2(in, SP_ENC_DEVICE, 12);
+    sp_enc_push(in, 1);
+    sp_enc_push(in, 3);
+    push2(in, SP_ENC_OPAQUE, 13);
+    sp_enc_bytes(in, "Generator", 9);
+    sp_enc_reset(out);
+    sp_enc_push(out, SP_ENC_TENSOR);
+    sp_enc_tensor(out, 6, 2, size);
+    CHECK(sp_call_begin(p, t) == SP_CALL_RECORDING);
+    sp_call_end(p, t);
+  }
+  sp_pass_end(p);
+  sp_close(p);
+  char *s = slurp(path_in("args.jsonl"), NULL);
+  /* the float argument differs: two signatures, two records */
+  CHECK(s && count_lines(s) == 2);
+  CHECK(strstr(s, "\"inputs\": {\"self\": {\"shape\": [2, 3], \"dtype\": \"torch.float32\", "
+                  "\"stride\": [1, 2], \"offset\": 5, \"device\": \"cuda:0\"}}, \"args\": {"
+                  "\"i\": -7, \"f\": 0.1, \"b\": true, \"n\": null, \"is\": [4, 5], "
+                  "\"fs\": [1.0, \"inf\", \"nan\"], \"bs\": [true, false], "
+                  "\"c\": {\"real\": 1.5, \"imag\": -2.0}, \"s\": \"ta\\\"nh-and-more\", "
+                  "\"dt\": \"torch.float16\", \"lay\": \"torch.strided\", \"dev\": \"cuda:3\", "
+                  "\"gen\": {\"unsupported\": \"Generator\"}}, \"outputs\": {\"shape\": [2, 3], "
+                  "\"dtype\": \"torch.float32\"}}\n"));
+  CHECK(strstr(s, "\"f\": 0.25,"));
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
+/* Graph captures: forward_pass 0 and the key on the records, signatures
+ * per graph, no pass counted, replays counted in logged passes only. */
+static void test_graphs(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("graphs.jsonl", 1, 1, 1, "decode");
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  CHECK(sp_graph_begin(p, "prefill", 1) == 0); /* filtered out by phase */
+  sp_pass_end(p);
+  for (int key = 1; key <= 2; key++) {
+    CHECK(sp_graph_begin(p, "decode", key) == 1);
+    for (int k = 0; k < 3; k++) { /* same shapes in both graphs */
+      enc_mm(t, 4, 5, 6, 6);
+      CHECK(sp_call_begin(p, t));
+      sp_call_end(p, t);
+    }
+    CHECK(sp_graph_replay(p, key, 1) == 0); /* not inside a capture */
+    sp_pass_end(p);
+    CHECK(sp_pass_reopen(p) == 0); /* a capture is not reopened */
+    sp_pass_end(p);
+  }
+  CHECK(sp_graph_replay(p, 1, 5) == 0); /* no pass open */
+  CHECK(sp_pass_begin(p, "decode") == 0); /* warm-up: skip_warmup=1 */
+  CHECK(sp_graph_replay(p, 1, 5) == 0);
+  sp_pass_end(p);
+  CHECK(sp_pass_begin(p, "decode") == 1);
+  CHECK(sp_graph_replay(p, 1, 5) == 1);
+  CHECK(sp_graph_replay(p, 2, 1) == 1);
+  CHECK(sp_graph_replay(p, 2, 1) == 1);
+  CHECK(sp_graph_replay(p, 9, 1) == 1); /* never captured: still counted */
+  sp_pass_end(p);
+  CHECK(sp_pass_begin(p, "decode") == 0); /* past log_n_passes=1 */
+  CHECK(sp_graph_replay(p, 1, 5) == 0);
+  sp_pass_end(p);
+  sp_stats st;
+  sp_get_stats(p, &st);
+  CHECK(st.passes == 3 && st.logged_passes == 1 && st.records == 2 && st.dedupe_skipped == 4);
+  sp_close(p);
+  char *s = slurp(path_in("graphs.jsonl"), NULL);
+  CHECK(s && count_lines(s) == 2);
+  CHECK(strstr(s, "{\"call_id\": 1, \"forward_pass\": 0, \"phase\": \"decode\", \"graph\": 1, "
+                  "\"operation\": \"aten.mm.default\""));
+  CHECK(strstr(s, "{\"call_id\": 2, \"forward_pass\": 0, \"phase\": \"decode\", \"graph\": 2, "));
+  free(s);
+  s = slurp(path_in("graphs_summary.json"), NULL);
+  CHECK(s && strstr(s, "\"signature_counts\": {\"1\": 3, \"2\": 3}"));
+  CHECK(strstr(s, "\"graphs\": {\n    \"1\": {\"captures\": 1, \"replays\": 5},\n"
+                  "    \"2\": {\"captures\": 1, \"replays\": 2},\n"
+                  "    \"9\": {\"captures\": 0, \"replays\": 1}\n  }"));
+  CHECK(strstr(s, "\"phase_passes\": {\n    \"decode\": 1\n  }"));
   free(s);
   sp_thread_free(t);
   sp_free(p);
@@ -523,6 +677,8 @@ int main(void) {
   test_records_and_summary();
   test_dedupe_errors_and_escaping();
   test_lists_outputs_and_no_tensor_calls();
+  test_arguments();
+  test_graphs();
   test_inputs_on_disk_before_the_call_returns();
   test_big_records_cross_map_windows();
   test_repeats_written_from_cache();
@@ -533,7 +689,7 @@ int main(void) {
   test_threads_write_at_once();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+  if (!getenv("KEEP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed ? 1 : 0;
 }
