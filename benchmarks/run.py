@@ -147,6 +147,12 @@ class Rows:
     def ours_dedupe(self):
         return self._keep("dedupe", lambda: ShapeProfiler(self._path("dedupe"), dedupe=True))
 
+    def ours_args(self):
+        return self._keep("args", lambda: ShapeProfiler(self._path("args"), args=True))
+
+    def ours_args_dedupe(self):
+        return self._keep("args_dedupe", lambda: ShapeProfiler(self._path("args_dedupe"), dedupe=True, args=True))
+
     def ours_outside_pass(self):
         # every pass is a warm-up pass
         return self._keep("outside", lambda: ShapeProfiler(self._path("outside"), skip_warmup=10 ** 9))
@@ -169,6 +175,8 @@ ROW_ORDER = [
     ("torch_profiler", "torch.profiler(record_shapes=True)"),
     ("ours", "sgl_shapeprof, every call written"),
     ("ours_dedupe", "sgl_shapeprof, dedupe on"),
+    ("ours_args", "sgl_shapeprof, arguments on, every call written"),
+    ("ours_args_dedupe", "sgl_shapeprof, arguments on, dedupe on"),
     ("ours_outside_pass", "sgl_shapeprof, outside a logged pass"),
     ("ours_other_rank", "sgl_shapeprof, rank not profiled"),
 ]
@@ -179,7 +187,8 @@ LABELS = dict(ROW_ORDER)
 # run in a child process, interleaved with a base of their own; each row's
 # added cost is against the base of its own process.
 BASELINE_ROWS = ["base", "python_logger", "torch_profiler"]
-OUR_ROWS = ["base", "ours", "ours_dedupe", "ours_outside_pass", "ours_other_rank"]
+OUR_ROWS = ["base", "ours", "ours_dedupe", "ours_args", "ours_args_dedupe", "ours_outside_pass",
+            "ours_other_rank"]
 
 
 def count_calls(run) -> tuple:
@@ -333,7 +342,7 @@ void cg_zero(void) { CALLGRIND_ZERO_STATS; }
 void cg_dump(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
 '''
 
-CG_SEGMENTS = ["base", "ours", "ours_dedupe", "ours_outside_pass"]
+CG_SEGMENTS = ["base", "ours", "ours_dedupe", "ours_args", "ours_args_dedupe", "ours_outside_pass"]
 
 
 def callgrind_child(helper: str, n: int) -> None:
@@ -346,8 +355,11 @@ def callgrind_child(helper: str, n: int) -> None:
         "base": lambda: None,
         "ours": lambda: ShapeProfiler(os.path.join(tmp, "o.jsonl")),
         "ours_dedupe": lambda: ShapeProfiler(os.path.join(tmp, "d.jsonl"), dedupe=True),
+        "ours_args": lambda: ShapeProfiler(os.path.join(tmp, "a.jsonl"), args=True),
+        "ours_args_dedupe": lambda: ShapeProfiler(os.path.join(tmp, "ad.jsonl"), dedupe=True, args=True),
         "ours_outside_pass": lambda: ShapeProfiler(os.path.join(tmp, "w.jsonl"), skip_warmup=10 ** 9),
     }
+    markers = {k: v for k, v in markers.items() if k in CG_SEGMENTS}
 
     def loop(count):
         for _ in range(count):
@@ -398,6 +410,8 @@ def bench_callgrind(n: int, tmp: str) -> dict:
     res = {"n": n, "instructions_per_call": {k: totals[k] / n for k in CG_SEGMENTS}}
     print(f"  base call (torch.add from Python, 8x8): {base:,.0f} instructions")
     for k, label in [("ours", "logged and written"), ("ours_dedupe", "logged, deduplicated"),
+                     ("ours_args", "arguments on, logged and written"),
+                     ("ours_args_dedupe", "arguments on, deduplicated"),
                      ("ours_outside_pass", "profiler on, outside a logged pass")]:
         print(f"  {label:40} {totals[k] / n - base:+,.0f} instructions per call")
     return res

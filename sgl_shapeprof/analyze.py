@@ -62,8 +62,9 @@ def build(sources: List[Source], flt: Filter) -> Analysis:
             m = merged.get(k)
             if m is None:
                 m = merged[k] = Signature(sig.operation, sig.inputs, sig.outputs, sig.error,
-                                          sig.phase, sig.incomplete, 0, 0, sig.first_call,
-                                          sig.out_elements)
+                                          sig.phase, sig.incomplete, first_call=sig.first_call,
+                                          out_elements=sig.out_elements, args=sig.args,
+                                          graph=sig.graph)
             m.count += sig.count
             m.records += sig.records
             o = ops.get(sig.operation)
@@ -113,6 +114,16 @@ def _source_lines(src: Source, w) -> None:
     if src.rank is not None:
         text += f", rank {src.rank}"
     w(text + "\n")
+    if src.graphs:
+        captured = sorted(k for k, g in src.graphs.items() if g["captures"])
+        replays = sum(g["replays"] for g in src.graphs.values())
+        w(f"  graphs: {len(captured)} captured ({', '.join(map(str, captured[:12]))}"
+          f"{', ...' if len(captured) > 12 else ''}), {_n(replays)} replays in logged passes; "
+          f"a capture's calls count once per replay\n")
+        missing = sorted(k for k, g in src.graphs.items() if g["replays"] and not g["captures"])
+        if missing:
+            w(f"  note: graphs {', '.join(map(str, missing[:12]))} were replayed but their captures "
+              f"are not in this file (the profiler started after them): their calls are missing\n")
     if src.truncated:
         w(f"  stopped after {_n(src.records)} records (--max-entries)\n")
     if src.summary_note and (src.deduplicated or src.summary is None):
@@ -268,7 +279,8 @@ def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
                    "calls": s.calls, "deduplicated": s.deduplicated,
                    "forward_passes": len(s.passes), "truncated": s.truncated,
                    "last_line_cut": s.report.cut_last_line,
-                   "unreadable_lines": len(s.report.bad_lines)} for s in a.sources],
+                   "unreadable_lines": len(s.report.bad_lines),
+                   "graphs": {str(k): g for k, g in s.graphs.items()}} for s in a.sources],
         "records": a.records,
         "calls": a.calls,
         "forward_passes": len(set().union(*(s.passes for s in a.sources))) if a.sources else 0,
@@ -287,6 +299,10 @@ def _sig_json(s: Signature) -> dict:
          "first_call_id": s.first_call, "output_elements": s.out_elements}
     if s.phase is not None:
         d["phase"] = s.phase
+    if s.graph is not None:
+        d["graph"] = s.graph
+    if s.args is not None:
+        d["args"] = s.args
     if s.error is not None:
         d["error"] = s.error
     if s.incomplete:

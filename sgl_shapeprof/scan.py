@@ -85,12 +85,12 @@ class Signature:
     error: Optional[dict]
     phase: Optional[str]
     incomplete: bool = False
-    args: Optional[dict] = None   # the other arguments, when recorded (FORMAT.md)
-    graph: Optional[int] = None   # the graph a capture's record belongs to
     count: int = 0       # calls (true counts; a capture's: times its graph's replays)
     records: int = 0     # lines in the file
     first_call: int = 0  # call_id of its first record
     out_elements: int = 0
+    args: Optional[dict] = None   # the other arguments, when recorded (FORMAT.md)
+    graph: Optional[int] = None   # the graph a capture's record belongs to
 
     @property
     def text(self) -> str:
@@ -412,7 +412,8 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
             e[0].count += e[2]
     for fp, n in pass_calls.items():
         k = int(fp)
-        src.passes[k] = src.passes.get(k, 0) + n
+        if k:  # 0: graph captures, not a forward pass
+            src.passes[k] = src.passes.get(k, 0) + n
     src.calls = sum(sig.count for sig in sigs.values())
     for sig in sigs.values():
         if sig.phase is not None:
@@ -449,7 +450,7 @@ def _add_slow(src: Source, flt: Filter, rec: dict, counts: Dict[bytes, int],
     n = counts.get(str(cid).encode(), 1) * _replays(src, sig)
     sig.records += 1
     sig.count += n
-    if isinstance(fp, int):
+    if isinstance(fp, int) and fp:
         src.passes[fp] = src.passes.get(fp, 0) + n
     if on_record is not None:
         on_record(cid if isinstance(cid, int) else 0, sig, n)
