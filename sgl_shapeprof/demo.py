@@ -18,17 +18,18 @@ def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> i
     llm_path = os.path.join(folder, "llm_shapes.jsonl")
     dif_path = os.path.join(folder, "diffusion_shapes.jsonl")
 
+    # with arguments (args=True): the files can be replayed (`sgl-shapeprof replay`)
     print(f"1/2 tiny Llama-style decoder: 1 prefill + {decode_steps} decode passes (bfloat16, CPU)")
     t0 = time.perf_counter()
     model = make_llama(torch.bfloat16)
-    with torch.inference_mode(), ShapeProfiler(llm_path, dedupe=False) as prof:
+    with torch.inference_mode(), ShapeProfiler(llm_path, dedupe=False, args=True) as prof:
         run_llama(model, prof, decode_steps=decode_steps)
     print(f"    {prof.stats()['records']} records in {time.perf_counter() - t0:.2f}s")
 
     print(f"2/2 tiny UNet denoiser: 2 passes x {diffusion_steps} steps, deduplicated (float32, CPU)")
     t0 = time.perf_counter()
     unet = make_unet()
-    with torch.inference_mode(), ShapeProfiler(dif_path, dedupe=True) as prof:
+    with torch.inference_mode(), ShapeProfiler(dif_path, dedupe=True, args=True) as prof:
         run_diffusion(unet, prof, passes=2, steps=diffusion_steps)
     st = prof.stats()
     print(f"    {st['records']} records written, {st['dedupe_skipped']} repeats deduplicated "
@@ -41,6 +42,7 @@ def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> i
     print(f"\nFiles are in {folder}:")
     for name in sorted(os.listdir(folder)):
         print(f"  {name}")
-    print("Next: sgl-shapeprof analyze FILE --show-shapes [--filter-op PATTERN]; gemm FILE; cost FILE --gpu H100; report FILE")
+    print("Next: sgl-shapeprof analyze FILE --show-shapes [--filter-op PATTERN]; gemm FILE; cost FILE --gpu H100; "
+          "report FILE; replay FILE")
     sys.stdout.flush()
     return 0
