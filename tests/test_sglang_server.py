@@ -39,7 +39,7 @@ def _post(url, body=None, timeout=120):
 
 
 class Server:
-    def __init__(self, model, tmp_path, switch="on_request", tp=1, patched=None):
+    def __init__(self, model, tmp_path, switch="on_request", tp=1, patched=None, extra_env=None):
         """patched: a tree of SGLang files with patches/ applied, loaded
         instead of the installed ones (else the zero-edit start-up hook)."""
         if not patched and not zero_edit_hook_installed():
@@ -57,6 +57,7 @@ class Server:
                    else f"0-{ncpu - 1}",
                    SGLANG_PROFILE_SHAPES=switch, SGLANG_PROFILE_SHAPES_RANK="all",
                    SGLANG_PROFILE_SHAPES_FILE=str(tmp_path / "env_shapes.jsonl"))
+        env.update(extra_env or {})
         self.port = _port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(tmp_path / "server.log", "w")
@@ -142,6 +143,34 @@ def test_start_profile_shapes_num_steps_stop_and_errors(models, tmp_path):
         assert srv.generate(3)["meta_info"]["completion_tokens"] == 3
         assert os.path.getsize(second) == before
         assert not os.path.exists(tmp_path / "env_shapes.jsonl")  # armed: nothing recorded at start-up
+    finally:
+        srv.stop()
+
+
+def test_start_profile_shapes_with_profile_v2(models, tmp_path):
+    """SGLANG_PROFILE_V2=1 takes SGLang's other profiler (ProfileManager):
+    SHAPES works the same, alone and beside CPU."""
+    srv = Server(models / "tiny-llama", tmp_path, extra_env={"SGLANG_PROFILE_V2": "1"})
+    try:
+        out = tmp_path / "prof"
+        status, body = _post(srv.url + "/start_profile",
+                             {"activities": ["SHAPES"], "num_steps": 2, "output_dir": str(out)})
+        assert status == 200 and "SHAPES: rank 0 records 2 passes into" in body, body
+        path = body.split("passes into ")[1].split()[0]
+        srv.generate(4)
+        assert _wait_summary(path.replace(".jsonl", "_summary.json"))["logged_forward_passes"] == 2
+        assert not os.listdir(out) or all(f.endswith(".json") or f.endswith(".jsonl") for f in os.listdir(out))
+        # beside SGLang's own profiler (V2 takes profile_by_stage requests only)
+        status, body = _post(srv.url + "/start_profile",
+                             {"activities": ["CPU", "SHAPES"], "num_steps": 2, "profile_by_stage": True,
+                              "output_dir": str(out)})
+        assert status == 200 and "SHAPES: rank 0 records 2 passes per stage into" in body, body
+        second = body.split("stage into ")[1].split()[0]
+        srv.generate(4)
+        srv.generate(4)
+        s = _wait_summary(second.replace(".jsonl", "_summary.json"))
+        assert s["phase_passes"] == {"extend": 2, "decode": 2}
+        assert srv.generate(2)["meta_info"]["completion_tokens"] == 2
     finally:
         srv.stop()
 

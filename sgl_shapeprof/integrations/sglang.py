@@ -333,7 +333,19 @@ def patch_profiler_manager_module(module: Any) -> None:
             if not rest:  # only SHAPES: SGLang's torch profiler stays off
                 return ProfileReqOutput(success=True, message=text)
             recv_req.activities = rest
-            return _with_shapes(profile(self, recv_req), text)
+            try:
+                res = profile(self, recv_req)
+            except BaseException:  # SGLang's own profiler refused: ours does not run alone
+                armed = _armed()
+                if armed is not None:
+                    armed.stop()
+                raise
+            if res is not None and not getattr(res, "success", True):
+                armed = _armed()
+                if armed is not None:
+                    armed.stop()
+                return res
+            return _with_shapes(res, text)
         if recv_req.req_type == ProfileReqType.STOP_PROFILE:
             armed = _armed()
             if armed is not None and armed.status()["state"] in ("recording", "pending"):
