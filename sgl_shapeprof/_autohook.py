@@ -8,13 +8,15 @@ from __future__ import annotations
 import importlib.machinery
 import sys
 
-from .integrations import (SGLANG_DIFFUSION_WORKER, SGLANG_HTTP_SERVER, SGLANG_LLM_WORKER,
-                           SGLANG_PROFILER_MANAGER, SGLANG_TOKENIZER_CONTROL)
+from .integrations import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
+                           SGLANG_HTTP_SERVER, SGLANG_LLM_WORKER, SGLANG_PROFILER_MANAGER,
+                           SGLANG_TOKENIZER_CONTROL)
 
 # What to patch; the patch functions load only when one of these modules is
 # imported (the hook runs in every Python process of the server).
 TARGETS = (SGLANG_LLM_WORKER, SGLANG_DIFFUSION_WORKER, SGLANG_PROFILER_MANAGER,
-           SGLANG_TOKENIZER_CONTROL, SGLANG_HTTP_SERVER)
+           SGLANG_TOKENIZER_CONTROL, SGLANG_HTTP_SERVER, SGLANG_FULL_GRAPH_BACKEND,
+           SGLANG_BREAKABLE_GRAPH_BACKEND)
 
 
 def _patch(module) -> None:

@@ -10,3 +10,7 @@ SGLANG_PROFILER_MANAGER = "sglang.srt.managers.scheduler_components.profiler_man
 # where /start_profile's answer is made: the HTTP server and the tokenizer
 SGLANG_HTTP_SERVER = "sglang.srt.entrypoints.http_server"
 SGLANG_TOKENIZER_CONTROL = "sglang.srt.managers.tokenizer_control_mixin"
+# CUDA graphs: the backends that capture and replay SGLang's graphs (decode:
+# full graphs; prefill: breakable graphs by default on CUDA, or full)
+SGLANG_FULL_GRAPH_BACKEND = "sglang.srt.model_executor.runner_backend.full_cuda_graph_backend"
+SGLANG_BREAKABLE_GRAPH_BACKEND = "sglang.srt.model_executor.runner_backend.breakable_cuda_graph_backend"
