@@ -1,7 +1,10 @@
 """GPU checks (skipped without CUDA; CI has none): CUDA tensors, no device
-synchronisation on the hot path, CUDA graph capture inside a logged pass, and
-an asynchronous kernel error."""
+synchronisation on the hot path, CUDA graph capture inside a logged pass,
+graph captures recorded and replays counted as SGLang's decode graphs are,
+and an asynchronous kernel error."""
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -55,6 +58,90 @@ def test_cuda_graph_capture_inside_a_logged_pass(tmp_path):
     prof.close()
     ops = [r["operation"] for r in load(tmp_path / "g.jsonl")]
     assert "aten.mm.default" in ops and "aten.relu.default" in ops
+
+
+def test_cuda_graph_captures_recorded_and_replays_counted(tmp_path):
+    """SGLang's decode graphs, the way the integration records them: warm-up
+    on a side stream, then per batch size a real CUDA graph whose capture run
+    is inside capture_graph (begun while the stream captures, as the wrapped
+    forward_fn does), replays counted inside logged passes. The capture must
+    succeed (a host sync while capturing raises), allocate on the device
+    exactly what it does unprofiled, and replays must give eager results."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 64)).to("cuda", torch.float16)
+    sizes = (1, 2, 4)
+    static_in = {bs: torch.zeros(bs, 64, device="cuda", dtype=torch.float16) for bs in sizes}
+    prof = ShapeProfiler(tmp_path / "g.jsonl")
+
+    def capture(bs, key=None):
+        g = torch.cuda.CUDAGraph()
+        before = torch.cuda.memory_stats()["allocation.all.allocated"]
+        with torch.cuda.graph(g):
+            if key is None:
+                out = model(static_in[bs])
+            else:
+                with prof.capture_graph(key, "decode") as logged:
+                    assert logged
+                    out = model(static_in[bs])
+        return g, out, torch.cuda.memory_stats()["allocation.all.allocated"] - before
+
+    with torch.no_grad():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):               # warm-up: outside any capture, not recorded
+            for bs in sizes:
+                model(static_in[bs])
+        torch.cuda.current_stream().wait_stream(s)
+        graphs, outs = {}, {}
+        for bs in reversed(sizes):               # as SGLang: largest first
+            _, _, unprofiled = capture(bs)
+            graphs[bs], outs[bs], profiled = capture(bs, key=bs)
+            assert profiled == unprofiled        # the profiler allocated nothing on the device
+
+        xs = [torch.randn(raw, 64, device="cuda", dtype=torch.float16) for raw in (3, 1, 4, 2, 3)]
+        results = []
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")  # counting a replay never synchronises
+        try:
+            for x in xs:
+                bs = min(b for b in sizes if b >= x.shape[0])   # padded, as SGLang does
+                with prof.forward_pass("decode"):
+                    static_in[bs].zero_()
+                    static_in[bs][:x.shape[0]].copy_(x)
+                    graphs[bs].replay()
+                    assert prof.graph_replayed(bs)
+                    results.append(outs[bs][:x.shape[0]].clone())
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        torch.cuda.synchronize()
+        for x, y in zip(xs, results):
+            torch.testing.assert_close(y, model(x))
+    prof.close()
+
+    eager = ShapeProfiler(tmp_path / "eager.jsonl")   # the model's calls at each size, eagerly
+    with torch.no_grad():
+        for bs in sizes:
+            with eager.forward_pass(f"eager_{bs}"):
+                model(static_in[bs])
+    eager.close()
+
+    recs = load(tmp_path / "g.jsonl")
+    summary = json.load(open(tmp_path / "g_summary.json"))
+    assert summary["graphs"] == {"4": {"captures": 1, "replays": 3}, "2": {"captures": 1, "replays": 1},
+                                 "1": {"captures": 1, "replays": 1}}
+    ref = load(tmp_path / "eager.jsonl")
+    for bs in sizes:   # one capture run's calls, nothing from the warm-up
+        graph = [(r["operation"], r["inputs"], r["outputs"]) for r in recs if r.get("graph") == bs]
+        assert graph and all(r["forward_pass"] == 0 and r["phase"] == "decode" for r in recs if r.get("graph") == bs)
+        assert graph == [(r["operation"], r["inputs"], r["outputs"]) for r in ref if r["phase"] == f"eager_{bs}"]
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "gemm", str(tmp_path / "g.jsonl"), "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    counts = {}
+    for g in json.loads(r.stdout):
+        counts[(g["m"], g["n"], g["k"])] = counts.get((g["m"], g["n"], g["k"]), 0) + g["count"]
+    assert counts == {(bs, n, k): reps for bs, reps in ((4, 3), (2, 1), (1, 1)) for n, k in ((256, 64), (64, 256))}
 
 
 ASYNC_ERROR = r'''
