@@ -95,6 +95,7 @@ def test_cuda_graph_captures_recorded_and_replays_counted(tmp_path):
         torch.cuda.current_stream().wait_stream(s)
         graphs, outs = {}, {}
         for bs in reversed(sizes):               # as SGLang: largest first
+            capture(bs)                          # one-time allocations (cuBLAS workspace, ...) go here
             _, _, unprofiled = capture(bs)
             graphs[bs], outs[bs], profiled = capture(bs, key=bs)
             assert profiled == unprofiled        # the profiler allocated nothing on the device
@@ -115,8 +116,11 @@ def test_cuda_graph_captures_recorded_and_replays_counted(tmp_path):
         finally:
             torch.cuda.set_sync_debug_mode("default")
         torch.cuda.synchronize()
-        for x, y in zip(xs, results):
-            torch.testing.assert_close(y, model(x))
+        for x, y in zip(xs, results):            # the eager model at the padded size
+            padded = torch.zeros(min(b for b in sizes if b >= x.shape[0]), 64, device="cuda",
+                                 dtype=torch.float16)
+            padded[:x.shape[0]] = x
+            torch.testing.assert_close(y, model(padded)[:x.shape[0]], rtol=1e-2, atol=1e-2)
     prof.close()
 
     eager = ShapeProfiler(tmp_path / "eager.jsonl")   # the model's calls at each size, eagerly
