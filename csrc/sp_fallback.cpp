@@ -97,8 +97,12 @@ bool encode_tensor(sp_enc* e, const at::Tensor& t) {
   return true;
 }
 
-// A list argument or return: Tensor[] or Tensor?[]. Returns -1 to skip the
-// call, 0 if v holds no tensor (nothing appended), 1 if appended.
+bool encode_strided(sp_enc* e, const at::Tensor& t);
+
+// A list argument or return: Tensor[] or Tensor?[], its tensors plain or
+// strided. Returns -1 to skip the call, 0 if v holds no tensor (nothing
+// appended), 1 if appended.
+template <bool kStrided>
 int encode_list(sp_enc* e, const c10::IValue& v) {
   if (!v.isList()) return 0;
   c10::ArrayRef<c10::IValue> list = v.toListRef();  // no copy
@@ -108,7 +112,7 @@ int encode_list(sp_enc* e, const c10::IValue& v) {
   sp_enc_push(e, static_cast<int64_t>(list.size()));
   for (const c10::IValue& x : list) {
     if (x.isTensor() && x.toTensor().defined()) {
-      if (!encode_tensor(e, x.toTensor())) return -1;
+      if (!(kStrided ? encode_strided(e, x.toTensor()) : encode_tensor(e, x.toTensor()))) return -1;
     } else {
       sp_enc_push(e, -1);
     }
@@ -135,7 +139,7 @@ int encode_list(sp_enc* e, const c10::IValue& v) {
       size_t mark = e->n;
       sp_enc_push(e, SP_ENC_LIST);
       sp_enc_push(e, static_cast<int64_t>(i));
-      int r = encode_list(e, v);
+      int r = encode_list<false>(e, v);
       if (r < 0) return false;
       if (r == 0) e->n = mark;
     }
@@ -155,7 +159,7 @@ bool encode_outputs(sp_enc* e, const c10::IValue* rets, size_t n) {
     if (v.isList()) {
       size_t mark = e->n;
       sp_enc_push(e, SP_ENC_LIST);
-      int r = encode_list(e, v);
+      int r = encode_list<false>(e, v);
       if (r < 0) return false;
       if (r == 1) continue;
       if (v.isTensorList()) {  // an empty Tensor[] is still a list
@@ -187,22 +191,6 @@ bool encode_strided(sp_enc* e, const at::Tensor& t) {
                  sizes.data(), impl->strides().data(), impl->storage_offset(),
                  static_cast<int>(device.type()), device.index());
   return true;
-}
-
-int encode_strided_list(sp_enc* e, const c10::IValue& v) {
-  c10::ArrayRef<c10::IValue> list = v.toListRef();
-  bool any = false;
-  for (const c10::IValue& x : list) any = any || (x.isTensor() && x.toTensor().defined());
-  if (!any) return 0;
-  sp_enc_push(e, static_cast<int64_t>(list.size()));
-  for (const c10::IValue& x : list) {
-    if (x.isTensor() && x.toTensor().defined()) {
-      if (!encode_strided(e, x.toTensor())) return -1;
-    } else {
-      sp_enc_push(e, -1);
-    }
-  }
-  return 1;
 }
 
 int64_t double_bits(double d) {
@@ -305,7 +293,7 @@ bool encode_inputs_args(sp_enc* e, int op_id, const c10::FunctionSchema& schema,
     } else if (v.isList()) {
       size_t mark = e->n;
       push_tag(e, SP_ENC_LIST, i);
-      int r = encode_strided_list(e, v);
+      int r = encode_list<true>(e, v);
       if (r < 0) return false;
       if (r == 0) {
         e->n = mark;

@@ -294,6 +294,19 @@ static int set_pass_header(sp_profiler *p, long long pass, const char *phase) {
   return !p->pass_json.failed;
 }
 
+/* The end of a pass begin: the pass is open (unless the profiler is closed)
+ * and logging follows logged; lets go of the locks the begin took. */
+static int pass_opened(sp_profiler *p, int logged) {
+  if (!p->closed) {
+    p->in_pass = 1;
+    p->pass_logged = logged;
+  }
+  atomic_store(&p->logging, logging_value(p, logged));
+  lock_release(&p->lock);
+  pthread_mutex_unlock(&p->pass_mu);
+  return logged;
+}
+
 int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
   if (!p || atomic_load(&p->orphaned)) return 0;
   pthread_mutex_lock(&p->pass_mu);
@@ -320,13 +333,8 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
         }
       }
     }
-    p->in_pass = 1;
-    p->pass_logged = logged;
   }
-  atomic_store(&p->logging, logging_value(p, logged));
-  lock_release(&p->lock);
-  pthread_mutex_unlock(&p->pass_mu);
-  return logged;
+  return pass_opened(p, logged);
 }
 
 int sp_graph_replay(sp_profiler *p, long long key, long long n) {
@@ -366,13 +374,8 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
         logged = 0;
       }
     }
-    p->in_pass = 1;
-    p->pass_logged = logged;
   }
-  atomic_store(&p->logging, logging_value(p, logged));
-  lock_release(&p->lock);
-  pthread_mutex_unlock(&p->pass_mu);
-  return logged;
+  return pass_opened(p, logged);
 }
 
 int sp_pass_reopen(sp_profiler *p) {
@@ -380,19 +383,10 @@ int sp_pass_reopen(sp_profiler *p) {
   pthread_mutex_lock(&p->pass_mu);
   lock_acquire(&p->lock);
   int logged = 0;
-  if (!p->closed) {
-    if (p->in_pass) {
-      logged = p->pass_logged; /* still open: nothing to reopen */
-    } else {
-      logged = p->last_logged && !p->failed;
-      p->in_pass = 1; /* same number, header and phase: not counted again */
-      p->pass_logged = logged;
-    }
-  }
-  atomic_store(&p->logging, logging_value(p, logged));
-  lock_release(&p->lock);
-  pthread_mutex_unlock(&p->pass_mu);
-  return logged;
+  if (!p->closed) /* still open: nothing to reopen; else the same number,
+                     header and phase, not counted again */
+    logged = p->in_pass ? p->pass_logged : p->last_logged && !p->failed;
+  return pass_opened(p, logged);
 }
 
 void sp_pass_end(sp_profiler *p) {

@@ -228,8 +228,31 @@ static char *put_key(char *o, const sp_op *op, int64_t arg) {
   return PUT_LIT(o, "\"?\": ");
 }
 
-/* The record up to the inputs' closing brace (or the args' one), call_id
- * included. */
+/* The '"key": value' pairs of the tensors (the inputs object) or of the other
+ * arguments (the args object). Returns the cursor; *others: some item is of
+ * the other kind. */
+static char *put_items(char *o, const sp_op *op, const sp_enc *in, int tensors, int *others) {
+  int first = 1;
+  for (size_t i = 1; i < in->n;) {
+    int64_t tag = in->w[i];
+    if ((tag == SP_ENC_TENSOR || tag == SP_ENC_LIST) != tensors) {
+      *others = 1;
+      i = item_end(in->w, i);
+      continue;
+    }
+    int64_t arg = in->w[i + 1];
+    i += 2;
+    if (!first) o = PUT_LIT(o, ", ");
+    first = 0;
+    o = put_key(o, op, arg);
+    if (!tensors) o = put_value(o, tag, in->w, &i);
+    else o = tag == SP_ENC_TENSOR ? put_tensor(o, in->w, &i) : put_list(o, in->w, &i);
+  }
+  return o;
+}
+
+/* The record up to the inputs' closing brace (or the args' one, when
+ * arguments are recorded), call_id included. */
 static int fmt_prefix(sp_profiler *p, sp_thread *t) {
   sp_buf *b = &t->prefix;
   const sp_enc *in = &t->pub.in;
@@ -240,38 +263,12 @@ static int fmt_prefix(sp_profiler *p, sp_thread *t) {
   char *o = put_record_head(p, t);
   memcpy(o, op->json_head, op->head_len);
   o += op->head_len;
-  int first = 1, args = 0;
-  for (size_t i = 1; i < in->n;) {
-    int64_t tag = in->w[i];
-    if (tag != SP_ENC_TENSOR && tag != SP_ENC_LIST) {
-      args = 1;
-      i = item_end(in->w, i);
-      continue;
-    }
-    int64_t arg = in->w[i + 1];
-    i += 2;
-    if (!first) o = PUT_LIT(o, ", ");
-    first = 0;
-    o = put_key(o, op, arg);
-    o = tag == SP_ENC_TENSOR ? put_tensor(o, in->w, &i) : put_list(o, in->w, &i);
-  }
+  int args = 0, tensors = 0;
+  o = put_items(o, op, in, 1, &args);
   *o++ = '}';
-  if (args) { /* arguments recorded (SP_LOGGING_ARGS): every one that is not a tensor */
+  if (args) {
     o = PUT_LIT(o, ", \"args\": {");
-    first = 1;
-    for (size_t i = 1; i < in->n;) {
-      int64_t tag = in->w[i];
-      if (tag == SP_ENC_TENSOR || tag == SP_ENC_LIST) {
-        i = item_end(in->w, i);
-        continue;
-      }
-      int64_t arg = in->w[i + 1];
-      i += 2;
-      if (!first) o = PUT_LIT(o, ", ");
-      first = 0;
-      o = put_key(o, op, arg);
-      o = put_value(o, tag, in->w, &i);
-    }
+    o = put_items(o, op, in, 0, &tensors);
     *o++ = '}';
   }
   b->n = (size_t)(o - b->p);
