@@ -61,3 +61,22 @@ def run_python(code: str, env_extra=None, timeout=120, cwd=None, args=()) -> sub
 
 
 __all__ = ["load", "run_both", "assert_same_stream", "run_python", "sgl_shapeprof", "ROOT", "PKG_ROOT"]
+
+
+def patched_sglang_tree(tree, files: dict, version: str):
+    """Copies the installed SGLang files (patch name -> path under
+    site-packages) into tree, each with patches/sglang-<version>-<name>.patch
+    applied; returns tree."""
+    import shutil
+
+    import sglang
+    site = os.path.dirname(os.path.dirname(sglang.__file__))
+    for name, rel in files.items():
+        os.makedirs(os.path.join(tree, os.path.dirname(rel)), exist_ok=True)
+        shutil.copy(os.path.join(site, rel), os.path.join(tree, rel))
+        patch = os.path.join(ROOT, "patches", f"sglang-{version}-{name}.patch")
+        r = subprocess.run(["patch", "-p1", "--forward", "-d", str(tree), "-i", patch],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+    return tree
+

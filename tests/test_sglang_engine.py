@@ -9,13 +9,12 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 
 import pytest
-from helpers import PKG_ROOT, ROOT
+from helpers import PKG_ROOT, ROOT, patched_sglang_tree
 
 SGLANG_VERSION = "0.5.23"
 ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")
@@ -53,17 +52,7 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="session")
 def patched_tree(tmp_path_factory):
     """SGLang's two worker files, as installed, with our patches applied."""
-    import sglang
-    site = os.path.dirname(os.path.dirname(sglang.__file__))
-    tree = tmp_path_factory.mktemp("patched")
-    for name, rel in WORKERS.items():
-        os.makedirs(tree / os.path.dirname(rel), exist_ok=True)
-        shutil.copy(os.path.join(site, rel), tree / rel)
-        patch = os.path.join(ROOT, "patches", f"sglang-{SGLANG_VERSION}-{name}.patch")
-        r = subprocess.run(["patch", "-p1", "--forward", "-d", str(tree), "-i", patch],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
-    return tree
+    return patched_sglang_tree(tmp_path_factory.mktemp("patched"), WORKERS, SGLANG_VERSION)
 
 
 def zero_edit_hook_installed():

@@ -19,14 +19,13 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 
 import pytest
 import torch
-from helpers import PKG_ROOT, ROOT
+from helpers import PKG_ROOT, ROOT, patched_sglang_tree
 
 from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof import profiler as profiler_module
@@ -175,17 +174,7 @@ def test_graph_backend_wrappers(tmp_path, monkeypatch, fresh_keys, capsys):
 @pytest.fixture(scope="module")
 def patched_tree(tmp_path_factory):
     """SGLang's two graph backend files, as installed, with our patches applied."""
-    import sglang
-    site = os.path.dirname(os.path.dirname(sglang.__file__))
-    tree = tmp_path_factory.mktemp("patched")
-    for name, rel in BACKENDS.items():
-        os.makedirs(tree / os.path.dirname(rel), exist_ok=True)
-        shutil.copy(os.path.join(site, rel), tree / rel)
-        patch = os.path.join(ROOT, "patches", f"sglang-{SGLANG_VERSION}-{name}.patch")
-        r = subprocess.run(["patch", "-p1", "--forward", "-d", str(tree), "-i", patch],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
-    return tree
+    return patched_sglang_tree(tmp_path_factory.mktemp("patched"), BACKENDS, SGLANG_VERSION)
 
 
 def run_graphs(tmp_path, way, patched_tree=None, mode="1", **profile_env):
