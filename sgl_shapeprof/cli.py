@@ -141,6 +141,54 @@ def _report(args: argparse.Namespace) -> int:
     return report_command(srcs, args)
 
 
+def _bar(label: str):
+    """A progress bar on stderr for long runs (only on a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int, what: str) -> None:
+        if done >= total:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+            return
+        filled = 30 * done // max(total, 1)
+        print(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} {what}\033[K",
+              end="", file=sys.stderr, flush=True)
+    return show
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from .replay import compare, replay_command
+    for name in ("threads", "warmup", "iterations"):
+        v = getattr(args, name)
+        if v is not None and v < (0 if name == "warmup" else 1):
+            return _fail("replay", f"--{name} must be >= {0 if name == 'warmup' else 1}")
+    if args.compare:
+        if args.files:
+            return _fail("replay", "--compare takes two replay CSVs, not records files")
+        try:
+            compare(args.compare[0], args.compare[1], sys.stdout, top=args.top)
+        except ValueError as e:
+            return _fail("replay", str(e))
+        return 0
+    if not args.files:
+        return _fail("replay", "give a records file recorded with --args (or --compare A.csv B.csv)")
+    if args.device:
+        import torch
+        try:
+            dev = torch.device(args.device)
+        except RuntimeError as e:
+            return _fail("replay", f"--device {args.device}: {e}")
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            return _fail("replay", f"--device {args.device} but CUDA is not available")
+        if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
+            return _fail("replay", f"--device {args.device}: this machine has "
+                                   f"{torch.cuda.device_count()} CUDA devices")
+    srcs = _scan_files("replay", args, args.files)
+    if isinstance(srcs, int):
+        return srcs
+    return replay_command(srcs, args, progress=_bar("replay"))
+
+
 def _record(args: argparse.Namespace) -> int:
     cmd: List[str] = list(args.command)
     if cmd and cmd[0] == "--":
@@ -295,6 +343,32 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--gpu", metavar="NAME", default="H100", help="GPU for estimated times (default H100)")
     rp.add_argument("--force", action="store_true", help="replace an existing output file")
     rp.set_defaults(func=_report)
+
+    rl = sub.add_parser("replay", help="run each distinct recorded call again (files recorded with --args) "
+                                       "and time it: where the operator time goes on this device")
+    rl.add_argument("files", nargs="*", metavar="FILE", help="records files (or globs) recorded with --args")
+    _add_filters(rl)
+    rl.add_argument("--top", type=int, metavar="N", help="only the N distinct calls that ran most often")
+    rl.add_argument("--device", metavar="DEV", help="replay every call on DEV (cpu, cuda, cuda:1) instead "
+                                                    "of where it was recorded")
+    rl.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N) first")
+    rl.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed runs per call (default 3)")
+    rl.add_argument("--iterations", type=int, metavar="N",
+                    help="timed runs per call (default: 10 to 1000, about 10 ms)")
+    rl.add_argument("--warm-cache", action="store_true",
+                    help="run each call on one set of inputs, which stays cached from run to run "
+                         "(default: rotate among copies that together exceed the L2 cache)")
+    rl.add_argument("--max-memory", type=float, metavar="GIB",
+                    help="skip calls whose inputs in host memory need more (default: half of "
+                         "this machine's memory)")
+    rl.add_argument("--csv", nargs="?", const="-", metavar="FILE",
+                    help="CSV per distinct call, to FILE (the table is printed too) or stdout")
+    rl.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                    help="JSON list, one object per distinct call, to FILE or stdout")
+    rl.add_argument("--force", action="store_true", help="let --csv/--json replace an existing file")
+    rl.add_argument("--compare", nargs=2, metavar=("A.csv", "B.csv"),
+                    help="per-call speed-up of B over A, from two replays' CSVs (before/after, two devices)")
+    rl.set_defaults(func=_replay)
 
     r = sub.add_parser("record", help="profile a Python script: record [-o FILE] -- python script.py ARGS")
     r.add_argument("-o", "--output", default="shapes.jsonl", help="records file (default shapes.jsonl)")
