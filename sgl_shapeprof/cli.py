@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import shutil
@@ -172,6 +173,11 @@ def _replay(args: argparse.Namespace) -> int:
         return 0
     if not args.files:
         return _fail("replay", "give a records file recorded with --args (or --compare A.csv B.csv)")
+    for module in args.imports:  # libraries whose operators the file calls (sgl_kernel, ...)
+        try:
+            importlib.import_module(module)
+        except Exception as e:
+            return _fail("replay", f"--import {module}: {type(e).__name__}: {e}")
     if args.device:
         import torch
         try:
@@ -352,6 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--device", metavar="DEV", help="replay every call on DEV (cpu, cuda, cuda:1) instead "
                                                     "of where it was recorded")
     rl.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N) first")
+    rl.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                    help="import MODULE first: it registers operators the file calls (sgl_kernel, ...)")
     rl.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed runs per call (default 3)")
     rl.add_argument("--iterations", type=int, metavar="N",
                     help="timed runs per call (default: 10 to 1000, about 10 ms)")

@@ -208,7 +208,7 @@ def resolve(operation: str):
     try:
         return getattr(getattr(getattr(torch.ops, ns), name), overload)
     except (AttributeError, RuntimeError):
-        raise NotReplayable(f"operator not loaded in this process ({ns}.{name}: import the library "
+        raise NotReplayable(f"operator not loaded in this process ({ns}.{name}: --import the module "
                             "that registers it)") from None
 
 

@@ -276,6 +276,28 @@ def test_unreplayable_calls_are_listed_with_the_reason(tmp_path):
     assert results[-1].reason is not None  # the unreplayed last
 
 
+def test_import_loads_the_library_of_custom_ops(tmp_path, monkeypatch, capsys):
+    (tmp_path / "replay_test_ops.py").write_text(
+        "import torch\n"
+        "@torch.library.custom_op('replay_test::scale', mutates_args=())\n"
+        "def scale(x: torch.Tensor, factor: float) -> torch.Tensor:\n"
+        "    return x * factor\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write_records(tmp_path / "custom.jsonl", [
+        {"operation": "replay_test.scale.default", "inputs": {"x": t([4, 4])}, "args": {"factor": 2.0},
+         "outputs": {"shape": [4, 4], "dtype": "torch.float32"}}])
+    path = str(tmp_path / "custom.jsonl")
+    assert main(["replay", path, "--json", "--iterations", "3"]) == 0
+    row, = json.loads(capsys.readouterr().out)
+    assert row["median_us"] is None and row["reason"].startswith(
+        "operator not loaded in this process (replay_test.scale: --import the module")
+    assert main(["replay", path, "--json", "--iterations", "3", "--import", "replay_test_ops"]) == 0
+    row, = json.loads(capsys.readouterr().out)
+    assert row["median_us"] > 0 and row["outputs_match"] and "reason" not in row
+    assert main(["replay", path, "--import", "no_such_module_here"]) == 2
+    assert "--import no_such_module_here: ModuleNotFoundError" in capsys.readouterr().err
+
+
 def test_device_mapping(tmp_path):
     """A GPU recording replays on CPU with --device cpu; without it, it says why not."""
     on_gpu = dict(t([64, 32]), device="cuda:0")
