@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof.cli import main
-from sgl_shapeprof.replay import Call, build, check, distinct_calls, replay
+from sgl_shapeprof.replay import build, check, distinct_calls, replay
 from sgl_shapeprof.scan import scan
 
 
@@ -77,7 +77,9 @@ def replay_file(path, **kw):
 
 def model_time_us(model, passes, runs=25):
     """The model's own time for these passes: per pass the median of several
-    timed forwards (after warm-up), summed; no profiler attached."""
+    timed forwards (after warm-up; on a GPU, synchronised), summed; no
+    profiler attached."""
+    sync = torch.cuda.synchronize if passes[0].is_cuda else (lambda: None)
     total = 0.0
     with torch.inference_mode():
         for x in passes:
@@ -85,11 +87,28 @@ def model_time_us(model, passes, runs=25):
                 model(x)
             ts = []
             for _ in range(runs):
+                sync()
                 t0 = time.perf_counter_ns()
                 model(x)
+                sync()
                 ts.append(time.perf_counter_ns() - t0)
             total += statistics.median(ts) / 1000
     return total
+
+
+def assert_time_within_2x(path, results, model, passes):
+    """(c) count x per-call time within a factor of 2 of the model's own time
+    for the same passes. The box may be shared: a measurement disturbed by a
+    neighbour is taken again (at most 3 times); a wrong count or timing is
+    off every time."""
+    ratios = []
+    for attempt in range(3):
+        if attempt:
+            results = replay_file(path)[1]
+        ratios.append(sum(r.total_us for r in results) / model_time_us(model, passes))
+        if 0.5 < ratios[-1] < 2.0:
+            return
+    raise AssertionError(f"replayed time / model time: {ratios}")
 
 
 def assert_faithful(src, results, all_replayed=True):
@@ -123,17 +142,7 @@ def test_replay_measures_what_the_model_spends(tmp_path, one_thread):
     totals = [r.total_us for r in results]
     assert totals == sorted(totals, reverse=True)
     assert results[0].call.operation in ("aten.linear.default", "aten.conv1d.default")
-    # (c) within a factor of 2 of the model's own time for the same passes. This
-    # box is shared: a measurement disturbed by a neighbour is taken again (at
-    # most 3 times); a wrong count or timing is off every time.
-    ratios = []
-    for attempt in range(3):
-        if attempt:
-            results = replay_file(path)[1]
-        ratios.append(sum(r.total_us for r in results) / model_time_us(model, passes))
-        if 0.5 < ratios[-1] < 2.0:
-            break
-    assert 0.5 < ratios[-1] < 2.0, ratios
+    assert_time_within_2x(path, results, model, passes)
 
 
 def test_a_wrong_count_would_fail_the_time_check(tmp_path, one_thread):
@@ -398,22 +407,7 @@ def test_cuda_replay(tmp_path):
     src, results = replay_file(path)
     assert_faithful(src, results)
     assert {r.device for r in results} == {"cuda:0"}
-    torch.cuda.synchronize()
-    model_us = 0.0
-    with torch.inference_mode():
-        for x in passes:
-            for _ in range(3):
-                model(x)
-            ts = []
-            for _ in range(15):
-                torch.cuda.synchronize()
-                t0 = time.perf_counter_ns()
-                model(x)
-                torch.cuda.synchronize()
-                ts.append(time.perf_counter_ns() - t0)
-            model_us += statistics.median(ts) / 1000
-    replayed_us = sum(r.total_us for r in results)
-    assert 0.5 < replayed_us / model_us < 2.0, (replayed_us, model_us)
+    assert_time_within_2x(path, results, model, passes)
     # a CPU recording replayed on the GPU, and back
     cpu_path = record(tmp_path / "cpu.jsonl", Net().eval(), passes_of())
     src, results = replay_file(cpu_path, target="cuda")
