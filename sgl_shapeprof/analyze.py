@@ -120,6 +120,10 @@ def _source_lines(src: Source, w) -> None:
         w(f"  graphs: {len(captured)} captured ({', '.join(map(str, captured[:12]))}"
           f"{', ...' if len(captured) > 12 else ''}), {_n(replays)} replays in logged passes; "
           f"a capture's calls count once per replay\n")
+        again = sorted(k for k, g in src.graphs.items() if g["captures"] > 1)
+        if again:
+            w(f"  note: graphs {', '.join(map(str, again[:12]))} were captured more than once: "
+              f"their calls count once per capture and replay\n")
         missing = sorted(k for k, g in src.graphs.items() if g["replays"] and not g["captures"])
         if missing:
             w(f"  note: graphs {', '.join(map(str, missing[:12]))} were replayed but their captures "

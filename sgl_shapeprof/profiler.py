@@ -70,7 +70,9 @@ class PassContext:
         "forward_pass": 0 and "graph": key. A capture is not a forward pass:
         it counts neither as one nor against skip_warmup/log_n_passes; the
         phase filter applies. Warm-up runs before the capture belong outside
-        the block (they would be counted twice)."""
+        the block (they would be counted twice), and a key names one graph:
+        a graph captured again under the same key counts each call once per
+        capture and replay (give a new graph a new key)."""
         logged = self._start_capture(key, phase)
         try:
             yield logged

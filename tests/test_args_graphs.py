@@ -207,12 +207,18 @@ def test_graph_capture_respects_the_phase_filter_and_checks_keys(tmp_path):
     assert "graphs" not in json.load(open(prof.summary_path))
 
 
-def test_replays_of_an_unrecorded_capture_are_flagged(tmp_path, capsys):
+def test_replays_of_an_unrecorded_capture_and_a_key_captured_twice_are_flagged(tmp_path, capsys):
     prof = ShapeProfiler(str(tmp_path / "u.jsonl"))
+    for _ in range(2):
+        with prof.capture_graph(4):
+            torch.ones(2).neg()
     with prof.forward_pass("decode"):
         torch.ones(2).neg()
         prof.graph_replayed(16, n=3)
     prof.close()
-    assert json.load(open(prof.summary_path))["graphs"] == {"16": {"captures": 0, "replays": 3}}
+    assert json.load(open(prof.summary_path))["graphs"] == {"4": {"captures": 2, "replays": 0},
+                                                            "16": {"captures": 0, "replays": 3}}
     assert main(["analyze", prof.path]) == 0
-    assert "graphs 16 were replayed but their captures are not in this file" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "graphs 16 were replayed but their captures are not in this file" in out
+    assert "graphs 4 were captured more than once" in out
