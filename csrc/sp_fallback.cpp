@@ -82,15 +82,22 @@ void set_key(bool on) {
     c10::impl::tls_set_dispatch_key_included(kKey, on);
 }
 
-// Appends <tensor>; returns false when the call must not be logged (a meta
-// tensor or symbolic sizes: someone is tracing, not running the model).
-bool encode_tensor(sp_enc* e, const at::Tensor& t) {
+// The tensor's impl, or null when the call must not be logged (a meta tensor
+// or symbolic sizes: someone is tracing, not running the model).
+[[gnu::always_inline]] inline c10::TensorImpl* loggable(const at::Tensor& t) {
   if (t.is_meta() && !t_state.allow_meta) {
     t_state.saw_meta = true;
-    return false;
+    return nullptr;
   }
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  if (impl->has_symbolic_sizes_strides() || impl->is_nested()) return false;
+  if (impl->has_symbolic_sizes_strides() || impl->is_nested()) return nullptr;
+  return impl;
+}
+
+// Appends <tensor>; false when the call must not be logged.
+bool encode_tensor(sp_enc* e, const at::Tensor& t) {
+  c10::TensorImpl* impl = loggable(t);
+  if (!impl) return false;
   c10::IntArrayRef sizes = impl->sizes();
   sp_enc_tensor(e, static_cast<int>(t.scalar_type()),
                 static_cast<int>(sizes.size()), sizes.data());
@@ -178,12 +185,8 @@ bool encode_outputs(sp_enc* e, const c10::IValue* rets, size_t n) {
 // A strided input: sizes, strides, offset, device. Other layouts (sparse,
 // mkldnn) have no strides: their sizes and dtype only.
 bool encode_strided(sp_enc* e, const at::Tensor& t) {
-  if (t.is_meta() && !t_state.allow_meta) {
-    t_state.saw_meta = true;
-    return false;
-  }
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  if (impl->has_symbolic_sizes_strides() || impl->is_nested()) return false;
+  c10::TensorImpl* impl = loggable(t);
+  if (!impl) return false;
   if (impl->layout() != c10::kStrided) return encode_tensor(e, t);
   c10::IntArrayRef sizes = impl->sizes();
   c10::Device device = impl->device();

@@ -80,3 +80,17 @@ def patched_sglang_tree(tree, files: dict, version: str):
         assert r.returncode == 0, r.stdout + r.stderr
     return tree
 
+
+def needs_sglang(version: str):
+    """A pytest mark: skip unless sglang==version is installed (make test-sglang)."""
+    import importlib.metadata
+    import importlib.util
+
+    import pytest
+    try:
+        installed = importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    return pytest.mark.skipif(installed != version or importlib.util.find_spec("sglang") is None,
+                              reason=f"needs sglang=={version} installed (make test-sglang)")
+

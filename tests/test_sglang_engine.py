@@ -5,8 +5,6 @@ SGLang's own files patched with patches/), LLM at TP=1 and TP=2 over gloo,
 and the diffusion runtime with deduplication. SGLang ends every run by
 SIGKILLing its workers: the files must still be exact and agree."""
 import glob
-import importlib.metadata
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,7 +12,7 @@ import sys
 import sysconfig
 
 import pytest
-from helpers import PKG_ROOT, ROOT, patched_sglang_tree
+from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree
 
 SGLANG_VERSION = "0.5.23"
 ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")
@@ -28,16 +26,7 @@ WORKERS = {"tp_worker": "sglang/srt/managers/tp_worker.py",
            "http_server": "sglang/srt/entrypoints/http_server.py"}
 
 
-def _sglang_version():
-    try:
-        return importlib.metadata.version("sglang")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-pytestmark = pytest.mark.skipif(
-    _sglang_version() != SGLANG_VERSION or importlib.util.find_spec("sglang") is None,
-    reason=f"needs sglang=={SGLANG_VERSION} installed (make test-sglang)")
+pytestmark = needs_sglang(SGLANG_VERSION)
 
 
 @pytest.fixture(scope="session")

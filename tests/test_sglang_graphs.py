@@ -15,8 +15,6 @@ the wrappers' fallback are checked without SGLang too."""
 import collections
 import enum
 import itertools
-import importlib.metadata
-import importlib.util
 import json
 import os
 import subprocess
@@ -25,7 +23,7 @@ import sysconfig
 
 import pytest
 import torch
-from helpers import PKG_ROOT, ROOT, patched_sglang_tree
+from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree
 
 from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof import profiler as profiler_module
@@ -46,16 +44,7 @@ PREFILL_REPLAYS = {4: 2, 16: 1}
 ATTENTION = {"aten.transpose.int", "aten.mm.default", "aten._softmax.default"}   # the eager break
 
 
-def _sglang_version():
-    try:
-        return importlib.metadata.version("sglang")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-needs_sglang = pytest.mark.skipif(
-    _sglang_version() != SGLANG_VERSION or importlib.util.find_spec("sglang") is None,
-    reason=f"needs sglang=={SGLANG_VERSION} installed (make test-sglang)")
+needs_sglang = needs_sglang(SGLANG_VERSION)
 
 
 # ---- without SGLang: graph keys, and the wrappers' fallback ---------------------
