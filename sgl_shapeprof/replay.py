@@ -229,7 +229,7 @@ def check(call: Call):
     if ns in COLLECTIVE_NAMESPACES:
         raise NotReplayable("collective: needs the process group it ran in")
     specs = [s for v in call.inputs.values() for s in _tensor_specs(v)]
-    if call.args is None and not any("stride" in s for s in specs):
+    if call.args is None and not any("stride" in s for s in specs):  # files from before "args": {}
         raise NotReplayable("no recorded arguments (record with --args)")
     base = name.rstrip("_")
     if base in RANDOM_OPS or (base in DROPOUT_OPS and (call.args or {}).get("train") is not False):
@@ -710,19 +710,20 @@ def header(paths: List[str], results: List[Replayed], warmup: int, iterations: O
            warm_cache: bool = False) -> str:
     import torch
     done = [r for r in results if r.reason is None]
-    devices = sorted({r.device for r in done}) or ["-"]
+    devices = sorted({r.device for r in done})
     its = (f"{iterations} timed iterations" if iterations else
            f"{MIN_ITERATIONS}-{MAX_ITERATIONS} timed iterations (~{TARGET_NS / 1e6:g} ms) per call")
     caches = ("one set of inputs per call, cached from run to run (--warm-cache)" if warm_cache else
               "each call's runs rotate among copies of its inputs, together 2x L2 (" + ", ".join(
-                  f"{rotation_bytes(d) >> 20} MiB on {d}" for d in devices if d != "-")
+                  f"{rotation_bytes(d) >> 20} MiB on {d}" for d in devices)
               + f") or {MAX_COPIES} copies")
     n_calls = sum(r.call.count for r in results)
     total = sum(r.total_us or 0 for r in done)
     threads = torch.get_num_threads()
-    return (f"replay of {', '.join(paths)} on {', '.join(devices)}: torch {torch.__version__}, "
-            f"{threads} thread{'s' if threads != 1 else ''}, {warmup} warm-up then {its}; "
-            f"{caches}; floats ~ N(0,1)\n"
+    how = (f"on {', '.join(devices)}: torch {torch.__version__}, {threads} thread{'s' if threads != 1 else ''}, "
+           f"{warmup} warm-up then {its}; {caches}; floats ~ N(0,1)" if done else
+           f"(torch {torch.__version__}): nothing could be replayed")
+    return (f"replay of {', '.join(paths)} {how}\n"
             f"{len(results)} distinct calls standing for {n_calls:,} calls: {len(done)} replayed "
             f"({sum(r.call.count for r in done):,} calls), {len(results) - len(done)} not\n"
             f"operator time of the replayed calls: {total / 1000:.3f} ms (median per call x count)\n")

@@ -75,6 +75,7 @@ def test_arguments_of_every_kind(tmp_path):
     assert full["args"]["fill_value"] == {"real": 1.0, "imag": 2.0}
     assert full["args"]["size"] == [2] and full["args"]["dtype"] is None
     assert all("stride" not in r["outputs"] for r in recs if isinstance(r["outputs"], dict))
+    assert by_op(recs, "aten.t.default")["args"] == {}  # arguments on, none to record
 
 
 def test_floats_read_back_exactly(tmp_path):

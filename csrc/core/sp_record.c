@@ -266,7 +266,7 @@ static int fmt_prefix(sp_profiler *p, sp_thread *t) {
   int args = 0, tensors = 0;
   o = put_items(o, op, in, 1, &args);
   *o++ = '}';
-  if (args) {
+  if (args || p->cfg.args) { /* {} too: "recorded with arguments, there are none" */
     o = PUT_LIT(o, ", \"args\": {");
     o = put_items(o, op, in, 0, &tensors);
     *o++ = '}';
