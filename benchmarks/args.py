@@ -16,13 +16,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import glob
 import os
-import re
-import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 
 import run as bench  # benchmarks/run.py: workloads and interleaved timing
@@ -53,31 +48,17 @@ def callgrind_child(helper: str, name: str) -> None:
 
 
 def callgrind(workloads: list) -> None:
-    if not shutil.which("valgrind") or not os.path.exists("/usr/include/valgrind/callgrind.h"):
+    if not bench.have_callgrind():
         raise SystemExit("--callgrind needs valgrind and its headers (apt-get install valgrind)")
     print(f"torch {torch.__version__}, instructions per call (whole process, one run of each row)")
     print(f"{'workload':10} {'written off -> on':>22} {'ratio':>6}   {'deduplicated off -> on':>22} {'ratio':>6}"
           f"   {'dedupe on / written off':>23}")
     with tempfile.TemporaryDirectory() as tmp:
-        helper = os.path.join(tmp, "cg_helper.so")
-        open(os.path.join(tmp, "cg.c"), "w").write(bench.CG_HELPER)
-        subprocess.run([shutil.which("gcc") or "cc", "-shared", "-fPIC", "-O1", "-o", helper,
-                        os.path.join(tmp, "cg.c")], check=True)
+        helper = bench.callgrind_helper(tmp)
         for name in workloads:
             calls = bench.count_calls(bench.WORKLOADS[name]())[0]
-            out = os.path.join(tmp, f"cg-{name}")
-            r = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-                                f"--callgrind-out-file={out}", sys.executable, __file__,
-                                "--callgrind-child", helper, name], capture_output=True, text=True)
-            if r.returncode != 0:
-                raise SystemExit(f"callgrind run failed:\n{r.stderr[-3000:]}")
-            total = {}
-            for f in glob.glob(out + "*"):
-                text = open(f).read()
-                m = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.M)
-                t = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
-                if m and t:
-                    total[m.group(1)] = int(t.group(1))
+            total = bench.callgrind_totals([__file__, "--callgrind-child", helper, name],
+                                           os.path.join(tmp, f"cg-{name}"))
             added = {k: (total[k] - total["base"]) / calls for k in ROWS[1:]}
             print(f"{name:10} {added['ours']:>9,.0f} -> {added['ours_args']:<9,.0f} "
                   f"{added['ours_args'] / added['ours']:>6.2f}   {added['ours_dedupe']:>9,.0f} -> "

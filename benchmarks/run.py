@@ -383,19 +383,25 @@ def callgrind_child(helper: str, n: int) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def bench_callgrind(n: int, tmp: str) -> dict:
-    if not shutil.which("valgrind") or not os.path.exists("/usr/include/valgrind/callgrind.h"):
-        print("== callgrind: skipped (needs valgrind and its headers: apt-get install valgrind)")
-        return {}
+def have_callgrind() -> bool:
+    return bool(shutil.which("valgrind")) and os.path.exists("/usr/include/valgrind/callgrind.h")
+
+
+def callgrind_helper(tmp: str) -> str:
+    """Builds the client-request helper (CG_HELPER) a child toggles counting with."""
     cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
     helper = os.path.join(tmp, "cg_helper.so")
     src = os.path.join(tmp, "cg_helper.c")
     open(src, "w").write(CG_HELPER)
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", helper, src], check=True)
-    out_base = os.path.join(tmp, "cg.out")
+    return helper
+
+
+def callgrind_totals(argv: list, out_base: str) -> dict:
+    """Runs `python argv...` under callgrind (counting only where the child
+    asks) and returns each dumped segment's instructions, by dump name."""
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-           f"--callgrind-out-file={out_base}", sys.executable, __file__, "--callgrind-child", helper, str(n)]
-    print(f"== callgrind: {n} calls of aten.add per segment (takes a minute or two)", flush=True)
+           f"--callgrind-out-file={out_base}", sys.executable, *argv]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"callgrind run failed:\n{r.stderr[-3000:]}")
@@ -406,6 +412,16 @@ def bench_callgrind(n: int, tmp: str) -> dict:
         t = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
         if m and t:
             totals[m.group(1)] = int(t.group(1))
+    return totals
+
+
+def bench_callgrind(n: int, tmp: str) -> dict:
+    if not have_callgrind():
+        print("== callgrind: skipped (needs valgrind and its headers: apt-get install valgrind)")
+        return {}
+    helper = callgrind_helper(tmp)
+    print(f"== callgrind: {n} calls of aten.add per segment (takes a minute or two)", flush=True)
+    totals = callgrind_totals([__file__, "--callgrind-child", helper, str(n)], os.path.join(tmp, "cg.out"))
     base = totals["base"] / n
     res = {"n": n, "instructions_per_call": {k: totals[k] / n for k in CG_SEGMENTS}}
     print(f"  base call (torch.add from Python, 8x8): {base:,.0f} instructions")
