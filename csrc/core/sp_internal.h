@@ -206,8 +206,7 @@ struct sp_profiler {
   int cur_phase;        /* index in phases, or -1 */
   struct phase_stat *phase_stats; /* every label a logged pass had */
   int n_phases, phase_cap;
-  /* graph captures: the open pass is one; its signatures' hash salt */
-  int in_graph;
+  /* graph captures: the open capture's signature hash salt; 0 when none */
   uint64_t graph_salt;
   struct graph_stat *graphs;
   int n_graphs, graph_cap;

@@ -256,11 +256,6 @@ static int logging_value(const sp_profiler *p, int logged) {
   return logged ? 1 | (p->cfg.args ? SP_LOGGING_ARGS : 0) : 0;
 }
 
-/* Leaves a graph capture, if one is open. Spinlock held. */
-static void end_graph(sp_profiler *p) {
-  p->in_graph = 0;
-  p->graph_salt = 0;
-}
 
 /* The slot of graph key (added if new); -1 only when out of memory. */
 static int graph_index(sp_profiler *p, long long key) {
@@ -279,9 +274,11 @@ static int graph_index(sp_profiler *p, long long key) {
   return p->n_graphs++;
 }
 
-/* ', "forward_pass": N[, "phase": "p"]' for the records of a pass, and the
- * phase's slot. Spinlock held; 0 when out of memory. */
-static int set_pass_header(sp_profiler *p, long long pass, const char *phase) {
+/* ', "forward_pass": N[, "phase": "p"][, "graph": key]' for the records of a
+ * pass (graph: a capture's key, or NULL), and the phase's slot. Spinlock
+ * held; 0 when out of memory. */
+static int set_pass_header(sp_profiler *p, long long pass, const char *phase,
+                           const long long *graph) {
   p->pass_json.n = 0;
   BUF_LIT(&p->pass_json, ", \"forward_pass\": ");
   buf_i64(&p->pass_json, pass);
@@ -290,6 +287,10 @@ static int set_pass_header(sp_profiler *p, long long pass, const char *phase) {
     BUF_LIT(&p->pass_json, ", \"phase\": ");
     buf_json_str(&p->pass_json, phase, strlen(phase));
     p->cur_phase = phase_index(p, phase);
+  }
+  if (graph) {
+    BUF_LIT(&p->pass_json, ", \"graph\": ");
+    buf_i64(&p->pass_json, *graph);
   }
   return !p->pass_json.failed;
 }
@@ -312,26 +313,18 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
   pthread_mutex_lock(&p->pass_mu);
   lock_acquire(&p->lock);
   int logged = 0;
-  end_graph(p);
-  if (!p->closed) {
-    if (phase_wanted(p, phase) && !p->failed) {
-      int g = graph_index(p, key);
-      if (g < 0 || !set_pass_header(p, 0, phase)) {
-        fail(p, "out of memory formatting a pass header for ", 0);
-      } else {
-        BUF_LIT(&p->pass_json, ", \"graph\": ");
-        buf_i64(&p->pass_json, key);
-        if (p->pass_json.failed) {
-          fail(p, "out of memory formatting a pass header for ", 0);
-        } else {
-          logged = 1;
-          p->graphs[g].captures++;
-          p->in_graph = 1;
-          /* per-graph signatures: a signature's record stands for calls of
-           * one graph (its replays multiply it), never another's */
-          p->graph_salt = ((uint64_t)key + 1) * 0x9E3779B97F4A7C15ULL | 1;
-        }
-      }
+  p->graph_salt = 0;
+  if (!p->closed && phase_wanted(p, phase) && !p->failed) {
+    int g = graph_index(p, key);
+    if (g < 0 || !set_pass_header(p, 0, phase, &key)) {
+      fail(p, "out of memory formatting a pass header for ", 0);
+    } else {
+      logged = 1;
+      p->graphs[g].captures++;
+      /* per-graph signatures: a signature's record stands for calls of one
+       * graph (its replays multiply it), never another's; nonzero while a
+       * capture is open */
+      p->graph_salt = ((uint64_t)key + 1) * 0x9E3779B97F4A7C15ULL | 1;
     }
   }
   return pass_opened(p, logged);
@@ -341,7 +334,7 @@ int sp_graph_replay(sp_profiler *p, long long key, long long n) {
   if (!p || n <= 0 || atomic_load(&p->orphaned)) return 0;
   int counted = 0;
   lock_acquire(&p->lock);
-  if (!p->closed && p->in_pass && p->pass_logged && !p->in_graph && !p->failed) {
+  if (!p->closed && p->in_pass && p->pass_logged && !p->graph_salt && !p->failed) {
     int g = graph_index(p, key);
     if (g >= 0) {
       p->graphs[g].replays += n;
@@ -359,7 +352,7 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
   pthread_mutex_lock(&p->pass_mu); /* after any trim of the last pass's end */
   lock_acquire(&p->lock);
   int logged = 0;
-  end_graph(p);
+  p->graph_salt = 0; /* a begin ends an open capture */
   if (!p->closed) {
     p->passes++;
     if (p->passes > p->cfg.skip_warmup && phase_wanted(p, phase) &&
@@ -367,7 +360,7 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
         !p->failed) {
       logged = 1;
       p->logged_passes++;
-      int ok = set_pass_header(p, p->passes, phase);
+      int ok = set_pass_header(p, p->passes, phase, NULL);
       if (p->cur_phase >= 0) p->phase_stats[p->cur_phase].passes++;
       if (!ok) {
         fail(p, "out of memory formatting a pass header for ", 0);
@@ -395,8 +388,8 @@ void sp_pass_end(sp_profiler *p) {
   lock_acquire(&p->lock);
   int was_logged = p->in_pass && p->pass_logged && !p->closed;
   int was_pass = p->in_pass && !p->closed;
-  if (p->in_pass) p->last_logged = was_logged && !p->in_graph; /* captures are not reopened */
-  end_graph(p);
+  if (p->in_pass) p->last_logged = was_logged && !p->graph_salt; /* captures are not reopened */
+  p->graph_salt = 0;
   p->in_pass = 0;
   p->pass_logged = 0;
   atomic_store(&p->logging, 0);
