@@ -34,7 +34,9 @@ typedef struct sp_config {
   long long rank;          /* written to the summary */
   long long skip_warmup;   /* passes 1..skip_warmup are not logged */
   long long log_n_passes;  /* logged passes at most; 0 = unlimited */
-  int dedupe;              /* write each input signature once */
+  int dedupe;              /* write each signature once (FORMAT.md: its
+                              operation, inputs, outputs, the arguments that
+                              decide them, its phase and graph) */
   const char *phases;      /* comma list of phases to log; NULL/"" = all */
   int args;                /* record non-tensor arguments and each input
                               tensor's strides, offset and device too */
@@ -59,17 +61,21 @@ const char *sp_summary_path(const sp_profiler *p);
 /* Writes the summary path for a records path into buf (NUL-terminated). */
 int sp_summary_path_for(const char *records_path, char *buf, size_t cap);
 
-/* Passes. sp_pass_begin returns 1 when the pass is logged, 0 when not (warm-up,
- * past the pass limit, phase filtered out, profiler closed or failed). A begin
- * while a pass is open ends that pass first. */
+/* Passes. A pass is the calling thread's: several threads run passes of one
+ * profiler at once, each numbered as it began (skip_warmup and log_n_passes
+ * count them all), and begin, end and reopen act on the calling thread's
+ * pass only. sp_pass_begin returns 1 when the pass is logged, 0 when not
+ * (warm-up, past the pass limit, phase filtered out, profiler closed or
+ * failed). A begin while this thread's pass is open (of any profiler) ends
+ * that pass first. The caller holds a reference to p (its owner's). */
 int sp_pass_begin(sp_profiler *p, const char *phase);
 void sp_pass_end(sp_profiler *p);
-/* Reopens the pass that ended last, under its number and phase, without
+/* Reopens this thread's pass that ended last, under its number and phase, without
  * counting a new pass: for work that belongs to it but runs after its end
  * (SGLang's delayed sampling). Returns 1 if it was logged. End it with
  * sp_pass_end. */
 int sp_pass_reopen(sp_profiler *p);
-/* Nonzero while a logged pass is open and the profiler works: 1, with
+/* Nonzero while some thread's logged pass is open and the profiler works: 1, with
  * SP_LOGGING_ARGS added when calls are described with their arguments
  * (sp_config.args; the encoding below). Lock-free. */
 #define SP_LOGGING_ARGS 2
@@ -94,7 +100,7 @@ typedef struct sp_stats {
   long long passes;           /* forward_passes */
   long long logged_passes;
   long long dedupe_skipped;   /* dedupe_skipped_count */
-  long long signatures;       /* unique_op_signatures */
+  long long signatures;       /* unique_op_signatures: of calls that returned */
   long long errors;           /* records of calls that raised */
   long long bytes;            /* bytes of records written */
 } sp_stats;
@@ -133,7 +139,8 @@ int sp_set_names(int table, const char *const *names, int n);
  *              SP_ENC_TENSOR, <tensor> | SP_ENC_LIST, n, <entry> x n |
  *              SP_ENC_NONE
  *   <tensor> = dtype_code, ndim, size x ndim;  <entry> = <tensor> or -1 (None)
- * The inputs part is also the deduplication signature.
+ * The inputs part, float values left out, and the outputs make the
+ * signature (deduplication's key).
  *
  * With arguments (SP_LOGGING_ARGS), input tensors are "strided":
  *   dtype_code | SP_ENC_STRIDED, ndim, size x ndim, stride x ndim, offset,
@@ -218,12 +225,16 @@ void sp_enc_bytes(sp_enc *e, const char *s, size_t n);
 enum {
   SP_CALL_SKIP = 0,      /* not recorded: nothing more to do */
   SP_CALL_RECORDING = 1, /* fill t's outputs, then sp_call_end, or sp_call_fail */
-  SP_CALL_COUNTED = 2    /* a deduplicated repeat, already counted: only if
-                            it raises, sp_call_fail (errors are always written) */
+  SP_CALL_COUNTED = 2    /* counted as a repeat of a deduplicated signature:
+                            the same, and sp_call_end, which checks that the
+                            outputs are that signature's, writes nothing if
+                            they are (errors are always written) */
 };
 /* The caller has filled t's inputs. Returns one of SP_CALL_*. After a
  * nonzero return, no other sp_call_begin may come on this thread before the
- * call ends. */
+ * call ends. A call belongs to its thread's pass (sp_pass_begin), or, on a
+ * thread that runs no pass of p (one that inherited the caller's dispatch
+ * state), to the latest logged pass begun. */
 int sp_call_begin(sp_profiler *p, sp_thread *t);
 /* The call returned; t's outputs are filled. */
 void sp_call_end(sp_profiler *p, sp_thread *t);

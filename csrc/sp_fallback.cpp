@@ -519,7 +519,8 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     record_exception(p, t, std::current_exception());
     throw;
   }
-  if (state == SP_CALL_COUNTED) return;  // a deduplicated repeat
+  // A deduplicated repeat (SP_CALL_COUNTED) too: its outputs say whether it
+  // is one (sp_call_end compares them, without a lock, when it is).
   size_t n_rets = op.schema().returns().size();
   sp_enc* out = &sp_thread_enc(t)->out;
   bool ok = false;
@@ -636,8 +637,10 @@ void sp_fallback_disable(sp_profiler* p) {
     set_thread_profiler(nullptr);
     set_key(false);
   }
+  // Threads that inherited the key log into p's latest logged pass while
+  // some thread's is open.
   sp_profiler* expected = p;
-  if (p && g_inherited.compare_exchange_strong(expected, nullptr)) sp_unref(p);
+  if (p && !sp_logging(p) && g_inherited.compare_exchange_strong(expected, nullptr)) sp_unref(p);
 }
 
 int sp_fallback_pause(void) {

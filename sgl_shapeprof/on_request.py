@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Union
 
 from .config import phase_filter
-from .profiler import PassContext, ShapeProfiler, _say
+from .profiler import PassContext, ShapeProfiler, _say, _say_once
 
 ENV_CONTROL_DIR = "SGLANG_PROFILE_SHAPES_CONTROL_DIR"
 
@@ -137,12 +137,23 @@ class OnRequestProfiler(PassContext):
 
     # -- passes (the model's thread) ----------------------------------------
     def start_forward_pass(self, phase: Optional[str] = None) -> bool:
+        """As ShapeProfiler.start_forward_pass (a start while the pass an
+        earlier start began is open ends that pass first)."""
+        return self._start_pass(phase, plain=True)
+
+    def _start_pass(self, phase: Optional[str], plain: bool) -> bool:
         stack = self._stack()
+        if plain and len(stack) == 1 and getattr(self._started, "plain", False):
+            _say_once("unended", "start_forward_pass() while the pass it started on this thread is "
+                                 "still open (no end_forward_pass() after it): that pass ends here")
+            self.end_forward_pass()
         if self._control and not stack:
             self._poll_control()
+        if not stack:
+            self._started.plain = plain
         prof = self._profiler_for(phase) if not stack else stack[-1]
         stack.append(prof)
-        return prof.start_forward_pass(phase) if prof is not None else False
+        return prof._start_pass(phase, plain=False) if prof is not None else False
 
     def reopen_forward_pass(self) -> bool:
         stack = self._stack()

@@ -46,14 +46,25 @@ def _check_count(name: str, value: int) -> int:
     return value
 
 
+class _ThreadPass(threading.local):
+    """One thread's pass of a profiler: passes are per thread."""
+    depth = 0         # open passes (nesting); 0: none
+    plain = False     # the open pass was begun by start_forward_pass()
+    logged = False
+    implicit = False  # the open pass is `record`'s whole-run one
+
+
 class PassContext:
     """forward_pass() and capture_graph() for profilers with
     start_forward_pass/_start_capture/end_forward_pass."""
 
     @contextlib.contextmanager
     def forward_pass(self, phase: Optional[str] = None) -> Iterator[bool]:
-        """with profiler.forward_pass("decode") as logged: ..."""
-        logged = self.start_forward_pass(phase)
+        """with profiler.forward_pass("decode") as logged: ...
+
+        Blocks nest: a pass begun inside an open one (a with-block or a
+        start_forward_pass() on this thread) is part of it."""
+        logged = self._start_pass(phase, plain=False)
         try:
             yield logged
         finally:
@@ -96,8 +107,16 @@ class ShapeProfiler(PassContext):
     offset and device (the records' "args"; what `sgl-shapeprof replay` needs),
     and deduplicate on them too.
 
-    Profiling applies to the thread that starts a pass (and threads that
-    inherit its dispatch state, such as autograd's).
+    Passes are per thread: a pass records the calls of the thread that
+    starts it (and of threads that inherit its dispatch state, such as
+    autograd's); several threads run passes at once, each numbered as it
+    began, and a thread's end_forward_pass() ends its own pass only.
+
+    start_forward_pass() while the pass that an earlier start_forward_pass()
+    began on this thread is still open (its forward raised before the end)
+    ends that pass first, said once; a pass begun inside a with-block
+    forward_pass() is part of it. In a forked child nothing is recorded and
+    every pass says so (False).
     """
 
     def __init__(self, output: PathLike = "shapes.jsonl", *, rank: int = 0,
@@ -139,38 +158,59 @@ class ShapeProfiler(PassContext):
         self._phase_filter = phase_list  # to say so at close when it matched nothing
         self._phases_seen: set = set()
         self._phases_from = "phases="  # from_env names its variable here
-        self._depth = 0           # open passes on _pass_thread (nesting)
-        self._implicit = False    # the open pass is record's implicit one
-        self._pass_thread = 0
-        self._logged = False
+        self._pass = _ThreadPass()  # this thread's pass
+        self._pid = os.getpid()     # a forked child records nothing
         _open_profilers.add(self)
 
     # -- passes -------------------------------------------------------------
     def start_forward_pass(self, phase: Optional[str] = None) -> bool:
         """Starts a forward pass on this thread; True if it is logged.
 
-        A pass started inside an open pass of this profiler on the same
-        thread is part of it (one pass; its end ends nothing). A pass of
-        another profiler inside it is refused (False, said once): one thread
-        logs into one file at a time, and the outer pass keeps logging."""
+        Inside a with-block pass of this profiler on this thread it is part of
+        that pass (its end ends nothing). While a pass that start_forward_pass()
+        began here is open, that pass ends first (said once): a forward that
+        raised between start and end must not swallow the passes after it.
+        A pass of another profiler inside it is refused (False, said once):
+        one thread logs into one file at a time, and the outer pass keeps
+        logging."""
+        return self._start_pass(phase, plain=True)
+
+    def _usable(self) -> bool:
+        """Not closed, not broken, not a forked child's copy."""
         if self._closed or self._broken:
             return False
+        if os.getpid() != self._pid:
+            _say_once("forked", f"{self!r} was opened by process {self._pid}: this forked "
+                                f"process ({os.getpid()}) records nothing")
+            return False
+        return True
+
+    def _start_pass(self, phase: Optional[str], plain: bool) -> bool:
+        if not self._usable():
+            return False
+        st = self._pass
+        if st.implicit:  # `record`'s whole-run pass: the program's first pass replaces it
+            st.implicit = False
+            st.depth = 0
+        elif st.depth == 1 and st.plain and plain:
+            _say_once("unended", "start_forward_pass() while the pass it started on this thread is "
+                                 "still open (no end_forward_pass() after it): that pass ends here")
+            st.depth = 0
+        if st.depth:
+            st.depth += 1
+            return st.logged
         me = threading.get_ident()
-        if self._implicit:  # `record`'s whole-run pass: the program's first pass replaces it
-            self._implicit = False
-            self._depth = 0
-        if self._depth and self._pass_thread == me:
-            self._depth += 1
-            return self._logged
         owner = _pass_owner.get(me)
-        if owner is not None and owner is not self and owner._depth and not owner._closed:
+        if owner is not None and owner is not self and owner._pass.depth and not owner._closed:
             _say_once("nested", f"a pass of {owner!r} is open on this thread: a pass of {self!r} "
                                 f"inside it is not logged (one file per thread at a time)")
             return False
         phase = _label(phase)
         if self._phase_filter is not None and len(self._phases_seen) < 16:
             self._phases_seen.add(phase)
-        return self._begin(self._native.pass_begin, phase)
+        logged = self._begin(self._native.pass_begin, phase)
+        st.plain = plain
+        return logged
 
     def _begin(self, native_begin, *args) -> bool:
         try:
@@ -179,40 +219,43 @@ class ShapeProfiler(PassContext):
         except Exception as e:  # never into the model
             self._give_up(e)
             return False
-        me = threading.get_ident()
-        self._depth, self._pass_thread, self._logged = 1, me, logged
-        _pass_owner[me] = self
+        st = self._pass
+        st.depth, st.logged, st.plain = 1, logged, False
+        _pass_owner[threading.get_ident()] = self
         return logged
 
     def _start_implicit_pass(self) -> bool:
         """The pass `sgl-shapeprof record` wraps a whole program in, until the
-        program starts passes of its own (the first one ends it)."""
+        program starts passes of its own on this thread (the first one ends
+        it)."""
         logged = self.start_forward_pass()
-        self._implicit = True
+        self._pass.implicit = True
         return logged
 
     def reopen_forward_pass(self) -> bool:
-        """Reopens the pass that ended last on this profiler, under its
-        number and phase (not counted again), for work that belongs to it but
-        runs after its end, such as SGLang's delayed sampling. True if that
-        pass is logged. End it with end_forward_pass()."""
-        if self._closed or self._broken:
+        """Reopens the pass that ended last on this thread, under its number
+        and phase (not counted again), for work that belongs to it but runs
+        after its end, such as SGLang's delayed sampling. True if that pass
+        is logged. End it with end_forward_pass()."""
+        if not self._usable():
             return False
-        if self._depth:  # a pass is open: nothing to reopen
-            self._depth += 1
-            return self._logged
+        st = self._pass
+        if st.depth:  # a pass is open: nothing to reopen
+            st.depth += 1
+            return st.logged
         return self._begin(self._native.pass_reopen)
 
     # -- graph captures (CUDA graphs): capture_graph() is PassContext's ------
     def _start_capture(self, key: int, phase: Optional[str]) -> bool:
-        if self._closed or self._broken:
+        if not self._usable():
             return False
         key = _check_key(key)
-        if self._depth:  # a pass is open: a capture inside it is not a pass of its own
+        st = self._pass
+        if st.depth:  # a pass is open: a capture inside it is not a pass of its own
             _say_once("capture-in-pass", "a graph capture started inside an open pass is "
                                          "recorded as part of that pass")
-            self._depth += 1
-            return self._logged
+            st.depth += 1
+            return st.logged
         return self._begin(self._native.graph_begin, _label(phase), key)
 
     def graph_replayed(self, key: int, n: int = 1) -> bool:
@@ -220,7 +263,7 @@ class ShapeProfiler(PassContext):
         forward pass, so that they match the passes the records cover. The
         summary's "graphs" says, per key, captures recorded and replays
         counted. Costs one lock, no per-operator work."""
-        if self._closed or self._broken:
+        if not self._usable():
             return False
         try:
             return bool(self._native.graph_replay(_check_key(key), n))
@@ -231,15 +274,18 @@ class ShapeProfiler(PassContext):
             return False
 
     def end_forward_pass(self) -> None:
-        if self._closed or self._broken:
+        """Ends this thread's pass (the innermost, when they nest)."""
+        if self._closed or self._broken or os.getpid() != self._pid:
             return
-        if self._depth > 1:  # the end of a nested pass: the outer one goes on
-            self._depth -= 1
+        st = self._pass
+        if st.depth > 1:  # the end of a nested pass: the outer one goes on
+            st.depth -= 1
             return
-        if self._depth:
-            self._depth = 0
-            if _pass_owner.get(self._pass_thread) is self:
-                del _pass_owner[self._pass_thread]
+        if st.depth:
+            st.depth = 0
+            me = threading.get_ident()
+            if _pass_owner.get(me) is self:
+                del _pass_owner[me]
         try:
             self._native.pass_end()
         except Exception as e:
@@ -284,8 +330,8 @@ class ShapeProfiler(PassContext):
 
     @property
     def logging(self) -> bool:
-        """True while a logged pass is open."""
-        return bool(self._native.logging)
+        """True while a logged pass is open (on any thread)."""
+        return os.getpid() == self._pid and bool(self._native.logging)
 
     @property
     def closed(self) -> bool:

@@ -78,7 +78,12 @@ def format_inputs(inputs: Optional[dict]) -> str:
 
 @dataclass
 class Signature:
-    """A distinct call: operation, inputs, outputs (or error), phase."""
+    """A signature: what makes a call distinct to a reader (FORMAT.md), the
+    same thing the profiler deduplicates on: its operation, inputs, outputs
+    (or error), its pass's phase and graph, and, where arguments were
+    recorded, the arguments other than float values (a float that changes
+    every step does not make a new signature; `args` shows the first
+    record's values)."""
     operation: str
     inputs: dict
     outputs: object
@@ -102,7 +107,7 @@ class Signature:
     def key(self) -> Tuple[str, str, str]:
         """What makes two signatures the same across files (phase aside)."""
         return (self.operation, json.dumps(self.inputs, sort_keys=False) + (
-                    json.dumps(self.args) if self.args is not None else ""),
+                    json.dumps(mask_floats(self.args)) if self.args is not None else ""),
                 json.dumps(self.outputs) if self.error is None else "error")
 
 
@@ -278,6 +283,40 @@ _PREFIX = b'{"call_id": '
 _PASS = b'"forward_pass": '
 
 
+_FLOAT_WORDS = ("inf", "-inf", "nan")  # floats JSON cannot hold (FORMAT.md)
+
+
+def _is_float(v: object) -> bool:
+    return (isinstance(v, float) or v in _FLOAT_WORDS or
+            (isinstance(v, dict) and set(v) == {"real", "imag"}))
+
+
+def mask_floats(args: Optional[dict]) -> Optional[dict]:
+    """args without their float values (each float becomes null): what the
+    signature keeps of them."""
+    if not args:
+        return args
+
+    def one(v):
+        if isinstance(v, list) and v and all(_is_float(x) or isinstance(x, int) for x in v) \
+                and any(_is_float(x) for x in v):
+            return [None] * len(v)
+        return None if _is_float(v) else v
+    return {k: one(v) for k, v in args.items()}
+
+
+def _float_key(rec: dict) -> Optional[bytes]:
+    """The scan key of a record whose args hold floats (they are masked),
+    else None (its text is its key)."""
+    args = rec.get("args")
+    if not isinstance(args, dict) or not any(
+            _is_float(v) or (isinstance(v, list) and any(_is_float(x) for x in v)) for v in args.values()):
+        return None
+    body = {k: (mask_floats(v) if k == "args" else v) for k, v in rec.items()
+            if k not in ("call_id", "forward_pass")}
+    return json.dumps(body).encode()[1:]
+
+
 def _signature_of(rec: dict) -> Signature:
     out = rec.get("outputs")
     return Signature(
@@ -340,8 +379,10 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                 on_record: Optional[Callable[[int, Signature, int], None]],
                 progress: Optional[Callable[[int], None]]) -> None:
     rep = src.report
-    # key -> [signature, or None when filtered out; records; calls]
+    # key -> [signature, or None when filtered out; records; calls;
+    #         replays; its key in src.signatures]
     entries: Dict[bytes, list] = {}
+    by_float_key: Dict[bytes, list] = {}  # records whose args hold floats
     pass_calls: Dict[bytes, int] = {}  # pass number as text -> calls
     sigs = src.signatures
     lo, hi = flt.passes or (0, 2**62)
@@ -368,11 +409,18 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                     except ValueError:
                         parser.hold(line)
                         continue
-                    e = entries[key] = [_signature_of(rec), 0, 0, 1]
-                    src.seen_operations.add(e[0].operation)
-                    e[3] = _replays(src, e[0])
-                    if not flt.keeps(e[0]):
-                        e[0] = None
+                    fk = _float_key(rec)
+                    same = by_float_key.get(fk) if fk is not None else None
+                    if same is not None:  # a signature seen with other float values
+                        e = entries[key] = [same[0], 0, 0, same[3], fk]
+                    else:
+                        e = entries[key] = [_signature_of(rec), 0, 0, 1, fk or key]
+                        src.seen_operations.add(e[0].operation)
+                        e[3] = _replays(src, e[0])
+                        if not flt.keeps(e[0]):
+                            e[0] = None
+                        if fk is not None:
+                            by_float_key[fk] = e
                 n_records += 1
                 if e[0] is None:
                     continue
@@ -380,9 +428,9 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                 if use_passes and not lo <= int(fp) <= hi:
                     continue
                 n = (get_count(line[12:c], 1) if get_count else 1) * e[3]
-                if not e[1]:
+                if e[4] not in sigs:
                     e[0].first_call = int(line[12:c])
-                    sigs[key] = e[0]
+                    sigs[e[4]] = e[0]
                 e[1] += 1
                 e[2] += n
                 pass_calls[fp] = pass_calls.get(fp, 0) + n
@@ -435,8 +483,8 @@ def _add_slow(src: Source, flt: Filter, rec: dict, counts: Dict[bytes, int],
     fp = rec.get("forward_pass")
     if flt.passes is not None and not (isinstance(fp, int) and flt.passes[0] <= fp <= flt.passes[1]):
         return 0
-    body = {k: v for k, v in rec.items() if k not in ("call_id", "forward_pass")}
-    key = json.dumps(body).encode()[1:]
+    key = _float_key(rec) or json.dumps(
+        {k: v for k, v in rec.items() if k not in ("call_id", "forward_pass")}).encode()[1:]
     sig = src.signatures.get(key)
     if sig is None:
         sig = _signature_of(rec)

@@ -54,8 +54,9 @@ def describe_outputs(func, result) -> Any:
     return [describe(x) if has_tensor(x) or isinstance(x, (list, tuple)) else None for x in items]
 
 
-def signature(op: str, inputs: dict) -> str:
-    return json.dumps([op, inputs], sort_keys=False)
+def signature(op: str, inputs: dict, outputs: Any = None, phase: Optional[str] = None) -> str:
+    """What makes a call distinct (FORMAT.md): operation, inputs, outputs, phase."""
+    return json.dumps([op, inputs, outputs, phase], sort_keys=False)
 
 
 class ReferenceLogger(TorchDispatchMode):
@@ -89,9 +90,10 @@ class ReferenceLogger(TorchDispatchMode):
             self.__exit__(None, None, None)
 
     def _write(self, op: str, inputs: dict, outputs: Any, error: Optional[BaseException]) -> None:
-        sig = signature(op, inputs)
+        sig = signature(op, inputs, outputs, self.phase)
         seen = sig in self.signatures
-        self.signatures.add(sig)
+        if error is None:  # a call that raised is always written, and no signature
+            self.signatures.add(sig)
         self.counts[op] += 1
         if seen and self.dedupe and error is None:
             self.skipped += 1

@@ -99,9 +99,9 @@ def test_dedupe_keys_on_arguments(tmp_path):
     assert [r["args"]["dim"] for r in sums] == [[0], [1]]
     counts = json.load(open(prof.summary_path))["signature_counts"]
     assert [counts.get(str(r["call_id"]), 1) for r in sums] == [2, 3]
-    # without arguments the two dims are one signature (inputs alone are the key)
+    # without arguments the two dims are still two signatures: their outputs differ
     recs, _ = _record(tmp_path, work, name="b.jsonl", dedupe=True)
-    assert len([r for r in recs if r["operation"] == "aten.sum.dim_IntList"]) == 1
+    assert [r["outputs"]["shape"] for r in recs if r["operation"] == "aten.sum.dim_IntList"] == [[6], [4]]
 
 
 def test_a_raising_call_keeps_its_arguments(tmp_path):

@@ -149,8 +149,10 @@ def test_patched_diffusion_worker_dedupes_by_default(patched_tree, tmp_path, mon
     assert s["dedupe_enabled"] is True and s["forward_passes"] == 2
     assert s["operation_counts"]["aten.tanh.default"] == 100
     assert s["phase_passes"] == {"warmup": 1, "generate": 1}
-    # each signature once: the second request and steps 2..50 only count
-    assert [r["operation"] for r in load(out)] == ["aten.randn.default", "aten.mul.Tensor", "aten.tanh.default"]
+    # each signature once per phase (a phase is part of it): steps 2..50 only count
+    assert [(r["phase"], r["operation"]) for r in load(out)] == [
+        (ph, op) for ph in ("warmup", "generate")
+        for op in ("aten.randn.default", "aten.mul.Tensor", "aten.tanh.default")]
 
 
 ZERO_EDIT = r'''

@@ -80,6 +80,7 @@ static void destroy(sp_profiler *p) {
   free(p->op_order);
   free(p->recs);
   free(p->slots);
+  free(p->vslots);
   free(p->arena);
   free(p->text);
   free(p->snap_ops);

@@ -12,7 +12,7 @@ static void flush_one(sp_profiler *p) {
   if (!atomic_exchange(&p->flush_wanted, 0)) return;
   pthread_mutex_lock(&p->summary_mu);
   pthread_mutex_lock(&p->pass_mu);
-  if (p->closed || atomic_load(&p->orphaned) || p->in_pass) {
+  if (p->closed || atomic_load(&p->orphaned) || p->open_passes) {
     /* closed: close wrote it; in a pass: that pass's end asks again */
     pthread_mutex_unlock(&p->pass_mu);
     pthread_mutex_unlock(&p->summary_mu);

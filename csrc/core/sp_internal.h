@@ -73,11 +73,19 @@ struct sp_thread {
   opcache_slot cache[SP_OPCACHE_SIZE];
   /* The call in flight. */
   sp_op *op;
-  uint64_t sig_hash;
-  int seen_before; /* signature already written (dedupe on) */
+  const struct sp_pass *pass; /* the pass it is recorded in (NULL: the
+                                 profiler's latest, for a thread that
+                                 inherited the key and runs no pass) */
+  int phase;       /* that pass's phase slot, or -1 */
+  uint64_t sig_hash; /* of its inputs key, salted by the pass */
+  const int64_t *key; /* the inputs key: the inputs, float values masked */
+  size_t key_n;
+  int floats;      /* the inputs hold float values: no cached prefix text */
+  sp_enc keybuf;   /* the masked copy, when floats */
+  long prim;       /* the record of its inputs (first outputs seen), or -1 */
   int counted;     /* a deduplicated repeat, already counted at begin */
-  long sig;        /* the call's signature record, or -1 */
-  int new_sig;     /* the record was added by this call */
+  sp_enc expect;   /* ...whose outputs must be these (checked at the end) */
+  long sig;        /* the call's signature record (inputs and outputs), or -1 */
   size_t head_at;  /* where '"operation"' starts in prefix */
   int spec;        /* our prefix sits speculatively at the file's tail */
   size_t spec_at;  /* where it starts */
@@ -101,14 +109,21 @@ typedef struct sp_file {
   const sp_thread *spec_owner;
 } sp_file;
 
-/* One distinct input signature. Records never move (they are found by index)
- * and keep the text rendered for them, so that writing a call whose shapes
- * were seen before is a copy, not formatting. */
+/* A signature: what makes a call distinct to a reader of the file (its
+ * operation, inputs, outputs, the arguments that decide them where they are
+ * recorded, and its pass's phase and graph). Records are found by index and
+ * never move. The first outputs seen with some inputs make the inputs'
+ * "primary" record, found by the inputs alone (slots): most calls are its
+ * repeats. Other outputs with the same inputs make "variant" records, found
+ * by inputs and outputs (vslots). Records keep the text rendered for them,
+ * so that writing a call whose shapes were seen before is a copy. */
 typedef struct sig_rec {
-  uint64_t hash;
-  size_t w_at, w_n;         /* the signature's words, in arena */
+  uint64_t hash;            /* of the key (and outputs, for a variant) */
+  size_t w_at, w_n;         /* the inputs key, in arena */
+  long prim;                /* a variant's primary record; -1 for a primary */
+  int has_out;              /* outputs known: the record is a signature */
   size_t in_at, in_n;       /* '"operation": ..., "inputs": {...}' in text; 0: none */
-  size_t out_w_at, out_w_n; /* the outputs encoding out_at is the text of */
+  size_t out_w_at, out_w_n; /* the outputs, in arena */
   size_t out_at, out_n;     /* ', "outputs": ...}\n' in text; 0: none yet */
   /* The record that stands for the signature's deduplicated calls: its
    * call_id (0: none written yet), and the calls it stands for, itself and
@@ -191,23 +206,20 @@ struct sp_profiler {
   sp_config cfg;
   char *path, *summary_path, *phases;
   char errmsg[SP_ERRMSG_CAP];
+  unsigned long long serial; /* names this profiler to threads' passes */
   pid_t owner_pid;
-  atomic_int logging;   /* a logged pass is open and all is well */
+  atomic_int logging;   /* some thread's logged pass is open and all is well */
   atomic_int orphaned;  /* we are a forked child: hands off the file */
   atomic_int refs;      /* the owner's, and each thread's that points here */
   int closed, failed;
   int failure_unsaid;   /* fail() ran; tell_failure says it, outside the spinlock */
   const char *ended_by; /* "close", "SIGSEGV", ... */
   sp_file file;
-  /* passes */
+  /* passes: each thread's own (struct sp_pass); these count them */
   long long passes, logged_passes;
-  int in_pass, pass_logged;
-  int last_logged;      /* the pass that ended last was logged (for reopen) */
-  int cur_phase;        /* index in phases, or -1 */
+  int open_passes, open_logged; /* open now, on all threads */
   struct phase_stat *phase_stats; /* every label a logged pass had */
   int n_phases, phase_cap;
-  /* graph captures: the open capture's signature hash salt; 0 when none */
-  uint64_t graph_salt;
   struct graph_stat *graphs;
   int n_graphs, graph_cap;
   /* the summary's copy (summary_mu): op ids; counts, first-seen order by id */
@@ -220,7 +232,11 @@ struct sp_profiler {
   int snap_graph_cap;
   struct sig_count *snap_sigs;
   long long snap_sig_cap;
-  sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"]' */
+  /* the latest logged pass begun, for threads that inherited the key and
+   * run no pass of their own (autograd's): its header, phase, salt */
+  sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"][, "graph": K]' */
+  int latest_phase;
+  uint64_t latest_salt;
   /* the next call_id, as decimal text: incremented, never formatted */
   char id_text[24];
   size_t id_len;
@@ -229,11 +245,14 @@ struct sp_profiler {
   long long *op_counts, *op_first; /* by op id */
   int *op_order;                   /* scratch for sorting, same size */
   int op_cap;
-  /* signatures: records, an open-addressing index of them, and their data */
+  /* signatures: records, open-addressing indexes of them, and their data */
   sig_rec *recs;
+  long long n_recs; /* records (signatures, and inputs whose call is in flight) */
   size_t recs_cap;
-  uint32_t *slots; /* record index + 1; 0 = empty */
-  size_t slot_cap;
+  uint32_t *slots; /* primaries by inputs: record index + 1; 0 = empty */
+  size_t slot_cap, n_prims;
+  uint32_t *vslots; /* variants by inputs and outputs */
+  size_t vslot_cap, n_variants;
   int64_t *arena;  /* signature and outputs words */
   size_t arena_n, arena_cap;
   char *text;      /* cached JSON text */
@@ -242,6 +261,19 @@ struct sp_profiler {
 };
 
 #define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
+
+/* A thread's pass. Passes belong to the thread that begins them: several
+ * threads run passes of one profiler at once, each numbered as it began. */
+struct sp_pass {
+  sp_profiler *p;   /* whose pass is open here (a reference); NULL: none */
+  int logged;
+  int capture;      /* a graph capture, not a forward pass */
+  int phase;        /* p->phase_stats slot, or -1 */
+  uint64_t salt;    /* signature salt: the phase and the graph */
+  sp_buf header;    /* ', "forward_pass": N[, "phase": "p"][, "graph": K]' */
+  unsigned long long last; /* serial of the profiler whose pass ended last here */
+  int last_logged;  /* ...logged, and not a capture (sp_pass_reopen) */
+};
 
 /* Defined in later parts, used by earlier ones. */
 static int write_summary_now(sp_profiler *p, const char *ended_by);

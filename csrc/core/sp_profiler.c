@@ -179,7 +179,9 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->owner_pid = getpid();
   p->closed = 0;
   p->ended_by = "close";
-  p->cur_phase = -1;
+  p->latest_phase = -1;
+  static atomic_ullong serials;
+  p->serial = atomic_fetch_add(&serials, 1) + 1;
   p->id_text[0] = '1';
   p->id_len = 1;
   /* An earlier run's summary must not stand beside the new records. */
@@ -251,11 +253,12 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* What p->logging holds while a pass is logged (see sp_logging). */
-static int logging_value(const sp_profiler *p, int logged) {
-  return logged ? 1 | (p->cfg.args ? SP_LOGGING_ARGS : 0) : 0;
+/* What p->logging holds while some logged pass is open (see sp_logging). */
+static int logging_value(const sp_profiler *p) {
+  return p->open_logged > 0 && !p->closed && !p->failed
+             ? 1 | (p->cfg.args ? SP_LOGGING_ARGS : 0)
+             : 0;
 }
-
 
 /* The slot of graph key (added if new); -1 only when out of memory. */
 static int graph_index(sp_profiler *p, long long key) {
@@ -274,67 +277,136 @@ static int graph_index(sp_profiler *p, long long key) {
   return p->n_graphs++;
 }
 
-/* ', "forward_pass": N[, "phase": "p"][, "graph": key]' for the records of a
- * pass (graph: a capture's key, or NULL), and the phase's slot. Spinlock
- * held; 0 when out of memory. */
-static int set_pass_header(sp_profiler *p, long long pass, const char *phase,
-                           const long long *graph) {
-  p->pass_json.n = 0;
-  BUF_LIT(&p->pass_json, ", \"forward_pass\": ");
-  buf_i64(&p->pass_json, pass);
-  p->cur_phase = -1;
-  if (phase && phase[0]) {
-    BUF_LIT(&p->pass_json, ", \"phase\": ");
-    buf_json_str(&p->pass_json, phase, strlen(phase));
-    p->cur_phase = phase_index(p, phase);
-  }
-  if (graph) {
-    BUF_LIT(&p->pass_json, ", \"graph\": ");
-    buf_i64(&p->pass_json, *graph);
-  }
-  return !p->pass_json.failed;
+/* ---- passes ------------------------------------------------------------
+ * A pass is the calling thread's: begin, end and reopen act on this
+ * thread's pass only, so that one thread's end never ends another's. */
+static _Thread_local struct sp_pass t_pass;
+static pthread_key_t g_pass_key;
+static pthread_once_t g_pass_once = PTHREAD_ONCE_INIT;
+
+static void pass_free(void *v) {
+  struct sp_pass *ps = v;
+  free(ps->header.p);
+  ps->header.p = NULL;
+  ps->header.cap = ps->header.n = 0;
+}
+static void pass_key_init(void) { pthread_key_create(&g_pass_key, pass_free); }
+
+/* The mix of a phase slot and a graph key into signature hashes: calls of
+ * other phases or graphs are other signatures (a record's phase and graph
+ * say which pass it stands for). 0 for no phase and no graph. */
+static uint64_t pass_salt(int phase, const long long *graph) {
+  uint64_t s = 0;
+  if (phase >= 0) s ^= ((uint64_t)phase + 1) * 0xD6E8FEB86659FD93ULL;
+  if (graph) s ^= ((uint64_t)*graph + 1) * 0x9E3779B97F4A7C15ULL | 1;
+  return s;
 }
 
-/* The end of a pass begin: the pass is open (unless the profiler is closed)
- * and logging follows logged; lets go of the locks the begin took. */
-static int pass_opened(sp_profiler *p, int logged) {
-  if (!p->closed) {
-    p->in_pass = 1;
-    p->pass_logged = logged;
+/* This thread's pass header for a pass: ', "forward_pass": N[, "phase":
+ * "p"][, "graph": key]', its phase slot and salt. Spinlock held; 0 when
+ * out of memory. */
+static int set_pass_header(sp_profiler *p, struct sp_pass *ps, long long pass,
+                           const char *phase, const long long *graph) {
+  sp_buf *h = &ps->header;
+  if (!h->p) pthread_setspecific(g_pass_key, ps); /* freed at thread exit */
+  h->n = 0;
+  h->failed = 0;
+  BUF_LIT(h, ", \"forward_pass\": ");
+  buf_i64(h, pass);
+  ps->phase = -1;
+  if (phase && phase[0]) {
+    BUF_LIT(h, ", \"phase\": ");
+    buf_json_str(h, phase, strlen(phase));
+    ps->phase = phase_index(p, phase);
   }
-  atomic_store(&p->logging, logging_value(p, logged));
+  if (graph) {
+    BUF_LIT(h, ", \"graph\": ");
+    buf_i64(h, *graph);
+  }
+  ps->salt = pass_salt(ps->phase, graph);
+  return !h->failed && (!(phase && phase[0]) || ps->phase >= 0);
+}
+
+/* Ends this thread's pass of p, if one is open; p's spinlock held. Returns
+ * 1 if one was (then the caller asks for a flush). */
+static int pass_close(sp_profiler *p, struct sp_pass *ps) {
+  if (ps->p != p || !p) return 0;
+  p->open_passes--;
+  if (ps->logged) p->open_logged--;
+  atomic_store(&p->logging, logging_value(p));
+  ps->last = p->serial;
+  ps->last_logged = ps->logged && !ps->capture && !p->closed;
+  ps->p = NULL;
+  ps->logged = ps->capture = 0;
+  return 1; /* the caller drops the pass's reference, once it lets go of p */
+}
+
+/* Opens this thread's pass (its header already made when logged); lets go
+ * of the locks the begin took. */
+static int pass_opened(sp_profiler *p, struct sp_pass *ps, int logged, int capture) {
+  if (!p->closed) {
+    sp_ref(p);
+    ps->p = p;
+    ps->logged = logged;
+    ps->capture = capture;
+    p->open_passes++;
+    if (logged) {
+      p->open_logged++;
+      /* the latest logged pass: threads that inherited the key log into it */
+      sp_buf *h = &p->pass_json;
+      h->n = 0;
+      buf_put(h, ps->header.p, ps->header.n);
+      p->latest_phase = ps->phase;
+      p->latest_salt = ps->salt;
+      if (h->failed) fail(p, "out of memory formatting a pass header for ", 0);
+    }
+  } else {
+    logged = 0;
+  }
+  atomic_store(&p->logging, logging_value(p));
+  logged = logged && !p->failed;
   lock_release(&p->lock);
   pthread_mutex_unlock(&p->pass_mu);
   return logged;
 }
 
+/* The start of every begin: this thread's open pass (of any profiler) ends
+ * first; p's locks are taken. */
+static struct sp_pass *pass_begin_locked(sp_profiler *p) {
+  pthread_once(&g_pass_once, pass_key_init);
+  struct sp_pass *ps = &t_pass;
+  if (ps->p && ps->p != p) sp_pass_end(ps->p); /* another profiler's pass ends */
+  pthread_mutex_lock(&p->pass_mu); /* after any trim of the last pass's end */
+  lock_acquire(&p->lock);
+  if (pass_close(p, ps)) {
+    atomic_store(&p->flush_wanted, 1);
+    sp_unref(p); /* not the last: the caller holds the owner's reference */
+  }
+  return ps;
+}
+
 int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
   if (!p || atomic_load(&p->orphaned)) return 0;
-  pthread_mutex_lock(&p->pass_mu);
-  lock_acquire(&p->lock);
+  struct sp_pass *ps = pass_begin_locked(p);
   int logged = 0;
-  p->graph_salt = 0;
   if (!p->closed && phase_wanted(p, phase) && !p->failed) {
     int g = graph_index(p, key);
-    if (g < 0 || !set_pass_header(p, 0, phase, &key)) {
+    if (g < 0 || !set_pass_header(p, ps, 0, phase, &key)) {
       fail(p, "out of memory formatting a pass header for ", 0);
     } else {
       logged = 1;
       p->graphs[g].captures++;
-      /* per-graph signatures: a signature's record stands for calls of one
-       * graph (its replays multiply it), never another's; nonzero while a
-       * capture is open */
-      p->graph_salt = ((uint64_t)key + 1) * 0x9E3779B97F4A7C15ULL | 1;
     }
   }
-  return pass_opened(p, logged);
+  return pass_opened(p, ps, logged, 1);
 }
 
 int sp_graph_replay(sp_profiler *p, long long key, long long n) {
   if (!p || n <= 0 || atomic_load(&p->orphaned)) return 0;
+  const struct sp_pass *ps = &t_pass;
   int counted = 0;
   lock_acquire(&p->lock);
-  if (!p->closed && p->in_pass && p->pass_logged && !p->graph_salt && !p->failed) {
+  if (!p->closed && ps->p == p && ps->logged && !ps->capture && !p->failed) {
     int g = graph_index(p, key);
     if (g >= 0) {
       p->graphs[g].replays += n;
@@ -349,10 +421,8 @@ int sp_graph_replay(sp_profiler *p, long long key, long long n) {
 
 int sp_pass_begin(sp_profiler *p, const char *phase) {
   if (!p || atomic_load(&p->orphaned)) return 0;
-  pthread_mutex_lock(&p->pass_mu); /* after any trim of the last pass's end */
-  lock_acquire(&p->lock);
+  struct sp_pass *ps = pass_begin_locked(p);
   int logged = 0;
-  p->graph_salt = 0; /* a begin ends an open capture */
   if (!p->closed) {
     p->passes++;
     if (p->passes > p->cfg.skip_warmup && phase_wanted(p, phase) &&
@@ -360,44 +430,72 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
         !p->failed) {
       logged = 1;
       p->logged_passes++;
-      int ok = set_pass_header(p, p->passes, phase, NULL);
-      if (p->cur_phase >= 0) p->phase_stats[p->cur_phase].passes++;
+      int ok = set_pass_header(p, ps, p->passes, phase, NULL);
+      if (ps->phase >= 0) p->phase_stats[ps->phase].passes++;
       if (!ok) {
         fail(p, "out of memory formatting a pass header for ", 0);
         logged = 0;
       }
     }
   }
-  return pass_opened(p, logged);
+  return pass_opened(p, ps, logged, 0);
 }
 
 int sp_pass_reopen(sp_profiler *p) {
   if (!p || atomic_load(&p->orphaned)) return 0;
+  struct sp_pass *ps = &t_pass;
   pthread_mutex_lock(&p->pass_mu);
   lock_acquire(&p->lock);
-  int logged = 0;
-  if (!p->closed) /* still open: nothing to reopen; else the same number,
-                     header and phase, not counted again */
-    logged = p->in_pass ? p->pass_logged : p->last_logged && !p->failed;
-  return pass_opened(p, logged);
+  if (ps->p == p) { /* still open: nothing to reopen */
+    int logged = ps->logged && !p->failed;
+    lock_release(&p->lock);
+    pthread_mutex_unlock(&p->pass_mu);
+    return logged;
+  }
+  /* this thread's last pass, under the same number, header and phase, not
+   * counted again */
+  int logged = ps->last == p->serial && ps->last_logged && !ps->p && !p->failed;
+  if (ps->p) { /* another profiler's pass is open here: p's is not reopened */
+    lock_release(&p->lock);
+    pthread_mutex_unlock(&p->pass_mu);
+    return 0;
+  }
+  return pass_opened(p, ps, logged, 0);
 }
 
 void sp_pass_end(sp_profiler *p) {
   if (!p || atomic_load(&p->orphaned)) return;
   pthread_mutex_lock(&p->pass_mu);
   lock_acquire(&p->lock);
-  int was_logged = p->in_pass && p->pass_logged && !p->closed;
-  int was_pass = p->in_pass && !p->closed;
-  if (p->in_pass) p->last_logged = was_logged && !p->graph_salt; /* captures are not reopened */
-  p->graph_salt = 0;
-  p->in_pass = 0;
-  p->pass_logged = 0;
-  atomic_store(&p->logging, 0);
+  int ended = t_pass.p == p && pass_close(p, &t_pass);
   lock_release(&p->lock);
   pthread_mutex_unlock(&p->pass_mu);
   /* The file is cut to its records and the summary rewritten by the
-   * flusher thread, off this thread, within SP_FLUSH_EVERY. */
-  if (was_pass) request_flush(p);
+   * flusher thread, off this thread, within SP_FLUSH_EVERY, once no pass
+   * is open. */
+  if (ended) {
+    request_flush(p);
+    sp_unref(p); /* the pass's: p may be freed now */
+  }
+}
+
+/* This thread's pass of p, for a call it records: its own, or NULL for the
+ * profiler's latest (a thread that inherited the key). 0 when this thread's
+ * own pass of p is not logged. Spinlock held. */
+static int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int *phase,
+                        uint64_t *salt) {
+  const struct sp_pass *own = &t_pass;
+  if (own->p == p) {
+    if (!own->logged) return 0;
+    *ps = own;
+    *phase = own->phase;
+    *salt = own->salt;
+    return 1;
+  }
+  *ps = NULL;
+  *phase = p->latest_phase;
+  *salt = p->latest_salt;
+  return 1;
 }
 
 static void counters(const sp_profiler *p, sp_stats *o);

@@ -129,18 +129,24 @@ static char *put_list(char *o, const int64_t *w, size_t *i) {
   return o;
 }
 
+/* The pass header of t's call: its thread's pass, or the profiler's latest. */
+static inline const sp_buf *call_header(const sp_profiler *p, const sp_thread *t) {
+  return t->pass ? &t->pass->header : &p->pass_json;
+}
+
 /* '{"call_id": N, "forward_pass": P[, "phase": ...], ' at the start of
  * t->prefix (reserved by the caller), noting where call_id's digits and the
  * operation start. Returns the cursor after it. */
 static char *put_record_head(sp_profiler *p, sp_thread *t) {
   sp_buf *b = &t->prefix;
+  const sp_buf *h = call_header(p, t);
   char *o = PUT_LIT(b->p, "{\"call_id\": ");
   t->id_digits_at = (size_t)(o - b->p);
   memcpy(o, p->id_text, p->id_len); /* p->records + 1 */
   o += p->id_len;
   t->id_digits_end = (size_t)(o - b->p);
-  memcpy(o, p->pass_json.p, p->pass_json.n);
-  o += p->pass_json.n;
+  memcpy(o, h->p, h->n);
+  o += h->n;
   o = PUT_LIT(o, ", ");
   t->head_at = (size_t)(o - b->p);
   return o;
@@ -258,7 +264,7 @@ static int fmt_prefix(sp_profiler *p, sp_thread *t) {
   const sp_enc *in = &t->pub.in;
   const sp_op *op = t->op;
   b->n = 0;
-  if (!buf_reserve(b, 48 + p->pass_json.n + op->head_len + op->keys_len + enc_bound(in)))
+  if (!buf_reserve(b, 48 + call_header(p, t)->n + op->head_len + op->keys_len + enc_bound(in)))
     return 0;
   char *o = put_record_head(p, t);
   memcpy(o, op->json_head, op->head_len);
@@ -279,23 +285,24 @@ static int fmt_prefix(sp_profiler *p, sp_thread *t) {
 static int fmt_prefix_cached(sp_profiler *p, sp_thread *t, const sig_rec *r) {
   sp_buf *b = &t->prefix;
   b->n = 0;
-  if (!buf_reserve(b, 32 + p->pass_json.n + r->in_n)) return 0;
+  if (!buf_reserve(b, 32 + call_header(p, t)->n + r->in_n)) return 0;
   char *o = put_record_head(p, t);
   memcpy(o, p->text + r->in_at, r->in_n);
   b->n = (size_t)(o - b->p) + r->in_n;
   return 1;
 }
 
-/* The call's prefix, from the signature's cache when there is one (and
- * filling the cache when there is not). */
+/* The call's prefix, from its inputs' cache when there is one (and filling
+ * the cache when there is not). Not for inputs with float values: the key
+ * leaves them out, the text holds them. */
 static int make_prefix(sp_profiler *p, sp_thread *t) {
-  sig_rec *r = t->sig >= 0 ? &p->recs[t->sig] : NULL;
+  sig_rec *r = t->prim >= 0 && !t->floats ? &p->recs[t->prim] : NULL;
   if (r && r->in_n) return fmt_prefix_cached(p, t, r);
   if (!fmt_prefix(p, t)) return 0;
   if (r) {
     size_t at = text_put(p, t->prefix.p + t->head_at, t->prefix.n - t->head_at);
     if (at != (size_t)-1) {
-      r = &p->recs[t->sig];
+      r = &p->recs[t->prim];
       r->in_at = at;
       r->in_n = t->prefix.n - t->head_at;
     }
@@ -358,7 +365,7 @@ static inline void room_for(sp_profiler *p, size_t need) {
 
 /* Upper bound on what writing t's record takes in the file. */
 static inline size_t record_bound(const sp_profiler *p, const sp_thread *t, size_t extra) {
-  return 96 + p->pass_json.n + t->op->head_len + t->op->keys_len + enc_bound(&t->pub.in) +
+  return 96 + call_header(p, t)->n + t->op->head_len + t->op->keys_len + enc_bound(&t->pub.in) +
          enc_bound(&t->pub.out) + extra;
 }
 
@@ -376,51 +383,94 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
 #endif
 }
 
+/* The inputs key of t's call: its inputs, with float values zeroed. A
+ * float (a scale, a schedule's sigma) decides neither shapes nor the kernel
+ * chosen, and changes every step of a diffusion loop: it does not make a
+ * new signature (FORMAT.md). Only recorded arguments hold floats. 0 when
+ * out of memory. */
+static int make_key(const sp_profiler *p, sp_thread *t) {
+  const sp_enc *in = &t->pub.in;
+  t->key = in->w;
+  t->key_n = in->n;
+  t->floats = 0;
+  if (!p->cfg.args) return 1;
+  for (size_t i = 1; i < in->n && !t->floats; i = item_end(in->w, i)) {
+    int64_t tag = in->w[i];
+    t->floats = tag == SP_ENC_FLOAT || tag == SP_ENC_FLOATS || tag == SP_ENC_COMPLEX;
+  }
+  if (!t->floats) return 1;
+  sp_enc *k = &t->keybuf;
+  k->n = 0;
+  if (k->cap < in->n && sp_enc_grow(k, in->n) != SP_OK) return 0;
+  memcpy(k->w, in->w, in->n * sizeof *k->w);
+  k->n = in->n;
+  for (size_t i = 1; i < in->n; i = item_end(in->w, i)) {
+    int64_t tag = in->w[i];
+    if (tag == SP_ENC_FLOAT) k->w[i + 2] = 0;
+    else if (tag == SP_ENC_COMPLEX) k->w[i + 2] = k->w[i + 3] = 0;
+    else if (tag == SP_ENC_FLOATS) memset(k->w + i + 3, 0, (size_t)in->w[i + 2] * sizeof *k->w);
+  }
+  t->key = k->w;
+  return 1;
+}
+
+/* A repeat's outputs must be these (its primary's); copied, because the
+ * arena may move before the call ends. Spinlock held. */
+static int expect_outputs(const sp_profiler *p, sp_thread *t, const sig_rec *r) {
+  sp_enc *e = &t->expect;
+  e->n = 0;
+  if (e->cap < r->out_w_n && sp_enc_grow(e, r->out_w_n) != SP_OK) return 0;
+  memcpy(e->w, p->arena + r->out_w_at, r->out_w_n * sizeof *e->w);
+  e->n = r->out_w_n;
+  return 1;
+}
+
 static inline int call_begin(sp_profiler *p, sp_thread *t) {
   sp_enc *in = &t->pub.in;
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) return 0;
   if (in->failed || in->n < 1) return 0;
   t->op = op_get(in->w[0]);
-  if (!t->op) return 0;
-  t->sig_hash = sig_hash(in->w, in->n);
+  if (!t->op || !make_key(p, t)) return 0;
+  uint64_t h = sig_hash(t->key, t->key_n);
+  uint64_t salt;
   t->spec = 0;
-  t->seen_before = 0;
   t->counted = 0;
-  t->new_sig = 0;
+  t->sig = -1;
   lock_acquire(&p->lock);
-  if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) {
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) ||
+      !pass_of_call(p, &t->pass, &t->phase, &salt)) {
     lock_release(&p->lock);
     return 0;
   }
-  t->sig_hash ^= p->graph_salt; /* 0 unless a graph is being captured */
-  t->sig = sig_find(p, t->sig_hash, in->w, in->n);
-  if (t->sig >= 0) {
-    t->seen_before = 1;
-    if (p->cfg.dedupe) {
+  t->sig_hash = h ^ salt; /* 0 unless a phase or a graph */
+  t->prim = sig_find(p, t->sig_hash, t->key, t->key_n);
+  if (t->prim >= 0) {
+    const sig_rec *r = &p->recs[t->prim];
+    if (p->cfg.dedupe && r->has_out) {
       if (in->tensors > 0) {
-        /* A repeat with tensor inputs is logged for sure: count it now,
-         * and nothing more happens unless it raises. */
-        if (count_op(p, (int)in->w[0])) {
+        /* A repeat with tensor inputs is logged for sure: count it now as a
+         * repeat of its inputs' primary signature; its end checks that the
+         * outputs are that signature's, and nothing more happens if so. */
+        if (expect_outputs(p, t, r) && count_op(p, (int)in->w[0], t->phase)) {
           p->dedupe_skipped++;
-          p->recs[t->sig].reps++;
+          p->recs[t->prim].reps++;
           t->counted = 1;
         }
         lock_release(&p->lock);
         return t->counted ? SP_CALL_COUNTED : 0;
       }
       lock_release(&p->lock);
-      return SP_CALL_RECORDING;
+      return SP_CALL_RECORDING; /* logged or not, written or not: at its end */
     }
   } else if (in->tensors > 0) {
-    /* Tensor inputs: this call will be logged, so its signature can be
-     * registered now, and its text cached as it is formatted. */
-    t->sig = sig_add(p, t->sig_hash, in->w, in->n);
-    if (t->sig < 0) {
+    /* Tensor inputs: this call will be logged, so its inputs can be
+     * registered now, and their text cached as it is formatted. */
+    t->prim = sig_add(p, t->sig_hash, t->key, t->key_n);
+    if (t->prim < 0) {
       fail(p, "out of memory recording signatures for ", 0);
       lock_release(&p->lock);
       return 0;
     }
-    t->new_sig = 1;
   }
   /* Put the inputs on disk before the kernel runs: if it kills the
    * process, this half line is what is left of the call. */
@@ -494,7 +544,15 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     if (!e) e = file_write_at(f, f->len + t->prefix.n, suffix, suffix_n);
     if (!e) f->len += t->prefix.n + suffix_n;
   }
-  if (f->spec_owner == t || f->spec_end < f->len) {
+  if (f->spec_owner && f->spec_owner != t && f->spec_end > f->len && !e && f->map &&
+      f->len >= f->map_off && f->spec_end <= f->map_off + f->map_len) {
+    /* Our record went over another thread's prefix, which was longer: blank
+     * what is left of it, so that a crash now leaves no torn line behind a
+     * whole one (zeros read as the unused tail). That call writes its whole
+     * record at its end. */
+    memset(f->map + (f->len - f->map_off), 0, f->spec_end - f->len);
+  }
+  if (f->spec_owner) {
     f->spec_owner = NULL;
     f->spec_end = f->len;
   }
@@ -512,9 +570,11 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
 
 static void drop_spec(sp_profiler *p, sp_thread *t) {
   sp_file *f = &p->file;
-  if (t->spec && f->spec_owner == t) {
+  if (t->spec && f->spec_owner == t && t->spec_at == f->len) {
     /* Blank the half line, so that a crash now does not show a call that
-     * did not crash. Zeros read as the file's unused tail. */
+     * did not crash. Zeros read as the file's unused tail. (A prefix that
+     * is no longer at the tail was written over, and blanked, by the record
+     * that took its place: never blank records.) */
     if (f->map && t->spec_at >= f->map_off && f->spec_end <= f->map_off + f->map_len &&
         f->spec_end <= f->size)
       memset(f->map + (t->spec_at - f->map_off), 0, f->spec_end - t->spec_at);
@@ -524,61 +584,68 @@ static void drop_spec(sp_profiler *p, sp_thread *t) {
   t->spec = 0;
 }
 
-/* Counts the call as observed; returns 1 if it should be written. */
+/* Counts the call as observed and finds its signature (t->sig: not for a
+ * call that raised, which is always written and stands for itself); returns
+ * 1 if it should be written. */
 static int observe(sp_profiler *p, sp_thread *t, int raised) {
-  const sp_enc *in = &t->pub.in;
+  const sp_enc *in = &t->pub.in, *out = &t->pub.out;
   if (t->counted) { /* counted as a deduplicated repeat at begin */
     if (!raised) return 0;
     p->dedupe_skipped--;
-    p->recs[t->sig].reps--;
+    p->recs[t->prim].reps--;
+    t->counted = 0;
     return 1;
   }
-  if (!count_op(p, (int)in->w[0])) {
+  if (!count_op(p, (int)in->w[0], t->phase)) {
     fail(p, "out of memory counting operators for ", 0);
     return 0;
   }
-  int known = t->seen_before;
-  if (t->sig < 0) { /* not registered at begin (no tensor inputs) */
-    t->sig = sig_find(p, t->sig_hash, in->w, in->n);
-    known = t->sig >= 0;
-    if (!known) {
-      t->sig = sig_add(p, t->sig_hash, in->w, in->n);
-      if (t->sig < 0) {
-        fail(p, "out of memory recording signatures for ", 0);
-        return 0;
-      }
-      t->new_sig = 1;
+  if (raised || out->failed) return 1; /* no signature: written as it is */
+  if (t->prim < 0) { /* not registered at begin (no tensor inputs) */
+    t->prim = sig_find(p, t->sig_hash, t->key, t->key_n);
+    if (t->prim < 0) t->prim = sig_add(p, t->sig_hash, t->key, t->key_n);
+  }
+  long sig = t->prim;
+  int known = 1;
+  if (sig >= 0 && !p->recs[sig].has_out) { /* the first outputs of these inputs */
+    known = 0;
+    if (!sig_set_outputs(p, sig, out)) sig = -1;
+  } else if (sig >= 0 && !outputs_equal(p, &p->recs[sig], out)) {
+    uint64_t h = variant_hash(t->sig_hash, out->w, out->n);
+    sig = variant_find(p, h, t->key, t->key_n, out->w, out->n);
+    if (sig < 0) {
+      known = 0;
+      sig = variant_add(p, h, t->prim, out);
     }
   }
-  if (known && p->cfg.dedupe && !raised) {
+  if (sig < 0) {
+    fail(p, "out of memory recording signatures for ", 0);
+    return 0;
+  }
+  t->sig = sig;
+  if (known && p->cfg.dedupe) {
     p->dedupe_skipped++;
-    p->recs[t->sig].reps++;
+    p->recs[sig].reps++;
     return 0;
   }
   return 1;
 }
 
-/* The outputs' text: the signature's cached text when the outputs are the
- * ones it was made for, else freshly formatted into t->line (and cached if
- * the signature has none yet). */
+/* The outputs' text: the signature's cached text, else freshly formatted
+ * into t->line (and cached for the signature). */
 static int outputs_text(sp_profiler *p, sp_thread *t, const char **s, size_t *n) {
-  const sp_enc *out = &t->pub.out;
   sig_rec *r = t->sig >= 0 ? &p->recs[t->sig] : NULL;
-  if (r && r->out_n && !out->failed && r->out_w_n == out->n &&
-      memcmp(p->arena + r->out_w_at, out->w, out->n * sizeof *out->w) == 0) {
+  if (r && r->out_n) {
     *s = p->text + r->out_at;
     *n = r->out_n;
     return 1;
   }
   if (!fmt_outputs(t)) return 0;
-  if (r && !r->out_n && !out->failed) {
-    size_t wat = arena_put(p, out->w, out->n);
-    size_t tat = wat == (size_t)-1 ? wat : text_put(p, t->line.p, t->line.n);
-    if (tat != (size_t)-1) {
+  if (r) {
+    size_t at = text_put(p, t->line.p, t->line.n);
+    if (at != (size_t)-1) {
       r = &p->recs[t->sig];
-      r->out_w_at = wat;
-      r->out_w_n = out->n;
-      r->out_at = tat;
+      r->out_at = at;
       r->out_n = t->line.n;
     }
   }
@@ -592,9 +659,23 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   sp_api_check(t->in_call); /* only after sp_call_begin returned nonzero */
   t->in_call = 0;
 #endif
-  if (t->counted) return; /* a repeat, already counted */
   sp_enc *out = &t->pub.out;
-  lock_acquire(&p->lock);
+  if (t->counted) {
+    /* A repeat of its inputs' primary signature if the outputs are its
+     * (no lock: the expected outputs are the thread's copy). */
+    if (!out->failed && out->n == t->expect.n &&
+        memcmp(out->w, t->expect.w, out->n * sizeof *out->w) == 0)
+      return;
+    /* Other outputs: another signature. Take the count back; the call is
+     * observed afresh below. */
+    lock_acquire(&p->lock);
+    p->dedupe_skipped--;
+    p->recs[t->prim].reps--;
+    uncount_op(p, (int)t->pub.in.w[0], t->phase);
+    t->counted = 0;
+  } else {
+    lock_acquire(&p->lock);
+  }
   if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->closed) {
     room_for(p, record_bound(p, t, 0));
   }

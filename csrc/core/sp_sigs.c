@@ -19,6 +19,7 @@ static int words_equal(const int64_t *a, const int64_t *b, size_t n) {
   return 1;
 }
 
+/* The primary record of an inputs key, or -1. */
 static long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
   if (!p->slot_cap) return -1;
   size_t mask = p->slot_cap - 1;
@@ -29,6 +30,31 @@ static long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t 
     if (r->hash == h && r->w_n == n && words_equal(p->arena + r->w_at, w, n))
       return (long)(k - 1);
   }
+}
+
+/* A variant's hash: its inputs key's, mixed with its outputs'. */
+static uint64_t variant_hash(uint64_t key_hash, const int64_t *out, size_t n) {
+  return key_hash ^ (sig_hash(out, n) * 0x94D049BB133111EBULL + 0x2545F4914F6CDD1DULL);
+}
+
+/* The record of an inputs key with other outputs than its primary's, or -1. */
+static long variant_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n,
+                         const int64_t *out, size_t out_n) {
+  if (!p->vslot_cap) return -1;
+  size_t mask = p->vslot_cap - 1;
+  for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+    uint32_t k = p->vslots[i];
+    if (!k) return -1;
+    const sig_rec *r = &p->recs[k - 1];
+    if (r->hash == h && r->w_n == n && r->out_w_n == out_n &&
+        words_equal(p->arena + r->w_at, w, n) && words_equal(p->arena + r->out_w_at, out, out_n))
+      return (long)(k - 1);
+  }
+}
+
+/* The outputs of record r are these. */
+static int outputs_equal(const sp_profiler *p, const sig_rec *r, const sp_enc *out) {
+  return r->out_w_n == out->n && words_equal(p->arena + r->out_w_at, out->w, out->n);
 }
 
 /* Appends n words to the arena; returns their offset, or (size_t)-1. */
@@ -61,46 +87,83 @@ static size_t text_put(sp_profiler *p, const char *s, size_t n) {
   return p->text_n - n;
 }
 
-/* Adds a signature known to be absent; returns its index or -1 (NOMEM). */
-static long sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
-  size_t count = (size_t)p->signatures;
-  if (count >= UINT32_MAX - 1) return -1;
-  if ((count + 1) * 2 > p->slot_cap) {
-    size_t cap = p->slot_cap ? p->slot_cap * 2 : 1024;
-    uint32_t *t = calloc(cap, sizeof *t);
-    if (!t) return -1;
-    for (size_t k = 0; k < count; k++) {
-      size_t j = (size_t)p->recs[k].hash & (cap - 1);
-      while (t[j]) j = (j + 1) & (cap - 1);
-      t[j] = (uint32_t)(k + 1);
-    }
-    free(p->slots);
-    p->slots = t;
-    p->slot_cap = cap;
+/* Room for one more entry in an index of records (primaries: slots;
+ * variants: vslots), kept at most half full; 0 when out of memory. */
+static int index_room(sp_profiler *p, int variants) {
+  uint32_t **slots = variants ? &p->vslots : &p->slots;
+  size_t *cap = variants ? &p->vslot_cap : &p->slot_cap;
+  size_t count = variants ? p->n_variants : p->n_prims;
+  if ((count + 1) * 2 <= *cap) return 1;
+  size_t ncap = *cap ? *cap * 2 : 1024;
+  uint32_t *t = calloc(ncap, sizeof *t);
+  if (!t) return 0;
+  for (long long k = 0; k < p->n_recs; k++) {
+    if ((p->recs[k].prim >= 0) != variants) continue;
+    size_t j = (size_t)p->recs[k].hash & (ncap - 1);
+    while (t[j]) j = (j + 1) & (ncap - 1);
+    t[j] = (uint32_t)(k + 1);
   }
-  if (count == p->recs_cap) {
+  free(*slots);
+  *slots = t;
+  *cap = ncap;
+  return 1;
+}
+
+/* A new record, indexed; its index, or -1 when out of memory. */
+static long rec_add(sp_profiler *p, uint64_t h, size_t w_at, size_t w_n, long prim) {
+  if (p->n_recs >= UINT32_MAX - 1 || !index_room(p, prim >= 0)) return -1;
+  if ((size_t)p->n_recs == p->recs_cap) {
     size_t cap = p->recs_cap ? p->recs_cap * 2 : 512;
     sig_rec *r = realloc(p->recs, cap * sizeof *r);
     if (!r) return -1;
     p->recs = r;
     p->recs_cap = cap;
   }
-  size_t at = arena_put(p, w, n);
-  if (at == (size_t)-1) return -1;
-  sig_rec *r = &p->recs[count];
+  long k = (long)p->n_recs++;
+  sig_rec *r = &p->recs[k];
   memset(r, 0, sizeof *r);
   r->hash = h;
-  r->w_at = at;
-  r->w_n = n;
-  size_t mask = p->slot_cap - 1;
+  r->w_at = w_at;
+  r->w_n = w_n;
+  r->prim = prim;
+  uint32_t *slots = prim >= 0 ? p->vslots : p->slots;
+  size_t mask = (prim >= 0 ? p->vslot_cap : p->slot_cap) - 1;
   size_t i = (size_t)h & mask;
-  while (p->slots[i]) i = (i + 1) & mask;
-  p->slots[i] = (uint32_t)(count + 1);
-  p->signatures++;
-  return (long)count;
+  while (slots[i]) i = (i + 1) & mask;
+  slots[i] = (uint32_t)(k + 1);
+  if (prim >= 0) p->n_variants++;
+  else p->n_prims++;
+  return k;
 }
 
-static int count_op(sp_profiler *p, int id) {
+/* Adds the primary record of an inputs key known to be absent, without
+ * outputs yet (the call is in flight); its index or -1 (NOMEM). */
+static long sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
+  size_t at = arena_put(p, w, n);
+  return at == (size_t)-1 ? -1 : rec_add(p, h, at, n, -1);
+}
+
+/* Record k's outputs are out: it is a signature now. 0 when out of memory. */
+static int sig_set_outputs(sp_profiler *p, long k, const sp_enc *out) {
+  size_t at = arena_put(p, out->w, out->n);
+  if (at == (size_t)-1) return 0;
+  p->recs[k].out_w_at = at;
+  p->recs[k].out_w_n = out->n;
+  p->recs[k].has_out = 1;
+  p->signatures++;
+  return 1;
+}
+
+/* Adds the signature of primary prim's inputs with other outputs; its
+ * index or -1 (NOMEM). */
+static long variant_add(sp_profiler *p, uint64_t h, long prim, const sp_enc *out) {
+  long k = rec_add(p, h, p->recs[prim].w_at, p->recs[prim].w_n, prim);
+  if (k >= 0 && !sig_set_outputs(p, k, out)) return -1;
+  return k;
+}
+
+/* Counts a call of operator id observed in a pass of phase slot phase. */
+static int count_op(sp_profiler *p, int id, int phase) {
   if (id >= p->op_cap) {
     int cap = p->op_cap ? p->op_cap : 256;
     while (cap <= id) cap *= 2;
@@ -115,6 +178,12 @@ static int count_op(sp_profiler *p, int id) {
     p->op_cap = cap;
   }
   if (p->op_counts[id]++ == 0) p->op_first[id] = p->ops_seen_order++;
-  if (p->cur_phase >= 0) p->phase_stats[p->cur_phase].calls++;
+  if (phase >= 0) p->phase_stats[phase].calls++;
   return 1;
+}
+
+/* Takes back count_op (a call counted before it was known to be logged). */
+static void uncount_op(sp_profiler *p, int id, int phase) {
+  p->op_counts[id]--;
+  if (phase >= 0) p->phase_stats[phase].calls--;
 }

@@ -77,7 +77,7 @@ static void src_counters(const sp_profiler *p, summary_src *s) {
  * caller grows it without the lock and retries). */
 static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *need_phases,
                            long long *need_sigs, int *need_graphs) {
-  long long sigs = p->cfg.dedupe ? p->signatures : 0;
+  long long sigs = p->cfg.dedupe ? p->n_recs : 0;
   if (p->op_cap > p->snap_cap || p->n_phases > p->snap_phase_cap || sigs > p->snap_sig_cap ||
       p->n_graphs > p->snap_graph_cap) {
     *need_ops = p->op_cap;
@@ -188,7 +188,7 @@ static void live_src(sp_profiler *p, summary_src *s) {
   s->counts_by_sig = NULL;
   s->n_counts = 0;
   s->recs = p->recs;
-  s->n_recs = p->cfg.dedupe ? p->signatures : 0;
+  s->n_recs = p->cfg.dedupe ? p->n_recs : 0;
 }
 
 static atomic_uint g_tmp_seq;

@@ -4,7 +4,10 @@
 
 sp_thread *sp_thread_new(void) {
   sp_thread *t = calloc(1, sizeof *t);
-  if (t) t->epoch = atomic_load(&g_op_epoch);
+  if (t) {
+    t->epoch = atomic_load(&g_op_epoch);
+    t->prim = t->sig = -1;
+  }
   return t;
 }
 
@@ -12,6 +15,8 @@ void sp_thread_free(sp_thread *t) {
   if (!t) return;
   free(t->pub.in.w);
   free(t->pub.out.w);
+  free(t->keybuf.w);
+  free(t->expect.w);
   free(t->prefix.p);
   free(t->line.p);
   free(t);
