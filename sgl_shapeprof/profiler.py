@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import Iterable, Iterator, Optional, Union
 
-from .config import ENV_FILE, ENV_PHASES, ConfigError, phase_filter, read_env
+from .config import ENV_FILE, ENV_PHASES, INT_MAX, ConfigError, env_rank, phase_filter, read_env
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -43,6 +43,8 @@ def _check_count(name: str, value: int) -> int:
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
+    if value > INT_MAX:  # the core counts in 64-bit integers
+        raise ValueError(f"{name} must be at most {INT_MAX}, got {value}")
     return value
 
 
@@ -408,13 +410,9 @@ def resolve_rank(rank: Optional[int] = None) -> int:
     """rank, else $RANK, else $LOCAL_RANK, else torch.distributed's rank, else 0."""
     if rank is not None:
         return _check_count("rank", rank)
-    for name in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(name, "").strip()
-        if value:
-            try:
-                return _check_count(name, int(value))
-            except ValueError:
-                raise ConfigError(f"{name}={value!r} is not a rank") from None
+    r = env_rank()
+    if r is not None:
+        return r
     dist = sys.modules.get("torch.distributed")
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
