@@ -13,7 +13,8 @@ import threading
 import weakref
 from typing import Iterable, Iterator, Optional, Union
 
-from .config import ENV_FILE, ENV_PHASES, INT_MAX, ConfigError, env_rank, phase_filter, read_env
+from .config import (ENV_ENABLE, ENV_FILE, ENV_LOG_N_PASSES, ENV_PHASES, ENV_SKIP_WARMUP, INT_MAX,
+                     ConfigError, env_rank, phase_filter, read_env)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -422,6 +423,11 @@ def resolve_rank(rank: Optional[int] = None) -> int:
     return 0
 
 
+# Settings a request gives for itself (passes, phases, skip): with
+# SGLANG_PROFILE_SHAPES=on_request these variables are not used.
+_NOT_ARMED = (ENV_SKIP_WARMUP, ENV_LOG_N_PASSES, ENV_PHASES)
+
+
 def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False):
     """SGLANG_PROFILE_SHAPES=on_request: one armed profiler per process and
     rank; requests write beside SGLANG_PROFILE_SHAPES_FILE's folder unless
@@ -434,6 +440,12 @@ def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False):
             return current
         _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args,
                                           output_dir=os.path.dirname(os.path.abspath(path)))
+        if ENV_FILE in os.environ:
+            _env_profiler.output_dir_from = f"{ENV_FILE}={os.environ[ENV_FILE]!r}"
+        unused = [f"{n}={os.environ[n]!r}" for n in _NOT_ARMED if os.environ.get(n, "").strip()]
+        if unused:
+            _say_once("armed-unused", f"{', '.join(unused)}: not used with {ENV_ENABLE}=on_request "
+                                      "(each request gives its own passes, phases and skip)")
         return _env_profiler
 
 
