@@ -198,6 +198,30 @@ def test_zero_edit_startup_hook(tmp_path, enabled):
         assert not (tmp_path / "z.jsonl").exists()
 
 
+@pytest.mark.parametrize("value,says", [
+    ("true", "SGLANG_PROFILE_SHAPES='true' must be 0, 1 or on_request; profiling is off"),
+    (" 1", None),
+])
+def test_zero_edit_hook_takes_what_the_config_takes(tmp_path, value, says):
+    """The .pth line decides whether our code loads at all: a value the
+    config reads as on (" 1") must load it, and a bad one ("true") must load
+    it too, so that the worker says which variable is wrong instead of
+    running silently unprofiled."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth"), site_dir)
+    env = {"SGLANG_PROFILE_SHAPES_FILE": str(tmp_path / "z.jsonl"), "SGLANG_PROFILE_SHAPES": value}
+    r = run_python(ZERO_EDIT, env_extra=env, args=(site_dir, tmp_path / "src"))
+    assert r.returncode == 0, r.stderr
+    if says:
+        assert r.stdout.split() == ["not", "hooked", "True"], r.stdout
+        assert r.stderr.splitlines() == [f"sgl_shapeprof: {says}"], r.stderr
+        assert not (tmp_path / "z.jsonl").exists()
+    else:
+        assert r.stdout.split() == ["hooked", "True"], r.stderr
+        assert [x["operation"] for x in load(tmp_path / "z.jsonl")] == ["aten.ones.default", "aten.neg.default"]
+
+
 def test_phase_helpers():
     assert integ.llm_phase(types.SimpleNamespace(forward_mode=ForwardMode.DECODE)) == "decode"
     assert integ.llm_phase(None, types.SimpleNamespace(forward_mode=ForwardMode.IDLE)) == "idle"
