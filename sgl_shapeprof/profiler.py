@@ -13,8 +13,8 @@ import threading
 import weakref
 from typing import Iterable, Iterator, Optional, Union
 
-from .config import (ENV_ENABLE, ENV_FILE, ENV_LOG_N_PASSES, ENV_PHASES, ENV_SKIP_WARMUP, INT_MAX,
-                     ConfigError, env_rank, phase_filter, read_env)
+from .config import (DEFAULT_FILE, ENV_ENABLE, ENV_FILE, ENV_LOG_N_PASSES, ENV_PHASES, ENV_SKIP_WARMUP,
+                     INT_MAX, ConfigError, env_rank, phase_filter, read_env)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -483,7 +483,8 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
     except (ConfigError, ValueError, TypeError, ImportError) as e:
         _say(f"{e}; profiling is off")
     except OSError as e:  # the records file: name the variable that chose it
-        where = f"{ENV_FILE}={os.environ[ENV_FILE]!r}: " if ENV_FILE in os.environ else ""
+        where = (f"{ENV_FILE}={os.environ[ENV_FILE]!r}: " if ENV_FILE in os.environ
+                 else f"{ENV_FILE} unset (default {DEFAULT_FILE!r}): ")
         _say(f"{where}{e}; profiling is off")
     except Exception as e:  # the host must start anyway
         _say(f"cannot start profiling ({type(e).__name__}: {e}); profiling is off")

@@ -142,6 +142,18 @@ def test_unwritable_path_is_one_line_and_off(monkeypatch, capsys):
     assert "SGLANG_PROFILE_SHAPES_FILE='/nonexistent/dir/s.jsonl'" in err[0]
 
 
+
+def test_default_path_that_cannot_be_written_names_the_variable(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.delenv("SGLANG_PROFILE_SHAPES_FILE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shapes.jsonl").mkdir()  # stops root too
+    assert sgl_shapeprof.from_env() is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "sgl_shapeprof: SGLANG_PROFILE_SHAPES_FILE unset (default 'shapes.jsonl'): "), err
+    assert "profiling is off" in err[0]
+
 @pytest.mark.parametrize("label,recorded", [("de\0code", "de\\0code"), ("x\udc80y", "x\\udc80y")])
 def test_a_bad_phase_label_is_escaped_and_profiling_goes_on(tmp_path, capsys, label, recorded):
     import torch
