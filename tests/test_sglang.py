@@ -244,3 +244,24 @@ def test_hook_command_and_wheel_layout(tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "lib" / "sgl_shapeprof_autohook.pth").exists()
     assert (tmp_path / "lib" / "sgl_shapeprof" / "integrations" / "sglang.py").exists()
+
+
+def test_shapes_request_names_the_profiler_dir_variable(tmp_path, monkeypatch):
+    """/start_profile with SHAPES and no output_dir writes into SGLang's
+    SGLANG_TORCH_PROFILER_DIR: a value that cannot be a folder is named."""
+    from sgl_shapeprof import profiler as profiler_module
+    from sgl_shapeprof.on_request import OnRequestProfiler, RequestError
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "on_request")
+    armed = OnRequestProfiler(rank=0, output_dir=str(tmp_path), control=False)
+    monkeypatch.setattr(profiler_module, "_env_profiler", armed)
+    (tmp_path / "f").write_text("")
+    value = str(tmp_path / "f" / "prof")  # under a file
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", value)
+    req = types.SimpleNamespace(output_dir=None, profile_prefix=None, profile_id="p", start_step=None,
+                                num_steps=2, profile_by_stage=False, profile_stages=None)
+    with pytest.raises(RequestError, match=f"^SHAPES: SGLANG_TORCH_PROFILER_DIR={value!r}: cannot create "):
+        integ.shapes_request(types.SimpleNamespace(get_forward_ct=lambda: 0), req, 0)
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path / "ok"))
+    assert integ.shapes_request(types.SimpleNamespace(get_forward_ct=lambda: 0), req, 0).startswith(
+        f"SHAPES: rank 0 records 2 passes into {tmp_path / 'ok' / 'p-TP-0.shapes.jsonl'}")
+    armed.close()
