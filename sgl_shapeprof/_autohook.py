@@ -1,5 +1,6 @@
 """Zero-edit mode: imported at interpreter start-up by sgl_shapeprof_autohook.pth
-only when SGLANG_PROFILE_SHAPES=1. It wraps SGLang's worker classes when (and
+only when SGLANG_PROFILE_SHAPES is set and not 0 (a bad value too: the
+worker's from_env() then says which). It wraps SGLang's worker classes when (and
 if) their modules are imported; nothing else is touched and torch is not
 imported here.
 """

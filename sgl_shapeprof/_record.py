@@ -10,7 +10,7 @@ import runpy
 import sys
 
 from . import from_env, resolve_rank
-from .config import ENV_RANK
+from .config import ENV_RANK, ConfigError
 
 
 def main() -> None:
@@ -19,7 +19,10 @@ def main() -> None:
         sys.exit("usage: python -m sgl_shapeprof._record SCRIPT|-m MODULE|-c CODE [ARGS]")
     # This process is the one to profile, whatever its rank; the program's
     # own from_env() calls then get this same profiler.
-    os.environ[ENV_RANK] = str(resolve_rank())
+    try:
+        os.environ[ENV_RANK] = str(resolve_rank())
+    except ConfigError:
+        pass  # from_env() says which variable is bad, and profiling is off
     prof = from_env()
     if prof is not None:
         prof._start_implicit_pass()

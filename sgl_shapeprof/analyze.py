@@ -276,18 +276,53 @@ def _print_nothing(a: Analysis, w) -> None:
             w("operations that look close: " + ", ".join(close) + "\n")
 
 
+def _summary_int(src: Source, key: str) -> Optional[int]:
+    v = (src.summary or {}).get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def passes_of(src: Source) -> Tuple[Optional[int], Optional[int], int, int]:
+    """(logged, started, with records, forward_passes) of one file.
+
+    logged and started are the summary's (None without one); with records:
+    distinct forward passes among the records the filters kept (a
+    deduplicated file's passes of repeats only have none); forward_passes:
+    the passes the analysis stands for -- the logged ones when the summary
+    says and no filter is on, else those with records (what the text says)."""
+    logged = _summary_int(src, "logged_forward_passes")
+    started = _summary_int(src, "forward_passes")
+    with_records = len(src.passes)
+    covered = logged if logged is not None and not src.filtered else with_records
+    return logged, started, with_records, covered
+
+
 def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
     """The analysis as data: per operation, its distinct signatures with true counts."""
+    files = []
+    for s in a.sources:
+        logged, started, with_records, covered = passes_of(s)
+        files.append({"file": s.path, "label": s.label, "rank": s.rank, "records": s.records,
+                      "calls": s.calls, "deduplicated": s.deduplicated,
+                      "forward_passes": covered, "logged_forward_passes": logged,
+                      "started_forward_passes": started, "passes_with_records": with_records,
+                      "truncated": s.truncated,
+                      "last_line_cut": s.report.cut_last_line,
+                      "unreadable_lines": len(s.report.bad_lines),
+                      "graphs": {str(k): g for k, g in s.graphs.items()}})
+    # Over several files (ranks of one run number their passes alike): pass
+    # numbers, not rank x pass -- the most any file logged, the distinct
+    # numbers with records.
+    known = [f["logged_forward_passes"] for f in files if f["logged_forward_passes"] is not None]
+    total_logged = max(known) if known and len(known) == len(files) else None
+    total_with_records = len(set().union(*(s.passes for s in a.sources))) if a.sources else 0
+    total_covered = max([total_with_records] + [f["forward_passes"] for f in files])
     return {
-        "files": [{"file": s.path, "label": s.label, "rank": s.rank, "records": s.records,
-                   "calls": s.calls, "deduplicated": s.deduplicated,
-                   "forward_passes": len(s.passes), "truncated": s.truncated,
-                   "last_line_cut": s.report.cut_last_line,
-                   "unreadable_lines": len(s.report.bad_lines),
-                   "graphs": {str(k): g for k, g in s.graphs.items()}} for s in a.sources],
+        "files": files,
         "records": a.records,
         "calls": a.calls,
-        "forward_passes": len(set().union(*(s.passes for s in a.sources))) if a.sources else 0,
+        "forward_passes": total_covered,
+        "logged_forward_passes": total_logged,
+        "passes_with_records": total_with_records,
         "errors": [_sig_json(s) for s in a.errors],
         "operations": [
             {"operation": o.operation, "calls": o.calls, "records": o.records, "errors": o.errors,

@@ -219,8 +219,12 @@ def _record(args: argparse.Namespace) -> int:
     if not os.path.isdir(os.path.dirname(out)):
         print(f"sgl-shapeprof record: directory of {args.output} does not exist", file=sys.stderr)
         return 2
-    env = dict(os.environ)
     from . import config
+    try:
+        config.env_rank()  # the program's own rank variables: a bad one is said here, once
+    except config.ConfigError as e:
+        return _fail("record", str(e))
+    env = dict(os.environ)
     env.update({
         config.ENV_ENABLE: "1",
         config.ENV_FILE: out,

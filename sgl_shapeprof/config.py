@@ -83,6 +83,25 @@ def _int(name: str, value: str) -> int:
     return n
 
 
+# torch's own variables, read for this process's rank when none is given
+# (torchrun and most launchers set them): RANK first, then LOCAL_RANK.
+TORCH_RANK_VARS = ("RANK", "LOCAL_RANK")
+
+
+def env_rank(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
+    """This process's rank from $RANK, else $LOCAL_RANK; None when neither is
+    set. A bad value is a ConfigError naming the variable and its value."""
+    env = os.environ if environ is None else environ
+    for name in TORCH_RANK_VARS:
+        value = env.get(name, "")
+        if value.strip():
+            try:
+                return _int(name, value)
+            except ConfigError as e:
+                raise ConfigError(f"{e} (read as this process's rank)") from None
+    return None
+
+
 def _flag(name: str, value: str) -> bool:
     v = value.strip()
     if v in ("1",):

@@ -36,12 +36,20 @@ def control_dir(create: bool = False) -> str:
     """Where request and reply files go: $SGLANG_PROFILE_SHAPES_CONTROL_DIR, or
     <tmp>/sgl_shapeprof-<uid>. It must be ours and closed to others (0700):
     a request names a file to write, so nobody else may plant one."""
-    d = os.environ.get(ENV_CONTROL_DIR) or os.path.join(tempfile.gettempdir(), f"sgl_shapeprof-{os.getuid()}")
+    value = os.environ.get(ENV_CONTROL_DIR)
+    d = value or os.path.join(tempfile.gettempdir(), f"sgl_shapeprof-{os.getuid()}")
+    where = f"{ENV_CONTROL_DIR}={value!r}: " if value else ""
+    bad = f"{where}control folder {d} must be a directory owned by this user with mode 0700"
     if create:
-        os.makedirs(d, mode=0o700, exist_ok=True)
-    st = os.lstat(d)
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+        except FileExistsError:  # something else by that name
+            raise RequestError(bad) from None
+        except OSError as e:
+            raise RequestError(f"{where}cannot create control folder {d}: {e.strerror or e}") from None
+    st = os.lstat(d)  # FileNotFoundError: nobody has sent a request
     if not os.path.isdir(d) or os.path.islink(d) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise RequestError(f"control folder {d} must be a directory owned by this user with mode 0700")
+        raise RequestError(bad)
     return d
 
 
@@ -84,8 +92,10 @@ class OnRequestProfiler(PassContext):
         self._closed = False
         self._control = control
         self._control_file: Optional[str] = None
+        self._control_said = False  # an unusable control folder was said
         self._next_poll = 0.0
         self.finished: List[str] = []      # records files of finished requests
+        self.output_dir_from: Optional[str] = None  # the setting that chose output_dir, for messages
 
     # -- requests (any thread) --------------------------------------------
     def request(self, passes: int = 0, phases: Union[str, Iterable[str], None] = None,
@@ -102,9 +112,13 @@ class OnRequestProfiler(PassContext):
         if output is None:
             output = os.path.join(self.output_dir, f"shapes-{time.strftime('%Y%m%d-%H%M%S')}"
                                                    f"-rank{self.rank}.jsonl")
+            chosen = self.output_dir_from
+        else:
+            chosen = None
         output = os.path.abspath(output)
         if not os.path.isdir(os.path.dirname(output)):
-            raise RequestError(f"cannot write {output}: its directory does not exist")
+            raise RequestError(f"cannot write {output}: its directory does not exist"
+                               + (f" ({chosen} chose it; or name the output)" if chosen else ""))
         with self._lock:
             if self._active is not None or self._pending is not None:
                 busy = self._active.path if self._active is not None else self._pending.output
@@ -273,7 +287,12 @@ class OnRequestProfiler(PassContext):
         if self._control_file is None:
             try:
                 folder = control_dir()
-            except (OSError, RequestError):
+            except RequestError as e:  # there, but not private: not taken while so
+                if not self._control_said:
+                    self._control_said = True
+                    _say(f"{e}; requests from outside the process are not taken")
+                return
+            except OSError:
                 return  # no private folder (yet): nobody has sent a request
             self._control_file = os.path.join(folder, f"{os.getpid()}.request")
         try:

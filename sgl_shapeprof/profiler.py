@@ -13,7 +13,8 @@ import threading
 import weakref
 from typing import Iterable, Iterator, Optional, Union
 
-from .config import ENV_FILE, ENV_PHASES, ConfigError, phase_filter, read_env
+from .config import (DEFAULT_FILE, ENV_ENABLE, ENV_FILE, ENV_LOG_N_PASSES, ENV_PHASES, ENV_SKIP_WARMUP,
+                     INT_MAX, ConfigError, env_rank, phase_filter, read_env)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -43,6 +44,8 @@ def _check_count(name: str, value: int) -> int:
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
+    if value > INT_MAX:  # the core counts in 64-bit integers
+        raise ValueError(f"{name} must be at most {INT_MAX}, got {value}")
     return value
 
 
@@ -454,13 +457,9 @@ def resolve_rank(rank: Optional[int] = None) -> int:
     """rank, else $RANK, else $LOCAL_RANK, else torch.distributed's rank, else 0."""
     if rank is not None:
         return _check_count("rank", rank)
-    for name in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(name, "").strip()
-        if value:
-            try:
-                return _check_count(name, int(value))
-            except ValueError:
-                raise ConfigError(f"{name}={value!r} is not a rank") from None
+    r = env_rank()
+    if r is not None:
+        return r
     dist = sys.modules.get("torch.distributed")
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
@@ -468,6 +467,11 @@ def resolve_rank(rank: Optional[int] = None) -> int:
     except Exception:
         pass
     return 0
+
+
+# Settings a request gives for itself (passes, phases, skip): with
+# SGLANG_PROFILE_SHAPES=on_request these variables are not used.
+_NOT_ARMED = (ENV_SKIP_WARMUP, ENV_LOG_N_PASSES, ENV_PHASES)
 
 
 def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False):
@@ -482,6 +486,12 @@ def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False):
             return current
         _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args,
                                           output_dir=os.path.dirname(os.path.abspath(path)))
+        if ENV_FILE in os.environ:
+            _env_profiler.output_dir_from = f"{ENV_FILE}={os.environ[ENV_FILE]!r}"
+        unused = [f"{n}={os.environ[n]!r}" for n in _NOT_ARMED if os.environ.get(n, "").strip()]
+        if unused:
+            _say_once("armed-unused", f"{', '.join(unused)}: not used with {ENV_ENABLE}=on_request "
+                                      "(each request gives its own passes, phases and skip)")
         return _env_profiler
 
 
@@ -519,7 +529,8 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
     except (ConfigError, ValueError, TypeError, ImportError) as e:
         _say(f"{e}; profiling is off")
     except OSError as e:  # the records file: name the variable that chose it
-        where = f"{ENV_FILE}={os.environ[ENV_FILE]!r}: " if ENV_FILE in os.environ else ""
+        where = (f"{ENV_FILE}={os.environ[ENV_FILE]!r}: " if ENV_FILE in os.environ
+                 else f"{ENV_FILE} unset (default {DEFAULT_FILE!r}): ")
         _say(f"{where}{e}; profiling is off")
     except Exception as e:  # the host must start anyway
         _say(f"cannot start profiling ({type(e).__name__}: {e}); profiling is off")

@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Dict, List, Tuple
 
 from . import __version__
-from .analyze import Analysis
+from .analyze import Analysis, passes_of
 from .cost import Cost, Device, format_time, peaks_text
 from .scan import Source, format_inputs, human
 
@@ -100,8 +100,7 @@ def _header(page: _Page, a: Analysis, dev: Device, filters: str) -> None:
 
 def _passes(s: Source) -> int:
     # a deduplicated file has records from fewer passes than it logged
-    logged = (s.summary or {}).get("logged_forward_passes")
-    return logged if isinstance(logged, int) and not s.filtered else len(s.passes)
+    return passes_of(s)[3]
 
 
 def _phases_text(s: Source) -> str:

@@ -338,3 +338,37 @@ def test_cost_flops_match_flop_counter_and_roofline_bounds(tmp_path, capsys):
     assert "unknown --gpu 'nonsense'" in capsys.readouterr().err
     assert main(["cost", prof.path, "--peak-tflops", "100", "--bandwidth", "1", "--by-op"]) == 0
     assert "roofline on custom" in capsys.readouterr().out
+
+
+def test_json_pass_counts_say_what_they_count(tmp_path, capsys):
+    """A deduplicated file whose later passes held only repeats: the text says
+    "3 forward passes logged (records from 1)", and so must the JSON."""
+    prof = ShapeProfiler(str(tmp_path / "d.jsonl"), dedupe=True, skip_warmup=1)
+    x = torch.randn(4, 4)
+    for _ in range(4):  # pass 1 is warm-up
+        with prof.forward_pass():
+            torch.mm(x, x)
+    prof.close()
+    assert {r["forward_pass"] for r in load(prof.path)} == {2}
+    assert main(["analyze", prof.path]) == 0
+    assert "3 forward passes logged of 4 started (records from 1)" in capsys.readouterr().out
+    assert main(["analyze", prof.path, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    f = data["files"][0]
+    assert (f["logged_forward_passes"], f["started_forward_passes"], f["passes_with_records"]) == (3, 4, 1)
+    assert f["forward_passes"] == 3  # the passes the analysis stands for: logged ones
+    assert (data["logged_forward_passes"], data["passes_with_records"], data["forward_passes"]) == (3, 1, 3)
+    # a filter keeps records of some passes only: forward_passes counts those
+    assert main(["analyze", prof.path, "--passes", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    f = data["files"][0]
+    assert (f["logged_forward_passes"], f["passes_with_records"], f["forward_passes"]) == (3, 1, 1)
+    assert data["forward_passes"] == 1
+    # without a summary nothing says how many passes were logged
+    os.unlink(prof.summary_path)
+    assert main(["analyze", prof.path, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    f = data["files"][0]
+    assert (f["logged_forward_passes"], f["started_forward_passes"], f["passes_with_records"],
+            f["forward_passes"]) == (None, None, 1, 1)
+    assert (data["logged_forward_passes"], data["forward_passes"]) == (None, 1)

@@ -93,6 +93,23 @@ def test_record_script_that_marks_its_passes(tmp_path):
         (3, "aten.ones.default"), (3, "aten.abs.default")]
 
 
+def test_record_with_a_bad_rank_variable_says_so_in_one_line(tmp_path, monkeypatch):
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    monkeypatch.setenv("RANK", "2" * 30)
+    r = cli("record", "-o", str(tmp_path / "s.jsonl"), "--", sys.executable, str(script), cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and f"RANK={'2' * 30!r} is too large" in r.stderr, r.stderr
+    assert not (tmp_path / "s.jsonl").exists()
+    # run directly (as record runs it), the program runs and profiling is off
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT, SGLANG_PROFILE_SHAPES="1",
+               SGLANG_PROFILE_SHAPES_FILE=str(tmp_path / "s.jsonl"))
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof._record", str(script)], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=120, env=env)
+    assert r.returncode == 0 and r.stdout == "ran\n", r.stderr
+    assert r.stderr.count("\n") == 1 and "RANK=" in r.stderr and "profiling is off" in r.stderr, r.stderr
+
+
 def test_record_rejects_non_python(tmp_path):
     r = cli("record", "--", "ls")
     assert r.returncode == 2 and "not a Python command" in r.stderr

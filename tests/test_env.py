@@ -43,6 +43,45 @@ def test_bad_value_one_line_and_off(monkeypatch, capsys, tmp_path, name, value):
     assert not (tmp_path / "s.jsonl").exists()
 
 
+
+@pytest.mark.parametrize("name,value,says", [
+    ("RANK", "1180591620717411303424", "is too large"),
+    ("RANK", "one", "is not an integer"),
+    ("RANK", "-1", "must not be negative"),
+    ("RANK", "2.0", "is not an integer"),
+    ("LOCAL_RANK", str(2 ** 63), "is too large"),
+    ("LOCAL_RANK", "0x1", "is not an integer"),
+])
+@pytest.mark.parametrize("selected", ["all", "0"])
+def test_bad_torch_rank_variable_one_line_and_off(monkeypatch, capsys, tmp_path, name, value, says, selected):
+    """torch's own RANK / LOCAL_RANK (read to find this process's rank): one
+    line naming the variable and its value, as for our own variables."""
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_RANK", selected)
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(tmp_path / "s.jsonl"))
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=f"^{name}={value!r} {says}"):
+        sgl_shapeprof.resolve_rank()
+    assert sgl_shapeprof.from_env() is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert f"{name}={value!r} {says}" in err[0] and "profiling is off" in err[0], err
+    assert "OverflowError" not in err[0]
+    assert not list(tmp_path.iterdir())
+
+
+def test_rank_argument_out_of_range_is_a_value_error(tmp_path):
+    # the core counts ranks in 64-bit integers: a bigger one is a ValueError
+    # that says so, not an OverflowError from the C conversion
+    for rank in (2 ** 63, 2 ** 70):
+        with pytest.raises(ValueError, match="rank must be at most"):
+            sgl_shapeprof.ShapeProfiler(str(tmp_path / "r.jsonl"), rank=rank)
+        with pytest.raises(ValueError, match="rank must be at most"):
+            sgl_shapeprof.resolve_rank(rank)
+    assert not list(tmp_path.iterdir())
+
 def test_from_env_settings_and_singleton(monkeypatch, tmp_path):
     path = tmp_path / "e.jsonl"
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
@@ -102,6 +141,18 @@ def test_unwritable_path_is_one_line_and_off(monkeypatch, capsys):
     assert len(err) == 1 and "/nonexistent/dir" in err[0]
     assert "SGLANG_PROFILE_SHAPES_FILE='/nonexistent/dir/s.jsonl'" in err[0]
 
+
+
+def test_default_path_that_cannot_be_written_names_the_variable(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.delenv("SGLANG_PROFILE_SHAPES_FILE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shapes.jsonl").mkdir()  # stops root too
+    assert sgl_shapeprof.from_env() is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "sgl_shapeprof: SGLANG_PROFILE_SHAPES_FILE unset (default 'shapes.jsonl'): "), err
+    assert "profiling is off" in err[0]
 
 @pytest.mark.parametrize("label,recorded", [("de\0code", "de\\0code"), ("x\udc80y", "x\\udc80y")])
 def test_a_bad_phase_label_is_escaped_and_profiling_goes_on(tmp_path, capsys, label, recorded):

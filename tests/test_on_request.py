@@ -11,6 +11,8 @@ import pytest
 import torch
 from helpers import PKG_ROOT, load
 
+import sgl_shapeprof
+
 from sgl_shapeprof import _C  # noqa: F401  (built)
 from sgl_shapeprof.cli import main
 from sgl_shapeprof.on_request import OnRequestProfiler, RequestError
@@ -148,3 +150,61 @@ def test_control_folder_must_be_private(tmp_path, monkeypatch):
     os.chmod(d, 0o777)
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES_CONTROL_DIR", str(d))
     assert main(["request", str(os.getpid()), "--timeout", "1"]) == 2
+
+
+@pytest.mark.parametrize("kind", ["a file", "open to others"])
+def test_a_bad_control_folder_variable_is_named(tmp_path, monkeypatch, capsys, kind):
+    d = tmp_path / "ctl"
+    if kind == "a file":
+        d.write_text("")
+    else:
+        d.mkdir()
+        os.chmod(d, 0o755)
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_CONTROL_DIR", str(d))
+    # the sender: one line naming the variable and its value
+    assert main(["request", str(os.getpid()), "--timeout", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"SGLANG_PROFILE_SHAPES_CONTROL_DIR={str(d)!r}: " in err, err
+    assert "must be a directory owned by this user with mode 0700" in err, err
+    # the armed process: says once that it cannot take requests from outside
+    prof = OnRequestProfiler(rank=0, output_dir=str(tmp_path))
+    prof.POLL_EVERY = 0
+    passes(prof, 3)
+    prof.close()
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and f"SGLANG_PROFILE_SHAPES_CONTROL_DIR={str(d)!r}: " in err[0], err
+    assert "requests from outside the process are not taken" in err[0], err
+
+
+def test_armed_from_env_says_which_variables_it_does_not_use(tmp_path, monkeypatch, capsys):
+    """SGLANG_PROFILE_SHAPES=on_request: a request gives its own passes,
+    phases and skip; the variables for them are not used, and that is said
+    (once, naming them) rather than silently ignored."""
+    from sgl_shapeprof import profiler as profiler_module
+    monkeypatch.setattr(profiler_module, "_env_profiler", None)
+    profiler_module._said.discard("armed-unused")  # said once per process: forget an earlier test's
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "on_request")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(tmp_path / "s.jsonl"))
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_LOG_N_PASSES", "5")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_PHASES", "decode")
+    prof = sgl_shapeprof.from_env()
+    assert isinstance(prof, OnRequestProfiler)
+    assert sgl_shapeprof.from_env() is prof
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1, err
+    assert ("SGLANG_PROFILE_SHAPES_LOG_N_PASSES='5', SGLANG_PROFILE_SHAPES_PHASES='decode': not used with "
+            "SGLANG_PROFILE_SHAPES=on_request") in err[0], err
+    prof.close()
+
+
+def test_armed_from_env_output_folder_that_does_not_exist_is_named(tmp_path, monkeypatch):
+    from sgl_shapeprof import profiler as profiler_module
+    monkeypatch.setattr(profiler_module, "_env_profiler", None)
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "on_request")
+    value = str(tmp_path / "nope" / "s.jsonl")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", value)
+    prof = sgl_shapeprof.from_env()
+    with pytest.raises(RequestError, match=f"its directory does not exist \\(SGLANG_PROFILE_SHAPES_FILE={value!r} "
+                                           "chose it; or name the output\\)"):
+        prof.request(passes=1)
+    prof.close()

@@ -200,6 +200,30 @@ def test_zero_edit_startup_hook(tmp_path, enabled):
         assert not (tmp_path / "z.jsonl").exists()
 
 
+@pytest.mark.parametrize("value,says", [
+    ("true", "SGLANG_PROFILE_SHAPES='true' must be 0, 1 or on_request; profiling is off"),
+    (" 1", None),
+])
+def test_zero_edit_hook_takes_what_the_config_takes(tmp_path, value, says):
+    """The .pth line decides whether our code loads at all: a value the
+    config reads as on (" 1") must load it, and a bad one ("true") must load
+    it too, so that the worker says which variable is wrong instead of
+    running silently unprofiled."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth"), site_dir)
+    env = {"SGLANG_PROFILE_SHAPES_FILE": str(tmp_path / "z.jsonl"), "SGLANG_PROFILE_SHAPES": value}
+    r = run_python(ZERO_EDIT, env_extra=env, args=(site_dir, tmp_path / "src"))
+    assert r.returncode == 0, r.stderr
+    if says:
+        assert r.stdout.split() == ["not", "hooked", "True"], r.stdout
+        assert r.stderr.splitlines() == [f"sgl_shapeprof: {says}"], r.stderr
+        assert not (tmp_path / "z.jsonl").exists()
+    else:
+        assert r.stdout.split() == ["hooked", "True"], r.stderr
+        assert [x["operation"] for x in load(tmp_path / "z.jsonl")] == ["aten.ones.default", "aten.neg.default"]
+
+
 def test_phase_helpers():
     assert integ.llm_phase(types.SimpleNamespace(forward_mode=ForwardMode.DECODE)) == "decode"
     assert integ.llm_phase(None, types.SimpleNamespace(forward_mode=ForwardMode.IDLE)) == "idle"
@@ -222,3 +246,24 @@ def test_hook_command_and_wheel_layout(tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "lib" / "sgl_shapeprof_autohook.pth").exists()
     assert (tmp_path / "lib" / "sgl_shapeprof" / "integrations" / "sglang.py").exists()
+
+
+def test_shapes_request_names_the_profiler_dir_variable(tmp_path, monkeypatch):
+    """/start_profile with SHAPES and no output_dir writes into SGLang's
+    SGLANG_TORCH_PROFILER_DIR: a value that cannot be a folder is named."""
+    from sgl_shapeprof import profiler as profiler_module
+    from sgl_shapeprof.on_request import OnRequestProfiler, RequestError
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "on_request")
+    armed = OnRequestProfiler(rank=0, output_dir=str(tmp_path), control=False)
+    monkeypatch.setattr(profiler_module, "_env_profiler", armed)
+    (tmp_path / "f").write_text("")
+    value = str(tmp_path / "f" / "prof")  # under a file
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", value)
+    req = types.SimpleNamespace(output_dir=None, profile_prefix=None, profile_id="p", start_step=None,
+                                num_steps=2, profile_by_stage=False, profile_stages=None)
+    with pytest.raises(RequestError, match=f"^SHAPES: SGLANG_TORCH_PROFILER_DIR={value!r}: cannot create "):
+        integ.shapes_request(types.SimpleNamespace(get_forward_ct=lambda: 0), req, 0)
+    monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path / "ok"))
+    assert integ.shapes_request(types.SimpleNamespace(get_forward_ct=lambda: 0), req, 0).startswith(
+        f"SHAPES: rank 0 records 2 passes into {tmp_path / 'ok' / 'p-TP-0.shapes.jsonl'}")
+    armed.close()

@@ -269,8 +269,14 @@ def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
     armed = _armed()
     if armed is None:
         return f"SHAPES: rank {rank}: not profiled (SGLANG_PROFILE_SHAPES_RANK)"
-    out_dir = os.path.expanduser(req.output_dir or os.environ.get("SGLANG_TORCH_PROFILER_DIR", "/tmp"))
-    os.makedirs(out_dir, exist_ok=True)
+    chosen = "output_dir" if req.output_dir else (
+        f"SGLANG_TORCH_PROFILER_DIR={os.environ['SGLANG_TORCH_PROFILER_DIR']!r}"
+        if os.environ.get("SGLANG_TORCH_PROFILER_DIR") else "the default")
+    out_dir = os.path.expanduser(req.output_dir or os.environ.get("SGLANG_TORCH_PROFILER_DIR") or "/tmp")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise RequestError(f"{SHAPES}: {chosen}: cannot create {out_dir}: {e.strerror or e}") from None
     prefix = f"{req.profile_prefix}-" if getattr(req, "profile_prefix", None) else ""
     name = f"{prefix}{req.profile_id or 'shapes'}-TP-{armed.rank}.shapes.jsonl"
     skip = 0
