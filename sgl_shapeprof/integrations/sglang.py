@@ -20,6 +20,10 @@ with its phase (the batch's forward mode: extend, decode, idle, ...).
 CUDA graphs: SGLang's graph backends (full, breakable) are wrapped in place
 so that each graph's capture run is recorded as a capture and each replay is
 counted (see "CUDA graphs" below).
+
+Custom ops: while a logged pass or capture is open, SGLang's register_custom_op
+ops take the dispatcher on the logged thread, so that they are recorded (see
+"SGLang's custom ops" below).
 """
 from __future__ import annotations
 
@@ -28,11 +32,12 @@ import functools
 import itertools
 import logging
 import os
+import sys
 import threading
 from typing import Any, Callable, Optional
 
 from ..profiler import ShapeProfiler, _say, _say_once, from_env
-from . import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
+from . import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_CUSTOM_OP, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
                SGLANG_HTTP_SERVER, SGLANG_LLM_WORKER, SGLANG_PROFILER_MANAGER, SGLANG_TOKENIZER_CONTROL)
 
 _ATTACHED = "_sgl_shapeprof"
@@ -62,6 +67,78 @@ def llm_tp_rank(worker: Any) -> Optional[int]:
     return value if isinstance(value, int) else None
 
 
+# ---- SGLang's custom ops -------------------------------------------------------
+# register_custom_op (sglang.srt.utils.custom_op) calls an op's Python function
+# itself, skipping the dispatcher, for plain CUDA tensors under no_grad, unless
+# one of its gates fires (compiling, a dispatch or function mode, torch's
+# profiler, grad). Our fallback is in the dispatcher: on a GPU it would never
+# see SGLang's fused kernels (MoE experts, activations, KV-cache writes, norms).
+# While a logged pass or capture of ours is open (any thread), the "profiler
+# on" gate also answers "this thread is logged", so those calls go through the
+# dispatcher as under torch.profiler or a TorchDispatchMode; when none is open
+# the gate is SGLang's own function again, so its fast path is untouched.
+_CUSTOM_OP_GATE = "_profiling"
+_gate_lock = threading.Lock()
+_gate_users = 0                     # logged passes and captures open, all threads
+_gate_installed: Any = None         # (module, SGLang's gate, ours) while installed
+
+
+_gate_failed = False
+
+
+def _route_custom_ops() -> bool:
+    """Called when a logged pass or capture starts; True if
+    _unroute_custom_ops() must follow at its end."""
+    global _gate_users, _gate_installed, _gate_failed
+    if _gate_failed:
+        return False
+    try:
+        with _gate_lock:
+            # not loaded yet (or an SGLang without the direct path): nothing to route
+            module = sys.modules.get(SGLANG_CUSTOM_OP) if _gate_installed is None else None
+            if module is not None and hasattr(module, "_call_directly_in_eager"):
+                original = getattr(module, _CUSTOM_OP_GATE, None)
+                if not callable(original):
+                    raise AttributeError(f"{SGLANG_CUSTOM_OP} has no {_CUSTOM_OP_GATE}()")
+                from .. import thread_logging
+
+                def gate() -> bool:
+                    return original() or thread_logging()
+                setattr(module, _CUSTOM_OP_GATE, gate)
+                _gate_installed = (module, original, gate)
+            _gate_users += 1
+        return True
+    except Exception as e:
+        _gate_failed = True
+        _say_once("custom-ops", f"cannot route SGLang's custom ops through the dispatcher ({type(e).__name__}: "
+                                f"{e}); those it calls directly (on CUDA) are not recorded")
+        return False
+
+
+def _unroute_custom_ops() -> None:
+    global _gate_users, _gate_installed
+    with _gate_lock:
+        _gate_users -= 1
+        if _gate_users == 0 and _gate_installed is not None:
+            module, original, gate = _gate_installed
+            _gate_installed = None
+            if getattr(module, _CUSTOM_OP_GATE, None) is gate:  # not replaced since by someone else
+                setattr(module, _CUSTOM_OP_GATE, original)
+
+
+@contextlib.contextmanager
+def custom_ops_recorded(logged: bool = True):
+    """with custom_ops_recorded(): SGLang's register_custom_op ops called
+    inside are recorded like any operator, in passes of your own (the SGLang
+    integration does this around every logged pass it opens)."""
+    routed = logged and _route_custom_ops()
+    try:
+        yield
+    finally:
+        if routed:
+            _unroute_custom_ops()
+
+
 def _reopen_for(result: Any, profiler: ShapeProfiler) -> None:
     """SGLang's overlap scheduler may sample a batch after its forward
     returned (result.delay_sample_func, called before the next batch's
@@ -72,9 +149,10 @@ def _reopen_for(result: Any, profiler: ShapeProfiler) -> None:
 
     @functools.wraps(sample)
     def sample_in_pass(*args, **kwargs):
-        profiler.reopen_forward_pass()
+        logged = profiler.reopen_forward_pass()
         try:
-            return sample(*args, **kwargs)
+            with custom_ops_recorded(logged):
+                return sample(*args, **kwargs)
         finally:
             profiler.end_forward_pass()
     sample_in_pass.__sgl_shapeprof_wrapped__ = True
@@ -96,9 +174,10 @@ def profile_calls(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...,
     is part of the outer pass: the profiler nests passes itself)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        profiler.start_forward_pass(_phase(phase_of, args, kwargs))
+        logged = profiler.start_forward_pass(_phase(phase_of, args, kwargs))
         try:
-            result = fn(*args, **kwargs)
+            with custom_ops_recorded(logged):
+                result = fn(*args, **kwargs)
         finally:
             profiler.end_forward_pass()
         _reopen_for(result, profiler)
@@ -129,11 +208,12 @@ def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...
         done = 0
         while True:
             if expected is not None and done >= expected > 0:
-                profiler.reopen_forward_pass()
+                logged = profiler.reopen_forward_pass()
             else:
-                profiler.start_forward_pass(phase)
+                logged = profiler.start_forward_pass(phase)
             try:
-                item = next(items)
+                with custom_ops_recorded(logged):
+                    item = next(items)
             except StopIteration:
                 return
             finally:
@@ -560,7 +640,7 @@ def _capture_run(backend: Any, shape_key: Any, forward_fn: Callable) -> Callable
             # not that pass's batch: neither is recorded
             with _paused():
                 return forward_fn(*args, **kwargs)
-        with prof.capture_graph(key, phase):
+        with prof.capture_graph(key, phase) as logged, custom_ops_recorded(logged):
             _graph_state.active = True
             try:
                 return forward_fn(*args, **kwargs)
