@@ -3,7 +3,9 @@
 A wheel install puts sgl_shapeprof_autohook.pth into site-packages already;
 this command does it for editable installs (pip install -e) or another
 environment. The hook's one line costs a dictionary lookup at start-up and
-imports nothing unless SGLANG_PROFILE_SHAPES=1.
+imports nothing unless SGLANG_PROFILE_SHAPES is 1 or on_request; otherwise it
+leaves a finder that waits for SGLang's tokenizer module (to refuse SHAPES
+requests to a server that cannot take them; see _autohook).
 """
 from __future__ import annotations
 

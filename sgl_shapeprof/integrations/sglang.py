@@ -1,6 +1,8 @@
 """SGLang worker wrappers.
 
-Two ways in, both doing nothing unless SGLANG_PROFILE_SHAPES=1:
+Two ways in, both doing nothing unless SGLANG_PROFILE_SHAPES=1 (or
+on_request), except refusing /start_profile requests for SHAPES on a server
+that is not armed (see patch_tokenizer_control_module):
 
 - the patches in patches/ add to each worker's __init__ (3-5 lines)::
 
@@ -320,6 +322,13 @@ def patch_diffusion_module(module: Any) -> None:
 # becomes a request to this process's armed profiler; the other activities
 # (CPU, GPU, MEM, ...) go on to SGLang's torch profiler over the same steps.
 SHAPES = "SHAPES"
+NOT_ARMED = ("SHAPES: this server was not started with SGLANG_PROFILE_SHAPES=on_request, "
+             "so it cannot record on request")
+
+
+def _server_armed() -> bool:
+    from ..config import ENV_ENABLE, ON_REQUEST
+    return os.environ.get(ENV_ENABLE, "").strip() == ON_REQUEST
 
 
 def _armed() -> Any:
@@ -344,8 +353,7 @@ def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
     from ..on_request import RequestError
     cfg = read_env()
     if not cfg.on_request:
-        raise RequestError("SHAPES: this server was not started with SGLANG_PROFILE_SHAPES=on_request, "
-                           "so it cannot record on request")
+        raise RequestError(NOT_ARMED)
     armed = _armed()
     if armed is None:
         return f"SHAPES: rank {rank}: not profiled (SGLANG_PROFILE_SHAPES_RANK)"
@@ -454,17 +462,64 @@ def patch_profiler_manager_module(module: Any) -> None:
 # The HTTP reply to /start_profile is a fixed "Start profiling." and a failed
 # request a bare 500: the tokenizer keeps the schedulers' SHAPES answer (every
 # rank's line), and a middleware puts it into the reply.
+#
+# The tokenizer is patched on every server with sgl_shapeprof installed, armed
+# or not (the start-up hook's finder; the patch's lines): SGLang keeps an
+# activity it does not know and answers "Start profiling.", so a server not
+# started with on_request would take a SHAPES request and record nothing. It
+# is refused there, before any scheduler sees it.
 _REPLY = "_sgl_shapeprof_reply"
 
 
+def _never_raises(patch: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A patch of a module every server imports: a failure leaves SGLang's
+    own behaviour (said once), never a server that does not start."""
+    @functools.wraps(patch)
+    def safe(module: Any) -> None:
+        try:
+            patch(module)
+        except Exception as e:
+            _say_once(f"patch-{patch.__name__}", f"cannot patch {getattr(module, '__name__', module)} "
+                                                 f"({type(e).__name__}: {e}); /start_profile answers as "
+                                                 f"SGLang's own")
+    return safe
+
+
+def _not_armed_error() -> type:
+    """A RuntimeError, as SGLang fails a profile request (what
+    Engine.start_profile raises), that is also FastAPI's HTTPException: the
+    HTTP reply is a 400 with the reason, in SGLang's error JSON."""
+    try:
+        from fastapi import HTTPException
+    except ImportError:
+        return RuntimeError
+
+    class ShapesNotArmed(HTTPException, RuntimeError):
+        def __init__(self, message: str):
+            super().__init__(status_code=400, detail=message)
+
+        def __str__(self) -> str:
+            return str(self.detail)
+    return ShapesNotArmed
+
+
+@_never_raises
 def patch_tokenizer_control_module(module: Any) -> None:
     cls = module.TokenizerControlMixin
     execute = cls._execute_profile
     if getattr(execute, "__sgl_shapeprof_wrapped__", False):
         return
+    from sglang.srt.managers.io_struct import ProfileReqType
+    not_armed = _not_armed_error()
 
     @functools.wraps(execute)
     async def _execute_profile(self, req):
+        if not _server_armed():
+            if getattr(req, "req_type", None) == ProfileReqType.START_PROFILE and \
+                    SHAPES in (getattr(req, "activities", None) or []):
+                logging.getLogger("sgl_shapeprof").warning(NOT_ARMED)
+                raise not_armed(NOT_ARMED)
+            return await execute(self, req)   # SGLang's own
         result = (await self.profile_communicator(req))[0]
         message = str(getattr(result, "message", "") or "")
         if SHAPES + ":" in message:
@@ -476,6 +531,7 @@ def patch_tokenizer_control_module(module: Any) -> None:
     cls._execute_profile = _execute_profile
 
 
+@_never_raises
 def patch_http_server_module(module: Any) -> None:
     app = getattr(module, "app", None)
     if app is None or getattr(app, "_sgl_shapeprof_reply", False):
