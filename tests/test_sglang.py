@@ -202,7 +202,7 @@ def test_zero_edit_startup_hook(tmp_path, enabled):
 UNARMED = r'''
 import asyncio, enum, json, os, site, sys
 site.addsitedir(sys.argv[1])            # what site-packages does at start-up (run with -S:
-sys.path.append(sys.argv[3])            # the environment's own .pth files are not run)
+sys.path[len(sys.path):] = sys.argv[3:]  # the environment's own .pth files are not run)
 import email.mime.text, http.client     # other imports: nothing of ours loads
 loaded = ["sgl_shapeprof" in sys.modules]
 # stand-ins for SGLang's tokenizer mixin and the request types it imports
@@ -261,6 +261,21 @@ def test_unarmed_startup_hook_refuses_shapes(tmp_path):
     assert "SGLANG_PROFILE_SHAPES=on_request" in integ.NOT_ARMED
 
 
+def test_unarmed_startup_hook_left_behind(tmp_path):
+    """The hook's line left in site-packages by a package since removed (an
+    editable install's `hook install`): SGLang's tokenizer imports, as is."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth"), site_dir)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-S", "-c", UNARMED, str(site_dir), str(tmp_path / "src")],
+                       capture_output=True, text=True, env=env, timeout=120, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["loaded"] == [False, False]
+    assert out["shapes"] == "sglang: CPU,SHAPES"
+
+
 def test_the_hook_line_names_the_unarmed_targets():
     """The .pth line cannot import the names (it runs in every Python
     process): it must spell them as the package does."""
@@ -268,7 +283,7 @@ def test_the_hook_line_names_the_unarmed_targets():
     from sgl_shapeprof.integrations import SGLANG_TOKENIZER_CONTROL
     line = open(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth")).read()
     assert _autohook.UNARMED_TARGETS == (SGLANG_TOKENIZER_CONTROL,)
-    assert f'if name == "{SGLANG_TOKENIZER_CONTROL}" else None' in line
+    assert f'name == "{SGLANG_TOKENIZER_CONTROL}" and' in line
     assert not any(isinstance(f, _autohook._WorkerFinder) for f in sys.meta_path)   # unset: not installed
 
 
