@@ -189,3 +189,20 @@ def test_custom_op_gate_failure_is_said_once(env, capsys, custom_op_module):
     err = capsys.readouterr().err
     assert err.count("cannot route SGLang's custom ops through the dispatcher") == 1, err
     assert not hasattr(custom_op_module, "_profiling")
+
+
+def test_thread_logging(tmp_path):
+    """The public question the gate asks: this thread, in a logged pass, now."""
+    import sgl_shapeprof
+    prof = sgl_shapeprof.ShapeProfiler(tmp_path / "t.jsonl", skip_warmup=1)
+    states = [sgl_shapeprof.thread_logging()]
+    for _ in range(2):                       # a warm-up pass, then a logged one
+        with prof.forward_pass():
+            other = []
+            t = threading.Thread(target=lambda: other.append(sgl_shapeprof.thread_logging()))
+            t.start()
+            t.join()
+            states.append((sgl_shapeprof.thread_logging(), other[0]))
+    states.append(sgl_shapeprof.thread_logging())
+    prof.close()
+    assert states == [False, (False, False), (True, False), False]
