@@ -83,9 +83,7 @@ _CUSTOM_OP_GATE = "_profiling"
 _gate_lock = threading.Lock()
 _gate_users = 0                     # logged passes and captures open, all threads
 _gate_installed: Any = None         # (module, SGLang's gate, ours) while installed
-
-
-_gate_failed = False
+_gate_failed = False                # said once; SGLang's own gate from then on
 
 
 def _route_custom_ops() -> bool:
