@@ -8,11 +8,13 @@
 Importing this package imports nothing heavy (the start-up hook relies on
 that): the names below load on first use; creating a profiler imports torch.
 """
+import sys as _sys  # already loaded by the interpreter: free
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs 15 ms at start-up
 
 __version__ = "0.1.0"
 __all__ = ["ShapeProfiler", "OnRequestProfiler", "from_env", "resolve_rank", "ConfigError",
-           "RecordReader", "read_records", "read_summary", "__version__"]
+           "RecordReader", "read_records", "read_summary", "thread_logging", "__version__"]
 
 _LAZY = {
     "ShapeProfiler": "profiler", "from_env": "profiler", "resolve_rank": "profiler",
@@ -26,6 +28,16 @@ if TYPE_CHECKING:
     from .on_request import OnRequestProfiler
     from .profiler import ShapeProfiler, from_env, resolve_rank
     from .reader import RecordReader, read_records, read_summary
+
+
+def thread_logging() -> bool:
+    """True while the calling thread is inside a logged forward pass or graph
+    capture (and not paused): the operator calls it makes now are recorded.
+    For code that must route calls through the dispatcher to be seen (SGLang's
+    custom ops, see integrations/sglang.py). Imports nothing; False before any
+    profiler was created."""
+    native = _sys.modules.get("sgl_shapeprof._C")
+    return native is not None and native.thread_enabled()
 
 
 def __getattr__(name):

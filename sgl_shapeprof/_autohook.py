@@ -3,10 +3,16 @@ only when SGLANG_PROFILE_SHAPES is set and not 0 (a bad value too: the
 worker's from_env() then says which). It wraps SGLang's worker classes when (and
 if) their modules are imported; nothing else is touched and torch is not
 imported here.
+
+With the variable unset (or 0) the .pth imports nothing: its own finder asks
+unarmed_spec() for SGLang's tokenizer module only, so that a /start_profile
+request for SHAPES gets an error naming the variable instead of SGLang's
+"Start profiling." with nothing recorded.
 """
 from __future__ import annotations
 
 import importlib.machinery
+import os
 import sys
 
 from .integrations import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
@@ -18,6 +24,8 @@ from .integrations import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORK
 TARGETS = (SGLANG_LLM_WORKER, SGLANG_DIFFUSION_WORKER, SGLANG_PROFILER_MANAGER,
            SGLANG_TOKENIZER_CONTROL, SGLANG_HTTP_SERVER, SGLANG_FULL_GRAPH_BACKEND,
            SGLANG_BREAKABLE_GRAPH_BACKEND)
+# Not armed: only where /start_profile requests enter (the .pth names it too)
+UNARMED_TARGETS = (SGLANG_TOKENIZER_CONTROL,)
 
 
 def _patch(module) -> None:
@@ -43,17 +51,27 @@ class _PatchingLoader:
         return getattr(self._loader, name)
 
 
+def _patching_spec(name, path):
+    spec = importlib.machinery.PathFinder.find_spec(name, path)
+    if spec is None or spec.loader is None:
+        return None
+    spec.loader = _PatchingLoader(spec.loader)
+    return spec
+
+
+def unarmed_spec(name, path):
+    """For the .pth's finder (SGLANG_PROFILE_SHAPES unset): a spec that
+    patches the module, for UNARMED_TARGETS."""
+    return _patching_spec(name, path) if name in UNARMED_TARGETS else None
+
+
 class _WorkerFinder:
     """A meta path finder (the protocol only: importlib.abc costs 12 ms)."""
 
     def find_spec(self, name, path, target=None):
         if name not in TARGETS:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        spec.loader = _PatchingLoader(spec.loader)
-        return spec
+        return _patching_spec(name, path)
 
     def invalidate_caches(self):
         pass
@@ -68,4 +86,6 @@ def install_worker_patcher() -> None:
     sys.meta_path.insert(0, _WorkerFinder())
 
 
-install_worker_patcher()
+# the .pth's test: set and not 0 (a bad value too); else unarmed_spec() is asked
+if (os.environ.get("SGLANG_PROFILE_SHAPES") or "").strip() not in ("", "0"):
+    install_worker_patcher()

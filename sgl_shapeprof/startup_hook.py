@@ -4,7 +4,9 @@ A wheel install puts sgl_shapeprof_autohook.pth into site-packages already;
 this command does it for editable installs (pip install -e) or another
 environment. The hook's one line costs a dictionary lookup at start-up and
 imports nothing unless SGLANG_PROFILE_SHAPES is set to something other
-than 0 (a bad value loads it too, so that the worker says what is wrong).
+than 0 (a bad value loads it too, so that the worker says what is wrong);
+otherwise it leaves a finder that waits for SGLang's tokenizer module (to
+refuse SHAPES requests to a server that cannot take them; see _autohook).
 """
 from __future__ import annotations
 

@@ -3,17 +3,19 @@ PyPI): the patches apply, the patched files compile, and the patched workers,
 with their heavy imports stubbed, profile one pass per forward call. Also the
 zero-edit start-up hook, and the worker-hook helpers."""
 import enum
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import types
 import zipfile
 
 import pytest
 import torch
-from helpers import ROOT, load, run_python
+from helpers import PKG_ROOT, ROOT, load, run_python
 from sglang_stubs import stubbed_sglang
 
 from sgl_shapeprof.integrations import sglang as integ
@@ -222,6 +224,97 @@ def test_zero_edit_hook_takes_what_the_config_takes(tmp_path, value, says):
     else:
         assert r.stdout.split() == ["hooked", "True"], r.stderr
         assert [x["operation"] for x in load(tmp_path / "z.jsonl")] == ["aten.ones.default", "aten.neg.default"]
+
+
+UNARMED = r'''
+import asyncio, enum, json, os, site, sys
+site.addsitedir(sys.argv[1])            # what site-packages does at start-up (run with -S:
+sys.path[len(sys.path):] = sys.argv[3:]  # the environment's own .pth files are not run)
+import email.mime.text, http.client     # other imports: nothing of ours loads
+loaded = ["sgl_shapeprof" in sys.modules]
+# stand-ins for SGLang's tokenizer mixin and the request types it imports
+root = sys.argv[2]
+for d in ("sglang", "sglang/srt", "sglang/srt/managers"):
+    os.makedirs(os.path.join(root, d), exist_ok=True)
+    open(os.path.join(root, d, "__init__.py"), "a").close()
+open(os.path.join(root, "sglang/srt/managers/io_struct.py"), "w").write("""
+import enum
+class ProfileReqType(enum.Enum):
+    START_PROFILE = 1
+    STOP_PROFILE = 2
+""")
+open(os.path.join(root, "sglang/srt/managers/tokenizer_control_mixin.py"), "w").write("""
+class TokenizerControlMixin:
+    async def _execute_profile(self, req):
+        return "sglang: " + ",".join(req.activities or [])
+""")
+sys.path.insert(0, root)
+from sglang.srt.managers.io_struct import ProfileReqType
+from sglang.srt.managers.tokenizer_control_mixin import TokenizerControlMixin
+loaded.append("sgl_shapeprof" in sys.modules)
+class Req:
+    def __init__(self, req_type, activities):
+        self.req_type, self.activities = req_type, activities
+tm = TokenizerControlMixin()
+out = {"loaded": loaded}
+for name, req in [("cpu", Req(ProfileReqType.START_PROFILE, ["CPU"])),
+                  ("stop", Req(ProfileReqType.STOP_PROFILE, None)),
+                  ("shapes", Req(ProfileReqType.START_PROFILE, ["CPU", "SHAPES"]))]:
+    try:
+        out[name] = asyncio.run(tm._execute_profile(req))
+    except Exception as e:
+        out[name] = [type(e).__mro__[1].__name__, isinstance(e, RuntimeError), getattr(e, "status_code", None),
+                     str(e)]
+print(json.dumps(out))
+'''
+
+
+def test_unarmed_startup_hook_refuses_shapes(tmp_path):
+    """SGLANG_PROFILE_SHAPES unset: the hook loads nothing of ours until
+    SGLang's tokenizer module is imported, then a SHAPES request fails with
+    the reason (an HTTPException for the server's 400, a RuntimeError as SGLang
+    fails profile requests) and any other request is SGLang's own."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth"), site_dir)
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT)
+    r = subprocess.run([sys.executable, "-S", "-c", UNARMED, str(site_dir), str(tmp_path / "src"),
+                        sysconfig.get_paths()["purelib"]], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["loaded"] == [False, True]
+    assert out["cpu"] == "sglang: CPU" and out["stop"] == "sglang: "
+    # without FastAPI (no SGLang server here) a plain RuntimeError
+    with_fastapi = importlib.util.find_spec("fastapi") is not None
+    assert out["shapes"] == (["HTTPException", True, 400, integ.NOT_ARMED] if with_fastapi else
+                             ["Exception", True, None, integ.NOT_ARMED])
+    assert "SGLANG_PROFILE_SHAPES=on_request" in integ.NOT_ARMED
+
+
+def test_unarmed_startup_hook_left_behind(tmp_path):
+    """The hook's line left in site-packages by a package since removed (an
+    editable install's `hook install`): SGLang's tokenizer imports, as is."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth"), site_dir)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-S", "-c", UNARMED, str(site_dir), str(tmp_path / "src")],
+                       capture_output=True, text=True, env=env, timeout=120, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["loaded"] == [False, False]
+    assert out["shapes"] == "sglang: CPU,SHAPES"
+
+
+def test_the_hook_line_names_the_unarmed_targets():
+    """The .pth line cannot import the names (it runs in every Python
+    process): it must spell them as the package does."""
+    from sgl_shapeprof import _autohook
+    from sgl_shapeprof.integrations import SGLANG_TOKENIZER_CONTROL
+    line = open(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth")).read()
+    assert _autohook.UNARMED_TARGETS == (SGLANG_TOKENIZER_CONTROL,)
+    assert f'name == "{SGLANG_TOKENIZER_CONTROL}" and' in line
+    assert not any(isinstance(f, _autohook._WorkerFinder) for f in sys.meta_path)   # unset: not installed
 
 
 def test_phase_helpers():

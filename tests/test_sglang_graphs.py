@@ -41,7 +41,10 @@ FAMILY = 1_000_000   # graph key = family * FAMILY + size; prefill graphs are fa
 # raw prefill token counts 3,16,4 over buckets 4, 16
 DECODE_REPLAYS = {4: 3, 2: 1, 1: 1}
 PREFILL_REPLAYS = {4: 2, 16: 1}
-ATTENTION = {"aten.transpose.int", "aten.mm.default", "aten._softmax.default"}   # the eager break
+# SGLang custom ops (register_custom_op) in the models: the MLP's activation
+# (captured with the decode graphs) and the attention's softmax (eager break)
+RELU, SOFTMAX = "sglang.shapeprof_test_relu.default", "sglang.shapeprof_test_softmax.default"
+ATTENTION = {"aten.transpose.int", "aten.mm.default", SOFTMAX}   # the eager break
 
 
 needs_sglang = needs_sglang(SGLANG_VERSION)
@@ -226,6 +229,7 @@ def first_of_each(calls_list):
 
 
 def check_graphs(tmp_path, out, dedupe):
+    hidden = 8
     records, summary = load(tmp_path / "shapes.jsonl")
     eager = collections.defaultdict(list)   # the models run eagerly, every call written
     for r in load(out["eager"])[0]:
@@ -257,6 +261,9 @@ def check_graphs(tmp_path, out, dedupe):
         assert {r["phase"] for r in captured[bs]} == {"decode"}
         model = calls(eager[f"eager_decode_{bs}"])
         assert calls(captured[bs]) == (first_of_each(model) if dedupe else model)
+        # SGLang's custom op, which it calls without the dispatcher outside our passes
+        act = {"shape": [bs, 4 * hidden], "dtype": "torch.float32"}
+        assert [c for c in calls(captured[bs]) if c[0] == RELU] == [(RELU, {"xs": [act]}, act)]
     # the replaying passes ran SGLang's batch loading; the model's calls are the graph's
     decode_passes = [p for p in passes.values() if p[0]["phase"] == "decode"]
     assert decode_passes and not any(r["operation"] in ("aten.embedding.default", "aten.addmm.default")
@@ -275,8 +282,18 @@ def check_graphs(tmp_path, out, dedupe):
             attention = [c for c in calls(eager[f"eager_extend_{t}"]) if c[0] in ATTENTION]
             assert [c for c in calls(p) if c[0] != "aten.copy_.default"] == attention
 
+    # SGLang's custom ops took the dispatcher in the captures and the passes
+    # only (3 decode captures, 3 extend passes' eager breaks); everywhere else
+    # (warm-ups, a prefill capture's paused breaks, outside passes) SGLang's
+    # direct call, with its own gate in place
+    assert out["custom_op_calls"] == {"dispatched": len(DECODE_REPLAYS) + sum(PREFILL_REPLAYS.values()),
+                                      "direct": 2 * len(DECODE_REPLAYS) + 3 * len(PREFILL_REPLAYS) + 1}
+    assert out["gate_is_sglangs"] is True
+    if not dedupe:
+        assert [r["forward_pass"] for r in records if r["operation"] == SOFTMAX] == sorted(
+            p for p, rs in passes.items() if rs[0]["phase"] == "extend")
+
     # the analysis: a captured GEMM is called once per replay of its graph
-    hidden = 8
     decode = gemm(tmp_path / "shapes.jsonl", "decode")
     assert decode == {(op, bs, n, k): reps for bs, reps in DECODE_REPLAYS.items()
                       for op, n, k in (("aten.addmm.default", 4 * hidden, hidden),
@@ -322,6 +339,11 @@ def test_graphs_on_request(tmp_path):
     assert out["profiler"] == "OnRequestProfiler"
     records, summary = load(out["request"])
     assert not any("graph" in r for r in records)
+    # the request's passes route SGLang's custom ops (the attention break's
+    # softmax), the start-up captures before it do not
+    assert sum(r["operation"] == SOFTMAX for r in records) == sum(PREFILL_REPLAYS.values())
+    assert out["custom_op_calls"] == {"dispatched": sum(PREFILL_REPLAYS.values()),
+                                      "direct": 3 * len(DECODE_REPLAYS) + 3 * len(PREFILL_REPLAYS) + 1}
     assert summary["graphs"] == {
         **{str(bs): {"captures": 0, "replays": n} for bs, n in DECODE_REPLAYS.items()},
         **{str(FAMILY + t): {"captures": 0, "replays": n} for t, n in PREFILL_REPLAYS.items()}}

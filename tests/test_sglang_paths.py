@@ -1,14 +1,19 @@
 """The SGLang worker paths beyond forward_batch_generation, on stand-in
 workers shaped like 0.5.23's: delayed sampling reopens its pass, split prefill
 and embedding forwards are passes, the diffusion worker's sequential generator
-is one pass per yielded request, and pre-warm requests are labelled warmup."""
+is one pass per yielded request, and pre-warm requests are labelled warmup.
+Also when SGLang's custom-op gate is ours (logged passes only, and only for the
+logged thread); with SGLang's real register_custom_op: tests/test_sglang_graphs.py."""
 import json
+import sys
+import threading
 import types
 
 import pytest
 import torch
 from helpers import load
 
+from sgl_shapeprof.integrations import SGLANG_CUSTOM_OP
 from sgl_shapeprof.integrations import sglang as integ
 
 
@@ -134,3 +139,70 @@ def test_prewarm_requests_are_warmup_passes(env):
     prof.close()
     assert [r["phase"] for r in load(env) if r["operation"] == "aten.exp.default"] == [
         "warmup", "warmup", "generate"]
+
+
+# ---- SGLang's custom-op gate ---------------------------------------------------
+@pytest.fixture
+def custom_op_module(monkeypatch):
+    """A stand-in for sglang.srt.utils.custom_op: what the integration reads."""
+    module = types.ModuleType(SGLANG_CUSTOM_OP)
+    module._profiling = torch._C._autograd._profiler_enabled
+    module._call_directly_in_eager = lambda op_func, op: op_func
+    monkeypatch.setitem(sys.modules, SGLANG_CUSTOM_OP, module)
+    monkeypatch.setattr(integ, "_gate_failed", False, raising=False)
+    return module
+
+
+def test_custom_op_gate_is_ours_only_in_logged_passes(env, monkeypatch, custom_op_module):
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_SKIP_WARMUP", "1")
+    sglangs = custom_op_module._profiling
+    seen = []
+
+    class Worker(LlmWorker):
+        def forward_batch_generation(self, batch=None, forward_batch=None):
+            gate = custom_op_module._profiling
+            other = []
+            t = threading.Thread(target=lambda: other.append(gate()))   # a thread outside any pass
+            t.start()
+            t.join()
+            self.forward_batch_split_prefill(batch)                    # a pass inside the pass
+            seen.append((gate is sglangs, gate(), other[0], custom_op_module._profiling is gate))
+
+    w = Worker()
+    prof = integ.attach_llm_worker(w)
+    w.forward_batch_generation(mode("DECODE"))     # warm-up: not logged, SGLang's gate
+    assert custom_op_module._profiling is sglangs
+    w.forward_batch_generation(mode("DECODE"))     # logged: ours, for this thread only
+    assert custom_op_module._profiling is sglangs  # and SGLang's again after it
+    prof.close()
+    assert seen == [(True, False, False, True), (False, True, False, True)]
+
+
+def test_custom_op_gate_failure_is_said_once(env, capsys, custom_op_module):
+    del custom_op_module._profiling                # an SGLang whose gate we do not know
+    w = LlmWorker()
+    prof = integ.attach_llm_worker(w)
+    for _ in range(2):
+        assert w.forward_batch_generation(mode("DECODE")).logits.shape == (3, 5)
+    prof.close()
+    assert [r["forward_pass"] for r in load(env) if r["operation"] == "aten.mm.default"] == [1, 2]
+    err = capsys.readouterr().err
+    assert err.count("cannot route SGLang's custom ops through the dispatcher") == 1, err
+    assert not hasattr(custom_op_module, "_profiling")
+
+
+def test_thread_logging(tmp_path):
+    """The public question the gate asks: this thread, in a logged pass, now."""
+    import sgl_shapeprof
+    prof = sgl_shapeprof.ShapeProfiler(tmp_path / "t.jsonl", skip_warmup=1)
+    states = [sgl_shapeprof.thread_logging()]
+    for _ in range(2):                       # a warm-up pass, then a logged one
+        with prof.forward_pass():
+            other = []
+            t = threading.Thread(target=lambda: other.append(sgl_shapeprof.thread_logging()))
+            t.start()
+            t.join()
+            states.append((sgl_shapeprof.thread_logging(), other[0]))
+    states.append(sgl_shapeprof.thread_logging())
+    prof.close()
+    assert states == [False, (False, False), (True, False), False]

@@ -54,9 +54,10 @@ class Server:
                    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                    SGLANG_NCCL_SO_PATH="/nonexistent/libnccl.so.2",
                    SGLANG_CPU_OMP_THREADS_BIND="|".join(str(i % ncpu) for i in range(tp)) if tp > 1
-                   else f"0-{ncpu - 1}",
-                   SGLANG_PROFILE_SHAPES=switch, SGLANG_PROFILE_SHAPES_RANK="all",
-                   SGLANG_PROFILE_SHAPES_FILE=str(tmp_path / "env_shapes.jsonl"))
+                   else f"0-{ncpu - 1}")
+        if switch is not None:   # None: started without any SGLANG_PROFILE_SHAPES* variable
+            env.update(SGLANG_PROFILE_SHAPES=switch, SGLANG_PROFILE_SHAPES_RANK="all",
+                       SGLANG_PROFILE_SHAPES_FILE=str(tmp_path / "env_shapes.jsonl"))
         env.update(extra_env or {})
         self.port = _port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -175,13 +176,27 @@ def test_start_profile_shapes_with_profile_v2(models, tmp_path):
         srv.stop()
 
 
+@pytest.mark.parametrize("switch", [None, "1"], ids=["unset", "1"])
 @pytest.mark.parametrize("way", ["zero-edit", "patched"])
-def test_shapes_on_a_server_not_armed_is_an_error(models, patched_tree, tmp_path, way):
-    srv = Server(models / "tiny-llama", tmp_path, switch="1",
+def test_shapes_on_a_server_not_armed_is_an_error(models, patched_tree, tmp_path, way, switch):
+    """Not started with on_request (the variable unset: SGLang alone would
+    answer "Start profiling." and record nothing; or 1: recording from the
+    start): a SHAPES request is a 400 naming the variable, and nothing starts,
+    SGLang's own profiler included. Other requests get SGLang's answers."""
+    srv = Server(models / "tiny-llama", tmp_path, switch=switch,
                  patched=patched_tree if way == "patched" else None)
     try:
-        status, body = _post(srv.url + "/start_profile", {"activities": ["SHAPES"], "num_steps": 2})
-        assert status == 400 and "not started with SGLANG_PROFILE_SHAPES=on_request" in body, body
+        out = tmp_path / "prof"
+        for activities in (["SHAPES"], ["CPU", "SHAPES"]):
+            status, body = _post(srv.url + "/start_profile",
+                                 {"activities": activities, "num_steps": 2, "output_dir": str(out)})
+            assert status == 400, body
+            assert "not started with SGLANG_PROFILE_SHAPES=on_request" in json.loads(body)["message"], body
+        assert srv.generate(3)["meta_info"]["completion_tokens"] == 3
+        assert not out.exists()
+        status, body = _post(srv.url + "/start_profile",
+                             {"activities": ["CPU"], "num_steps": 1, "output_dir": str(out)})
+        assert (status, body) == (200, "Start profiling.\n")
         assert srv.generate(2)["meta_info"]["completion_tokens"] == 2
     finally:
         srv.stop()

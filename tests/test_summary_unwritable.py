@@ -1,17 +1,10 @@
 """A records file that can be written beside a summary that cannot: the
 records are kept, and one line says the summary could not be written.
 
-NEEDS THE C CORE CHANGE (issue 17, part 4, item 3): today sp_open
-(csrc/core/sp_profiler.c) fails the open when its first "running" summary
-cannot be written, so profiling is off and the records are lost. The core
-must record anyway and say once, on stderr, in one line:
+Once per profiler, whichever write fails first (sp_open's "running"
+snapshot, the flusher's, close's), on stderr:
 
     sgl_shapeprof: cannot write summary file <summary path>: <strerror>; recording goes on without it
-
-(sp_open, the flusher's snapshots in sp_flusher.c and the final summary in
-sp_close.c alike: said once per profiler, whichever write fails first).
-Until then these tests are expected to fail (xfail, strict: remove the
-marker with the C change).
 
 Tests run as root, so a read-only folder does not stop a write. Two causes
 that do: a summary name longer than NAME_MAX (255 bytes) beside a records
@@ -27,9 +20,6 @@ from helpers import load, run_python
 
 import sgl_shapeprof
 from sgl_shapeprof import ShapeProfiler
-
-NEEDS_CORE = pytest.mark.xfail(
-    strict=True, reason="C core: sp_open fails when the summary cannot be written (issue 17 item 3)")
 
 NAME_MAX = 255
 TAIL = "_summary.json"
@@ -67,7 +57,6 @@ def workload(prof, passes=3):
 CAUSES = ["name too long", "directory in the way"]
 
 
-@NEEDS_CORE
 @pytest.mark.parametrize("cause", CAUSES)
 def test_records_are_kept_and_one_line_says_why_there_is_no_summary(tmp_path, capfd, cause):
     path, summary, err = unwritable_summary(tmp_path, cause)
@@ -88,7 +77,6 @@ def test_records_are_kept_and_one_line_says_why_there_is_no_summary(tmp_path, ca
         assert sorted(os.listdir(tmp_path)) == sorted([path.name, os.path.basename(summary)])
 
 
-@NEEDS_CORE
 @pytest.mark.parametrize("cause", CAUSES)
 def test_from_env_records_and_exit_says_it_once(tmp_path, cause):
     """SGLang's way in, and the summary written at exit (no close() by the
@@ -110,21 +98,6 @@ def test_from_env_records_and_exit_says_it_once(tmp_path, cause):
     assert [(x["forward_pass"], x["operation"]) for x in load(path)] == [(1, "aten.mm.default")]
 
 
-@pytest.mark.parametrize("cause", CAUSES)
-def test_today_the_records_are_lost(tmp_path, capsys, monkeypatch, cause):
-    """What the tests above change (delete this one with the C change): the
-    open fails, from_env() says so and profiling is off."""
-    path, summary, err = unwritable_summary(tmp_path, cause)
-    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
-    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(path))
-    assert sgl_shapeprof.from_env() is None
-    said = capsys.readouterr().err
-    assert f"cannot write summary file {summary}: {os.strerror(err)}" in said and "profiling is off" in said
-    assert os.path.getsize(path) == 0
-
-
-@pytest.mark.xfail(strict=True, reason="C core: the summary's temporary name (summary + .PID.SEQ.tmp) "
-                                       "exceeds NAME_MAX when the summary's own name fits")
 def test_a_summary_name_that_fits_is_written(tmp_path, capfd):
     """A summary name of 245-255 bytes is a good name, but the temporary
     file it is written through (open_tmp_beside in csrc/core/sp_summary.c:

@@ -44,10 +44,7 @@ int sp_close(sp_profiler *p) {
   }
   release_file(&file);
   int e = write_summary_now(p, NULL);
-  if (e) {
-    set_err(p, "cannot write summary file ", p->summary_path, e);
-    rc = SP_IOERR;
-  }
+  if (e) summary_failed(p, e); /* the records are kept */
   pthread_mutex_unlock(&p->summary_mu);
   tell_failure(p);
   unlink_open(p);

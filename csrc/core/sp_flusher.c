@@ -35,7 +35,8 @@ static void flush_one(sp_profiler *p) {
   pthread_mutex_unlock(&p->pass_mu);
   if (ok) {
     s.ended_by = "running";
-    write_summary(p, &s);
+    int e = write_summary(p, &s);
+    if (e) summary_failed(p, e);
   }
   pthread_mutex_unlock(&p->summary_mu);
   tell_failure(p);

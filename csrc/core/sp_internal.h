@@ -213,6 +213,7 @@ struct sp_profiler {
   atomic_int refs;      /* the owner's, and each thread's that points here */
   int closed, failed;
   int failure_unsaid;   /* fail() ran; tell_failure says it, outside the spinlock */
+  atomic_int summary_said; /* the summary could not be written: said once */
   const char *ended_by; /* "close", "SIGSEGV", ... */
   sp_file file;
   /* passes: each thread's own (struct sp_pass); these count them */
@@ -277,6 +278,7 @@ struct sp_pass {
 
 /* Defined in later parts, used by earlier ones. */
 static int write_summary_now(sp_profiler *p, const char *ended_by);
+static void summary_failed(sp_profiler *p, int e);
 static void request_flush(sp_profiler *p);
 
 #endif /* SP_INTERNAL_H */

@@ -186,12 +186,9 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->id_len = 1;
   /* An earlier run's summary must not stand beside the new records. */
   int e = write_summary_now(p, "running");
-  if (e) {
-    set_err(p, "cannot write summary file ", p->summary_path, e);
-    p->closed = 1;
-    close(fd);
-    p->file.fd = -1;
-    return SP_IOERR;
+  if (e) { /* the records are still worth having: go on without a summary */
+    summary_failed(p, e);
+    unlink(p->summary_path); /* an old run's, if one is there, must not stay */
   }
   pthread_mutex_lock(&g_open_lock);
   p->next_open = g_open;

@@ -197,8 +197,11 @@ static atomic_uint g_tmp_seq;
  * a name of our own (pid, sequence), O_EXCL, never through a symlink.
  * Async-signal-safe. Returns the fd, or -1 with errno set. */
 static int open_tmp_beside(const char *path, char *tmp, size_t cap) {
-  size_t n = strlen(path);
-  if (n + 48 > cap) {
+  /* in path's folder, under a short name of its own: a long file name with
+   * a suffix would pass NAME_MAX where the file name itself does not */
+  const char *slash = strrchr(path, '/');
+  size_t n = slash ? (size_t)(slash - path) + 1 : 0;
+  if (n + 64 > cap) {
     errno = ENAMETOOLONG;
     return -1;
   }
@@ -206,7 +209,7 @@ static int open_tmp_beside(const char *path, char *tmp, size_t cap) {
     char *o = tmp;
     memcpy(o, path, n);
     o += n;
-    *o++ = '.';
+    o = PUT_LIT(o, ".sgl_shapeprof_summary.");
     o = put_u64(o, (uint64_t)getpid());
     *o++ = '.';
     o = put_u64(o, atomic_fetch_add(&g_tmp_seq, 1));
@@ -313,6 +316,15 @@ static int write_summary(const sp_profiler *p, const summary_src *s) {
 
 /* Writes the summary as it stands; summary_mu held (or p not yet shared),
  * spinlock not. */
+/* The summary could not be written (error e): recording goes on without
+ * it, said once. No lock held. */
+static void summary_failed(sp_profiler *p, int e) {
+  if (atomic_exchange(&p->summary_said, 1)) return;
+  char why[160];
+  snprintf(why, sizeof why, ": %s; recording goes on without it", strerror(e));
+  say("cannot write summary file ", p->summary_path, why);
+}
+
 static int write_summary_now(sp_profiler *p, const char *ended_by) {
   summary_src s;
   if (!snapshot(p, &s)) return ENOMEM;

@@ -14,3 +14,5 @@ SGLANG_TOKENIZER_CONTROL = "sglang.srt.managers.tokenizer_control_mixin"
 # full graphs; prefill: breakable graphs by default on CUDA, or full)
 SGLANG_FULL_GRAPH_BACKEND = "sglang.srt.model_executor.runner_backend.full_cuda_graph_backend"
 SGLANG_BREAKABLE_GRAPH_BACKEND = "sglang.srt.model_executor.runner_backend.breakable_cuda_graph_backend"
+# register_custom_op, whose ops skip the dispatcher on CUDA unless a gate fires
+SGLANG_CUSTOM_OP = "sglang.srt.utils.custom_op"

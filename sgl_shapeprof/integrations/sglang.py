@@ -1,6 +1,8 @@
 """SGLang worker wrappers.
 
-Two ways in, both doing nothing unless SGLANG_PROFILE_SHAPES=1:
+Two ways in, both doing nothing unless SGLANG_PROFILE_SHAPES=1 (or
+on_request), except refusing /start_profile requests for SHAPES on a server
+that is not armed (see patch_tokenizer_control_module):
 
 - the patches in patches/ add to each worker's __init__ (3-5 lines)::
 
@@ -20,6 +22,10 @@ with its phase (the batch's forward mode: extend, decode, idle, ...).
 CUDA graphs: SGLang's graph backends (full, breakable) are wrapped in place
 so that each graph's capture run is recorded as a capture and each replay is
 counted (see "CUDA graphs" below).
+
+Custom ops: while a logged pass or capture is open, SGLang's register_custom_op
+ops take the dispatcher on the logged thread, so that they are recorded (see
+"SGLang's custom ops" below).
 """
 from __future__ import annotations
 
@@ -28,11 +34,12 @@ import functools
 import itertools
 import logging
 import os
+import sys
 import threading
 from typing import Any, Callable, Optional
 
 from ..profiler import ShapeProfiler, _say, _say_once, from_env
-from . import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
+from . import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_CUSTOM_OP, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
                SGLANG_HTTP_SERVER, SGLANG_LLM_WORKER, SGLANG_PROFILER_MANAGER, SGLANG_TOKENIZER_CONTROL)
 
 _ATTACHED = "_sgl_shapeprof"
@@ -62,6 +69,76 @@ def llm_tp_rank(worker: Any) -> Optional[int]:
     return value if isinstance(value, int) else None
 
 
+# ---- SGLang's custom ops -------------------------------------------------------
+# register_custom_op (sglang.srt.utils.custom_op) calls an op's Python function
+# itself, skipping the dispatcher, for plain CUDA tensors under no_grad, unless
+# one of its gates fires (compiling, a dispatch or function mode, torch's
+# profiler, grad). Our fallback is in the dispatcher: on a GPU it would never
+# see SGLang's fused kernels (MoE experts, activations, KV-cache writes, norms).
+# While a logged pass or capture of ours is open (any thread), the "profiler
+# on" gate also answers "this thread is logged", so those calls go through the
+# dispatcher as under torch.profiler or a TorchDispatchMode; when none is open
+# the gate is SGLang's own function again, so its fast path is untouched.
+_CUSTOM_OP_GATE = "_profiling"
+_gate_lock = threading.Lock()
+_gate_users = 0                     # logged passes and captures open, all threads
+_gate_installed: Any = None         # (module, SGLang's gate, ours) while installed
+_gate_failed = False                # said once; SGLang's own gate from then on
+
+
+def _route_custom_ops() -> bool:
+    """Called when a logged pass or capture starts; True if
+    _unroute_custom_ops() must follow at its end."""
+    global _gate_users, _gate_installed, _gate_failed
+    if _gate_failed:
+        return False
+    try:
+        with _gate_lock:
+            # not loaded yet (or an SGLang without the direct path): nothing to route
+            module = sys.modules.get(SGLANG_CUSTOM_OP) if _gate_installed is None else None
+            if module is not None and hasattr(module, "_call_directly_in_eager"):
+                original = getattr(module, _CUSTOM_OP_GATE, None)
+                if not callable(original):
+                    raise AttributeError(f"{SGLANG_CUSTOM_OP} has no {_CUSTOM_OP_GATE}()")
+                from .. import thread_logging
+
+                def gate() -> bool:
+                    return original() or thread_logging()
+                setattr(module, _CUSTOM_OP_GATE, gate)
+                _gate_installed = (module, original, gate)
+            _gate_users += 1
+        return True
+    except Exception as e:
+        _gate_failed = True
+        _say_once("custom-ops", f"cannot route SGLang's custom ops through the dispatcher ({type(e).__name__}: "
+                                f"{e}); those it calls directly (on CUDA) are not recorded")
+        return False
+
+
+def _unroute_custom_ops() -> None:
+    global _gate_users, _gate_installed
+    with _gate_lock:
+        _gate_users -= 1
+        if _gate_users == 0 and _gate_installed is not None:
+            module, original, gate = _gate_installed
+            _gate_installed = None
+            if getattr(module, _CUSTOM_OP_GATE, None) is gate:  # not replaced since by someone else
+                setattr(module, _CUSTOM_OP_GATE, original)
+
+
+@contextlib.contextmanager
+def custom_ops_recorded(logged: bool = True):
+    """with custom_ops_recorded(): SGLang's register_custom_op ops called
+    inside are recorded like any operator, in passes of your own (the SGLang
+    integration does this around every logged pass it opens)."""
+    routed = logged and _route_custom_ops()
+    try:
+        yield
+    finally:
+        if routed:
+            _unroute_custom_ops()
+
+
 def _reopen_for(result: Any, profiler: ShapeProfiler) -> None:
     """SGLang's overlap scheduler may sample a batch after its forward
     returned (result.delay_sample_func, called before the next batch's
@@ -72,9 +149,10 @@ def _reopen_for(result: Any, profiler: ShapeProfiler) -> None:
 
     @functools.wraps(sample)
     def sample_in_pass(*args, **kwargs):
-        profiler.reopen_forward_pass()
+        logged = profiler.reopen_forward_pass()
         try:
-            return sample(*args, **kwargs)
+            with custom_ops_recorded(logged):
+                return sample(*args, **kwargs)
         finally:
             profiler.end_forward_pass()
     sample_in_pass.__sgl_shapeprof_wrapped__ = True
@@ -96,11 +174,10 @@ def profile_calls(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...,
     is part of the outer pass: the profiler nests passes itself)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        profiler.start_forward_pass(_phase(phase_of, args, kwargs))
-        try:
-            result = fn(*args, **kwargs)
-        finally:
-            profiler.end_forward_pass()
+        # a with-block pass: it nests (a plain start would end the outer pass)
+        with profiler.forward_pass(_phase(phase_of, args, kwargs)) as logged:
+            with custom_ops_recorded(logged):
+                result = fn(*args, **kwargs)
         _reopen_for(result, profiler)
         return result
     wrapper.__sgl_shapeprof_wrapped__ = True
@@ -128,16 +205,17 @@ def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...
         items = fn(*args, **kwargs)
         done = 0
         while True:
-            if expected is not None and done >= expected > 0:
-                profiler.reopen_forward_pass()
-            else:
-                profiler.start_forward_pass(phase)
-            try:
-                item = next(items)
-            except StopIteration:
-                return
-            finally:
-                profiler.end_forward_pass()
+            with contextlib.ExitStack() as stack:
+                if expected is not None and done >= expected > 0:
+                    logged = profiler.reopen_forward_pass()
+                    stack.callback(profiler.end_forward_pass)
+                else:  # a with-block pass: it nests
+                    logged = stack.enter_context(profiler.forward_pass(phase))
+                stack.enter_context(custom_ops_recorded(logged))
+                try:
+                    item = next(items)
+                except StopIteration:
+                    return
             done += 1
             yield item
     wrapper.__sgl_shapeprof_wrapped__ = True
@@ -240,6 +318,13 @@ def patch_diffusion_module(module: Any) -> None:
 # becomes a request to this process's armed profiler; the other activities
 # (CPU, GPU, MEM, ...) go on to SGLang's torch profiler over the same steps.
 SHAPES = "SHAPES"
+NOT_ARMED = ("SHAPES: this server was not started with SGLANG_PROFILE_SHAPES=on_request, "
+             "so it cannot record on request")
+
+
+def _server_armed() -> bool:
+    from ..config import ENV_ENABLE, ON_REQUEST
+    return os.environ.get(ENV_ENABLE, "").strip() == ON_REQUEST
 
 
 def _armed() -> Any:
@@ -264,8 +349,7 @@ def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
     from ..on_request import RequestError
     cfg = read_env()
     if not cfg.on_request:
-        raise RequestError("SHAPES: this server was not started with SGLANG_PROFILE_SHAPES=on_request, "
-                           "so it cannot record on request")
+        raise RequestError(NOT_ARMED)
     armed = _armed()
     if armed is None:
         return f"SHAPES: rank {rank}: not profiled (SGLANG_PROFILE_SHAPES_RANK)"
@@ -380,17 +464,64 @@ def patch_profiler_manager_module(module: Any) -> None:
 # The HTTP reply to /start_profile is a fixed "Start profiling." and a failed
 # request a bare 500: the tokenizer keeps the schedulers' SHAPES answer (every
 # rank's line), and a middleware puts it into the reply.
+#
+# The tokenizer is patched on every server with sgl_shapeprof installed, armed
+# or not (the start-up hook's finder; the patch's lines): SGLang keeps an
+# activity it does not know and answers "Start profiling.", so a server not
+# started with on_request would take a SHAPES request and record nothing. It
+# is refused there, before any scheduler sees it.
 _REPLY = "_sgl_shapeprof_reply"
 
 
+def _never_raises(patch: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A patch of a module every server imports: a failure leaves SGLang's
+    own behaviour (said once), never a server that does not start."""
+    @functools.wraps(patch)
+    def safe(module: Any) -> None:
+        try:
+            patch(module)
+        except Exception as e:
+            _say_once(f"patch-{patch.__name__}", f"cannot patch {getattr(module, '__name__', module)} "
+                                                 f"({type(e).__name__}: {e}); /start_profile answers as "
+                                                 f"SGLang's own")
+    return safe
+
+
+def _not_armed_error() -> type:
+    """A RuntimeError, as SGLang fails a profile request (what
+    Engine.start_profile raises), that is also FastAPI's HTTPException: the
+    HTTP reply is a 400 with the reason, in SGLang's error JSON."""
+    try:
+        from fastapi import HTTPException
+    except ImportError:
+        return RuntimeError
+
+    class ShapesNotArmed(HTTPException, RuntimeError):
+        def __init__(self, message: str):
+            super().__init__(status_code=400, detail=message)
+
+        def __str__(self) -> str:
+            return str(self.detail)
+    return ShapesNotArmed
+
+
+@_never_raises
 def patch_tokenizer_control_module(module: Any) -> None:
     cls = module.TokenizerControlMixin
     execute = cls._execute_profile
     if getattr(execute, "__sgl_shapeprof_wrapped__", False):
         return
+    from sglang.srt.managers.io_struct import ProfileReqType
+    not_armed = _not_armed_error()
 
     @functools.wraps(execute)
     async def _execute_profile(self, req):
+        if not _server_armed():
+            if getattr(req, "req_type", None) == ProfileReqType.START_PROFILE and \
+                    SHAPES in (getattr(req, "activities", None) or []):
+                logging.getLogger("sgl_shapeprof").warning(NOT_ARMED)
+                raise not_armed(NOT_ARMED)
+            return await execute(self, req)   # SGLang's own
         result = (await self.profile_communicator(req))[0]
         message = str(getattr(result, "message", "") or "")
         if SHAPES + ":" in message:
@@ -402,6 +533,7 @@ def patch_tokenizer_control_module(module: Any) -> None:
     cls._execute_profile = _execute_profile
 
 
+@_never_raises
 def patch_http_server_module(module: Any) -> None:
     app = getattr(module, "app", None)
     if app is None or getattr(app, "_sgl_shapeprof_reply", False):
@@ -566,7 +698,7 @@ def _capture_run(backend: Any, shape_key: Any, forward_fn: Callable) -> Callable
             # not that pass's batch: neither is recorded
             with _paused():
                 return forward_fn(*args, **kwargs)
-        with prof.capture_graph(key, phase):
+        with prof.capture_graph(key, phase) as logged, custom_ops_recorded(logged):
             _graph_state.active = True
             try:
                 return forward_fn(*args, **kwargs)

@@ -18,6 +18,10 @@ nothing, a tiny model):
   of a body whose attention is a real @eager_on_graph break, and replays them
   inside "extend" passes (the breaks run eagerly at every replay).
 
+The MLP's activation and the attention's softmax are SGLang custom ops
+(the real register_custom_op), which SGLang calls without the dispatcher when
+no gate fires; OUT.json counts how each call ran ("custom_op_calls").
+
 Then each model runs eagerly once at every captured size, in passes
 labelled eager_decode_<bs> / eager_extend_<tokens> of a profiler of its own
 (OUT's folder/eager.jsonl, every call written), for comparison.
@@ -32,6 +36,7 @@ import json
 import os
 import sys
 from types import SimpleNamespace as NS
+from typing import List
 
 from cpu_env import cpu_environment  # noqa: E402  (beside this script)
 
@@ -52,6 +57,8 @@ from sglang.srt.model_executor.runner_backend import full_cuda_graph_backend as 
 from sglang.srt.model_executor.runner_backend_utils.breakable_cuda_graph import eager_on_graph  # noqa: E402
 from sglang.srt.runtime_context import get_context, get_parallel, get_server_args  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
+from sglang.srt.utils import custom_op  # noqa: E402
+from sglang.srt.utils.common import sglang_lib  # noqa: E402
 
 DECODE_BS = [1, 2, 4]
 PREFILL_TOKENS = [4, 16]
@@ -124,6 +131,37 @@ class Backend(AttentionBackend):
         raise NotImplementedError
 
 
+# ---- SGLang custom ops ----------------------------------------------------------
+# register_custom_op calls an op's function directly (no dispatcher) when no
+# gate fires and no argument is a tensor other than a plain CUDA one. On a CPU
+# that is a call whose tensors come in a list; on CUDA, every plain call. Its
+# own registration is for CUDA only: the same function is the CPU kernel here.
+CUSTOM_OP_CALLS = {"direct": 0, "dispatched": 0}
+
+
+def _count_call():
+    direct = sys._getframe(2).f_globals.get("__name__") == custom_op.__name__
+    CUSTOM_OP_CALLS["direct" if direct else "dispatched"] += 1
+
+
+def _custom_op(fn):
+    op = custom_op.register_custom_op(fn, fake_impl=lambda xs: torch.empty_like(xs[0]))
+    sglang_lib.impl(fn.__name__, fn, "CPU")
+    return op
+
+
+@_custom_op
+def shapeprof_test_relu(xs: List[torch.Tensor]) -> torch.Tensor:
+    _count_call()
+    return torch.relu(xs[0])
+
+
+@_custom_op
+def shapeprof_test_softmax(xs: List[torch.Tensor]) -> torch.Tensor:
+    _count_call()
+    return torch.softmax(xs[0], dim=-1)
+
+
 # ---- the models ---------------------------------------------------------------
 class TinyLM(torch.nn.Module):
     """What the decode runner captures: embedding, an MLP, the LM head."""
@@ -138,7 +176,7 @@ class TinyLM(torch.nn.Module):
 
     def forward(self, input_ids, positions, forward_batch, **kwargs):
         h = self.embed(input_ids)
-        h = h + self.down(torch.relu(self.up(h)))
+        h = h + self.down(shapeprof_test_relu([self.up(h)]))
         return LogitsProcessorOutput(next_token_logits=self.lm_head(h))
 
 
@@ -153,7 +191,7 @@ class TinyBody(torch.nn.Module):
 
     @eager_on_graph
     def attention(self, q, k, v):
-        return torch.softmax(q @ k.transpose(0, 1), dim=-1) @ v
+        return shapeprof_test_softmax([q @ k.transpose(0, 1)]) @ v
 
     def forward(self, x):
         q, k, v = self.qkv(x).split(HIDDEN, dim=-1)
@@ -272,16 +310,23 @@ def main():
         profiler.stop()
     profiler.close()
 
+    # outside every pass: SGLang's own gate, and its direct call
+    out["gate_is_sglangs"] = custom_op._profiling is torch._C._autograd._profiler_enabled
+    with torch.no_grad():
+        shapeprof_test_relu([static_x])
+    out["custom_op_calls"] = dict(CUSTOM_OP_CALLS)
+
     # -- the same models run eagerly at each captured size, for comparison
     from sgl_shapeprof import ShapeProfiler
+    from sgl_shapeprof.integrations.sglang import custom_ops_recorded
     eager = ShapeProfiler(os.path.join(os.path.dirname(os.path.abspath(a.out)), "eager.jsonl"))
     with torch.no_grad():
         for bs in DECODE_BS:
             ids = torch.zeros(bs, dtype=torch.long)
-            with eager.forward_pass(f"eager_decode_{bs}"):
+            with eager.forward_pass(f"eager_decode_{bs}") as logged, custom_ops_recorded(logged):
                 lm(ids, ids, None)
         for n in PREFILL_TOKENS:
-            with eager.forward_pass(f"eager_extend_{n}"):
+            with eager.forward_pass(f"eager_extend_{n}") as logged, custom_ops_recorded(logged):
                 body(static_x[:n])
     eager.close()
     out["eager"] = eager.path
