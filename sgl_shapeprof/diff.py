@@ -42,10 +42,10 @@ def _index(srcs: List[Source], by_phase: bool, with_outputs: bool) -> Dict[tuple
 
 
 def diff(a: List[Source], b: List[Source], by_phase: bool = False, shapes_only: bool = False) -> Diff:
-    # A deduplicated file keeps one record per operation and inputs (its
-    # signature), so the outputs of its repeats are not known: compare
-    # signatures only then.
-    with_outputs = not any(s.deduplicated for s in a + b)
+    # A deduplicated file written before signatures held outputs (its summary
+    # does not say what a signature is) kept one record per operation and
+    # inputs: the outputs of its repeats are not known, compare without them.
+    with_outputs = not any(s.deduplicated and not (s.summary or {}).get("signature") for s in a + b)
     ia, ib = _index(a, by_phase, with_outputs), _index(b, by_phase, with_outputs)
     d = Diff(a, b, shapes_only=shapes_only, with_outputs=with_outputs)
     d.only_a = sorted((ia[k] for k in ia.keys() - ib.keys()), key=lambda s: (s.operation, -s.count))
@@ -73,7 +73,8 @@ def print_diff(d: Diff, out: TextIO, top: Optional[int] = None) -> None:
     ca, cb = sum(s.calls for s in d.a), sum(s.calls for s in d.b)
     w(f"A: {_names(d.a)} ({ca:,} calls)\nB: {_names(d.b)} ({cb:,} calls)\n")
     if not d.with_outputs:
-        w("compared by operation and inputs (a deduplicated file does not keep its repeats' outputs)\n")
+        w("compared by operation and inputs (a deduplicated file from an older sgl_shapeprof "
+          "does not keep its repeats' outputs)\n")
     if not d.differs:
         w("no differences" + (" in signatures" if d.shapes_only else "") + "\n")
         return

@@ -252,6 +252,9 @@ static int write_summary(const sp_profiler *p, const summary_src *s) {
   fdw_i64(&w, s->c.dedupe_skipped);
   fdw_str(&w, ",\n  \"unique_op_signatures\": ");
   fdw_i64(&w, s->c.signatures);
+  /* what a signature is (FORMAT.md): readers of older files, whose
+   * signature was operation and inputs, know their outputs are not all kept */
+  fdw_str(&w, ",\n  \"signature\": \"operation, inputs, outputs, arguments but floats, phase, graph\"");
   for (int which = 0; which < 2; which++) {
     fdw_str(&w, which ? ",\n  \"phase_operations\": {" : ",\n  \"phase_passes\": {");
     for (int i = 0; i < s->n_phases; i++) {
