@@ -169,8 +169,9 @@ def test_diffusion_deduplicated(models, patched_tree, tmp_path, way):
     convs = [r for r in records if r["operation"] == "aten.convolution.default"
              or r["operation"] == "aten.conv2d.default"]
     assert convs
-    # deduplicated: each written signature is distinct
-    sigs = [json.dumps([r["operation"], r["inputs"]], sort_keys=True) for r in records if "error" not in r]
+    # deduplicated: each written signature (docs/FORMAT.md) is distinct
+    sigs = [json.dumps([r["operation"], r["inputs"], r["outputs"], r.get("phase"), r.get("graph")],
+                       sort_keys=True) for r in records if "error" not in r]
     assert len(sigs) == len(set(sigs))
     # the UNet ran once per step: its convolutions were observed more often than written
     conv_op = convs[0]["operation"]
