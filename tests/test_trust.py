@@ -395,3 +395,28 @@ def test_a_forked_child_is_told_it_records_nothing(tmp_path):
     assert r.stdout.strip() == "[False, False, False]"
     assert [r["inputs"].get("self", {}).get("shape") for r in load(path)
             if r["operation"] == "aten.neg.default"] == [[2]]
+
+
+def test_a_thread_that_exits_inside_its_pass_does_not_hold_the_file_open(tmp_path):
+    """A thread ended without ending its pass: the pass ends with the thread,
+    so the flusher (which waits for no open pass) writes the summary again."""
+    path = tmp_path / "x.jsonl"
+    prof = ShapeProfiler(path)
+
+    def forgetful():
+        prof.start_forward_pass()
+        torch.ones(2).neg()
+    t = threading.Thread(target=forgetful)
+    t.start()
+    t.join()
+    with prof.forward_pass():
+        torch.ones(3).neg()
+    summary = str(path)[:-6] + "_summary.json"
+    deadline = time.monotonic() + 20
+    while True:  # polls: the flusher promises milliseconds, a busy CI may take longer
+        s = read_summary(summary)
+        if s["forward_passes"] == 2 and s["total_operations"] == 4:
+            break
+        assert time.monotonic() < deadline, s
+        time.sleep(0.01)
+    prof.close()

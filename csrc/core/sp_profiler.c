@@ -281,8 +281,11 @@ static _Thread_local struct sp_pass t_pass;
 static pthread_key_t g_pass_key;
 static pthread_once_t g_pass_once = PTHREAD_ONCE_INIT;
 
+/* At the exit of a thread that ran passes: a pass it left open ends (the
+ * flusher waits for no open pass), and its header is freed. */
 static void pass_free(void *v) {
   struct sp_pass *ps = v;
+  if (ps->p) sp_pass_end(ps->p);
   free(ps->header.p);
   ps->header.p = NULL;
   ps->header.cap = ps->header.n = 0;
@@ -305,7 +308,6 @@ static uint64_t pass_salt(int phase, const long long *graph) {
 static int set_pass_header(sp_profiler *p, struct sp_pass *ps, long long pass,
                            const char *phase, const long long *graph) {
   sp_buf *h = &ps->header;
-  if (!h->p) pthread_setspecific(g_pass_key, ps); /* freed at thread exit */
   h->n = 0;
   h->failed = 0;
   BUF_LIT(h, ", \"forward_pass\": ");
@@ -372,6 +374,7 @@ static int pass_opened(sp_profiler *p, struct sp_pass *ps, int logged, int captu
 static struct sp_pass *pass_begin_locked(sp_profiler *p) {
   pthread_once(&g_pass_once, pass_key_init);
   struct sp_pass *ps = &t_pass;
+  if (!pthread_getspecific(g_pass_key)) pthread_setspecific(g_pass_key, ps); /* pass_free */
   if (ps->p && ps->p != p) sp_pass_end(ps->p); /* another profiler's pass ends */
   pthread_mutex_lock(&p->pass_mu); /* after any trim of the last pass's end */
   lock_acquire(&p->lock);
