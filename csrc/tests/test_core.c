@@ -673,6 +673,56 @@ static void test_protocol_is_checked(void) {
   g_passed++;
 }
 
+/* A record written over another call's speculative prefix (the tail holds
+ * one; a call without a prefix of its own writes its whole record there)
+ * must not be blanked when that other call is then dropped: the zeros that
+ * blank a dropped prefix once landed on the record in front of them. */
+static void test_dropped_prefix_never_blanks_a_record(void) {
+  g_test = __func__;
+  static int ka, kb;
+  char longname[240];
+  memset(longname, 'x', sizeof longname - 1);
+  longname[sizeof longname - 1] = 0;
+  memcpy(longname, "aten::", 6);
+  int op_a = -1, op_b = -1;
+  CHECK(sp_op_intern(&ka, longname, "", 0, NULL, 1, &op_a) == SP_OK);
+  CHECK(sp_op_intern(&kb, "aten::b", "", 0, NULL, 1, &op_b) == SP_OK);
+  sp_profiler *p = open_prof("blank.jsonl", 1, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *ta = sp_thread_new(), *tb = sp_thread_new();
+  sp_enc *ain = &sp_thread_enc(ta)->in, *aout = &sp_thread_enc(ta)->out;
+  sp_enc *bin = &sp_thread_enc(tb)->in, *bout = &sp_thread_enc(tb)->out;
+  CHECK(sp_pass_begin(p, NULL) == 1);
+  for (int64_t n = 2; n <= 3; n++) { /* b() -> [2], then, with a's prefix at the tail, b() -> [3] */
+    if (n == 3) {
+      sp_enc_reset(ain);
+      sp_enc_push(ain, op_a);
+      CHECK(sp_call_begin(p, ta) == SP_CALL_RECORDING); /* its long prefix goes to the tail */
+    }
+    sp_enc_reset(bin);
+    sp_enc_push(bin, op_b);
+    sp_enc_reset(bout);
+    sp_enc_push(bout, SP_ENC_TENSOR);
+    sp_enc_tensor(bout, 6, 1, &n);
+    CHECK(sp_call_begin(p, tb) == SP_CALL_RECORDING);
+    sp_call_end(p, tb); /* the second: other outputs, written whole over a's prefix */
+  }
+  sp_enc_reset(aout);
+  sp_enc_push(aout, SP_ENC_NONE); /* a returns no tensor: not logged, its prefix dropped */
+  sp_call_end(p, ta);
+  sp_pass_end(p);
+  sp_close(p);
+  size_t len = 0;
+  char *s = slurp(path_in("blank.jsonl"), &len);
+  CHECK(s && strlen(s) == len && count_lines(s) == 2); /* no NUL byte anywhere */
+  CHECK(strstr(s, "\"outputs\": {\"shape\": [3]"));
+  free(s);
+  sp_thread_free(ta);
+  sp_thread_free(tb);
+  sp_free(p);
+  g_passed++;
+}
+
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "%s", "/tmp/sp_core_test_XXXXXX");
   if (!mkdtemp(g_dir)) return 2;
@@ -683,6 +733,7 @@ int main(void) {
   test_dedupe_errors_and_escaping();
   test_lists_outputs_and_no_tensor_calls();
   test_arguments();
+  test_dropped_prefix_never_blanks_a_record();
   test_graphs();
   test_inputs_on_disk_before_the_call_returns();
   test_big_records_cross_map_windows();
