@@ -90,8 +90,8 @@ int sp_logging(const sp_profiler *p);
  * Returns 1 when it is logged. End it with sp_pass_end. */
 int sp_graph_begin(sp_profiler *p, const char *phase, long long key);
 /* n replays of graph key, counted (returns 1) when they happen inside a
- * logged forward pass: the summary's "graphs" says, per key, the captures
- * recorded and the replays counted. */
+ * logged forward pass of the calling thread: the summary's "graphs" says,
+ * per key, the captures recorded and the replays counted. */
 int sp_graph_replay(sp_profiler *p, long long key, long long n);
 
 /* Counters, as the summary reports them. */
