@@ -103,8 +103,9 @@ class ShapeProfiler(PassContext):
     output: the records file (JSON Lines, see FORMAT.md); the summary goes
     beside it (shapes.jsonl -> shapes_summary.json). Passes 1..skip_warmup are
     not logged; then at most log_n_passes passes are (0: no limit). With
-    dedupe, a call whose operation and input shapes/dtypes were written before
-    is only counted. phases: if given, only passes started with one of these
+    dedupe, a call whose signature was written before is only counted (a
+    signature: operation, inputs, outputs, phase, graph, and with args the
+    arguments but float values; docs/FORMAT.md). phases: if given, only passes started with one of these
     phase labels are logged (and counted against log_n_passes). args: also
     record every non-tensor argument and each input tensor's strides, storage
     offset and device (the records' "args"; what `sgl-shapeprof replay` needs),
