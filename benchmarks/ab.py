@@ -1,0 +1,134 @@
+"""Wall-time A/B of the recording path: a pinned baseline build against the
+working tree, interleaved in one run (these machines are noisy: only ratios
+of the same run mean anything).
+
+    python benchmarks/ab.py                      # baseline: HEAD~1
+    python benchmarks/ab.py --base 5194184 --rounds 9 --workloads micro,llama,unet
+
+The baseline ref is checked out into a temporary git worktree and its
+extension built there in place (against this interpreter's torch, a minute
+or two); the working tree must be built already (make install). Each round
+runs, for each build in alternating order, one child process per mode
+(written, deduplicated, arguments on): the child times the workload without
+a profiler and with one, on the same model, and prints the added cost per
+call. The table gives the medians over rounds and after/before. Both builds
+run the workloads of this checkout's sgl_shapeprof.demo_models, loaded by
+path. Run it before a change to recording lands; it is a benchmark, not a
+test.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODES = ("written", "dedupe", "args")
+
+CHILD = r'''
+import importlib.util, os, sys, tempfile, time, torch
+torch.set_num_threads(1)
+from sgl_shapeprof import ShapeProfiler
+workload, mode, models = sys.argv[1], sys.argv[2], sys.argv[3]
+spec = importlib.util.spec_from_file_location("bench_models", models)
+dm = sys.modules["bench_models"] = importlib.util.module_from_spec(spec)  # dataclasses look it up
+spec.loader.exec_module(dm)
+
+if workload == "micro":
+    x = torch.ones(8, 8)
+    def run(marker):
+        for _ in range(500):
+            if marker: marker.start_forward_pass("decode")
+            for _ in range(20): x.add(1)
+            if marker: marker.end_forward_pass()
+elif workload == "llama":
+    model = dm.make_llama(torch.float32)
+    def run(marker):
+        dm.run_llama(model, marker, decode_steps=12)
+else:
+    unet = dm.make_unet()
+    def run(marker):
+        dm.run_diffusion(unet, marker, passes=1, steps=10)
+
+def timed(marker):
+    t0 = time.perf_counter()
+    run(marker)
+    return time.perf_counter() - t0
+
+with torch.inference_mode():
+    d = tempfile.mkdtemp()
+    probe = ShapeProfiler(os.path.join(d, "probe.jsonl"))
+    run(probe)
+    probe.close()
+    calls = sum(probe.stats()[k] for k in ("records", "dedupe_skipped"))
+    run(None)
+    base = min(timed(None) for _ in range(3))
+    prof = ShapeProfiler(os.path.join(d, "a.jsonl"), dedupe=mode == "dedupe", args=mode == "args")
+    run(prof)
+    t = min(timed(prof) for _ in range(3))
+    prof.close()
+print((t - base) / calls * 1e6)
+'''
+
+
+def build_baseline(ref: str, where: str) -> str:
+    tree = os.path.join(where, "base")
+    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-f", tree, ref], check=True,
+                   capture_output=True, text=True)
+    print(f"building {ref} in {tree} ...", file=sys.stderr, flush=True)
+    r = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"ab.py: cannot build {ref}:\n{r.stderr[-3000:]}")
+    return tree
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", default="HEAD~1", help="the baseline git ref (default HEAD~1)")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--workloads", default="micro,llama")
+    ap.add_argument("--modes", default=",".join(MODES))
+    args = ap.parse_args()
+    workloads = [w for w in args.workloads.split(",") if w]
+    modes = [m for m in args.modes.split(",") if m]
+    for w in workloads:
+        if w not in ("micro", "llama", "unet"):
+            raise SystemExit(f"ab.py: unknown workload {w!r} (micro, llama, unet)")
+    for m in modes:
+        if m not in MODES:
+            raise SystemExit(f"ab.py: unknown mode {m!r} ({', '.join(MODES)})")
+    models = os.path.join(ROOT, "sgl_shapeprof", "demo_models.py")
+    with tempfile.TemporaryDirectory(prefix="shapeprof-ab-") as tmp:
+        base = build_baseline(args.base, tmp)
+        try:
+            trees = {"before": base, "after": ROOT}
+            res = {(t, w, m): [] for t in trees for w in workloads for m in modes}
+            for rnd in range(args.rounds):
+                order = list(trees.items()) if rnd % 2 == 0 else list(trees.items())[::-1]
+                print(f"round {rnd + 1}/{args.rounds}", file=sys.stderr, flush=True)
+                for name, tree in order:
+                    for w in workloads:
+                        for m in modes:
+                            r = subprocess.run([sys.executable, "-c", CHILD, w, m, models], capture_output=True,
+                                               text=True, cwd=tmp, env=dict(os.environ, PYTHONPATH=tree))
+                            if r.returncode != 0:
+                                raise SystemExit(f"ab.py: {name} {w} {m} failed:\n{r.stderr[-2000:]}")
+                            res[(name, w, m)].append(float(r.stdout.strip().splitlines()[-1]))
+        finally:
+            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", base], capture_output=True)
+    print(f"added cost per call (µs), medians of {args.rounds} interleaved rounds; "
+          f"before = {args.base}, after = working tree")
+    print(f"{'workload':10s} {'mode':8s} {'before':>8s} {'after':>8s} {'after/before':>13s}")
+    for w in workloads:
+        for m in modes:
+            b, a = statistics.median(res[("before", w, m)]), statistics.median(res[("after", w, m)])
+            print(f"{w:10s} {m:8s} {b:8.2f} {a:8.2f} {a / b if b > 0 else float('nan'):13.2f}")
+
+
+if __name__ == "__main__":
+    main()
