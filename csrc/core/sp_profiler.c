@@ -446,20 +446,16 @@ int sp_pass_reopen(sp_profiler *p) {
   struct sp_pass *ps = &t_pass;
   pthread_mutex_lock(&p->pass_mu);
   lock_acquire(&p->lock);
-  if (ps->p == p) { /* still open: nothing to reopen */
-    int logged = ps->logged && !p->failed;
+  if (ps->p) { /* p's pass is still open (nothing to reopen), or another
+                  profiler's is (p's is not reopened) */
+    int logged = ps->p == p && ps->logged && !p->failed;
     lock_release(&p->lock);
     pthread_mutex_unlock(&p->pass_mu);
     return logged;
   }
   /* this thread's last pass, under the same number, header and phase, not
    * counted again */
-  int logged = ps->last == p->serial && ps->last_logged && !ps->p && !p->failed;
-  if (ps->p) { /* another profiler's pass is open here: p's is not reopened */
-    lock_release(&p->lock);
-    pthread_mutex_unlock(&p->pass_mu);
-    return 0;
-  }
+  int logged = ps->last == p->serial && ps->last_logged && !p->failed;
   return pass_opened(p, ps, logged, 0);
 }
 

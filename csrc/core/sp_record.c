@@ -584,6 +584,14 @@ static void drop_spec(sp_profiler *p, sp_thread *t) {
   t->spec = 0;
 }
 
+/* Takes back the count of a call counted at begin as a repeat of its
+ * inputs' primary signature (it raised, or its outputs were others). */
+static void uncount_repeat(sp_profiler *p, sp_thread *t) {
+  p->dedupe_skipped--;
+  p->recs[t->prim].reps--;
+  t->counted = 0;
+}
+
 /* Counts the call as observed and finds its signature (t->sig: not for a
  * call that raised, which is always written and stands for itself); returns
  * 1 if it should be written. */
@@ -591,9 +599,7 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
   const sp_enc *in = &t->pub.in, *out = &t->pub.out;
   if (t->counted) { /* counted as a deduplicated repeat at begin */
     if (!raised) return 0;
-    p->dedupe_skipped--;
-    p->recs[t->prim].reps--;
-    t->counted = 0;
+    uncount_repeat(p, t); /* the operator stays counted */
     return 1;
   }
   if (!count_op(p, (int)in->w[0], t->phase)) {
@@ -669,10 +675,8 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
     /* Other outputs: another signature. Take the count back; the call is
      * observed afresh below. */
     lock_acquire(&p->lock);
-    p->dedupe_skipped--;
-    p->recs[t->prim].reps--;
+    uncount_repeat(p, t);
     uncount_op(p, (int)t->pub.in.w[0], t->phase);
-    t->counted = 0;
   } else {
     lock_acquire(&p->lock);
   }
