@@ -5,6 +5,7 @@
 #   make test TORCH=2.15.0       another torch release, in .venv-torch2.15.0
 #   make test-matrix             the whole suite on every supported torch
 #   make test-sglang             the real SGLang 0.5.23 engine (torch 2.14.1, its pin)
+#   make bench-server            tokens/s of that engine per profiling configuration
 #   make test-core               the C core's unit tests: plain, ASan+UBSan, TSan (no torch)
 PYTHON  ?= python3
 TORCH   ?= 2.13.0
@@ -28,7 +29,7 @@ export SHAPEPROF_WERROR := 1
 # our CI machines) must not veto the releases we test.
 export PIP_CONSTRAINT := /dev/null
 
-.PHONY: install install-test demo test test-matrix test-sglang test-core bench clean
+.PHONY: install install-test demo test test-matrix test-sglang test-core bench bench-server clean
 
 NATIVE := setup.py pyproject.toml $(wildcard csrc/*.c csrc/*.cpp csrc/*.h csrc/core/*)
 PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*.pth)
@@ -83,6 +84,12 @@ test-core:
 
 bench: install
 	$(PY) benchmarks/run.py --all
+
+# the same environment as test-sglang; BENCH_ARGS="--rounds 21 --tokens 256", say
+bench-server:
+	$(MAKE) --no-print-directory install-test TORCH=$(SGLANG_TORCH)
+	bash tests/sglang_env/setup.sh .venv-torch$(SGLANG_TORCH)
+	.venv-torch$(SGLANG_TORCH)/bin/python benchmarks/server.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build *.egg-info sgl_shapeprof/*.so sgl_shapeprof/_build.py shapeprof-demo \
