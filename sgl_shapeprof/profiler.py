@@ -6,12 +6,11 @@ swallows its own failures (reported once on stderr) and profiling goes off.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import sys
 import threading
 import weakref
-from typing import Iterable, Iterator, Optional, Union
+from typing import ContextManager, Iterable, Optional, Union
 
 from .config import (DEFAULT_FILE, ENV_ENABLE, ENV_FILE, ENV_LOG_N_PASSES, ENV_PHASES, ENV_SKIP_WARMUP,
                      INT_MAX, ConfigError, env_rank, phase_filter, read_env)
@@ -19,7 +18,13 @@ from .config import (DEFAULT_FILE, ENV_ENABLE, ENV_FILE, ENV_LOG_N_PASSES, ENV_P
 PathLike = Union[str, "os.PathLike[str]"]
 
 _open_profilers: "weakref.WeakSet[ShapeProfiler]" = weakref.WeakSet()
-_pass_owner: dict = {}  # thread ident -> the profiler whose pass is open there
+
+
+class _Owner(threading.local):
+    profiler = None  # the profiler whose pass is open on this thread
+
+
+_owner = _Owner()
 _said: set = set()
 _env_profiler: Optional["ShapeProfiler"] = None
 _env_lock = threading.Lock()
@@ -50,7 +55,8 @@ def _check_count(name: str, value: int) -> int:
 
 
 class _ThreadPass(threading.local):
-    """One thread's pass of a profiler: passes are per thread."""
+    """One thread's pass of a profiler: passes are per thread (a
+    threading.local: its fields cost an attribute read, no lookup by thread)."""
     depth = 0         # open passes (nesting); 0: none
     plain = False     # the open pass was begun by start_forward_pass()
     logged = False
@@ -61,20 +67,14 @@ class PassContext:
     """forward_pass() and capture_graph() for profilers with
     start_forward_pass/_start_capture/end_forward_pass."""
 
-    @contextlib.contextmanager
-    def forward_pass(self, phase: Optional[str] = None) -> Iterator[bool]:
+    def forward_pass(self, phase: Optional[str] = None) -> ContextManager[bool]:
         """with profiler.forward_pass("decode") as logged: ...
 
         Blocks nest: a pass begun inside an open one (a with-block or a
         start_forward_pass() on this thread) is part of it."""
-        logged = self._start_pass(phase, plain=False)
-        try:
-            yield logged
-        finally:
-            self.end_forward_pass()
+        return _Block(self, self._start_pass, (phase, False))
 
-    @contextlib.contextmanager
-    def capture_graph(self, key: int, phase: Optional[str] = "decode") -> Iterator[bool]:
+    def capture_graph(self, key: int, phase: Optional[str] = "decode") -> ContextManager[bool]:
         """with profiler.capture_graph(batch_size): capture the graph here
 
         Records the calls made while a graph (a CUDA graph, say) is captured:
@@ -87,11 +87,23 @@ class PassContext:
         the block (they would be counted twice), and a key names one graph:
         a graph captured again under the same key counts each call once per
         capture and replay (give a new graph a new key)."""
-        logged = self._start_capture(key, phase)
-        try:
-            yield logged
-        finally:
-            self.end_forward_pass()
+        return _Block(self, self._start_capture, (key, phase))
+
+
+class _Block:
+    """The with-block of forward_pass() and capture_graph(): a class, not a
+    contextlib generator, which would cost a microsecond per pass. The pass
+    begins at the with, as a generator's would."""
+    __slots__ = ("_profiler", "_start", "_args")
+
+    def __init__(self, profiler, start, args) -> None:
+        self._profiler, self._start, self._args = profiler, start, args
+
+    def __enter__(self) -> bool:
+        return self._start(*self._args)
+
+    def __exit__(self, *exc) -> None:
+        self._profiler.end_forward_pass()
 
 
 class ShapeProfiler(PassContext):
@@ -159,11 +171,13 @@ class ShapeProfiler(PassContext):
                                        self.args)
         self._closed = False
         self._broken = False
+        self._forked = False
+        self._off = False  # closed, broken or forked: passes are refused
         self._phase_filter = phase_list  # to say so at close when it matched nothing
         self._phases_seen: set = set()
         self._phases_from = "phases="  # from_env names its variable here
         self._pass = _ThreadPass()  # this thread's pass
-        self._pid = os.getpid()     # a forked child records nothing
+        self._pid = os.getpid()     # a forked child records nothing (_after_fork)
         _open_profilers.add(self)
 
     # -- passes -------------------------------------------------------------
@@ -180,36 +194,39 @@ class ShapeProfiler(PassContext):
         return self._start_pass(phase, plain=True)
 
     def _usable(self) -> bool:
-        """Not closed, not broken, not a forked child's copy."""
-        if self._closed or self._broken:
-            return False
-        if os.getpid() != self._pid:
+        """Not closed, not broken, not a forked child's copy. A flag, not a
+        getpid() per pass: that is a system call (_after_fork sets it)."""
+        if not self._off:
+            return True
+        if self._forked and not self._closed:
             _say_once("forked", f"{self!r} was opened by process {self._pid}: this forked "
                                 f"process ({os.getpid()}) records nothing")
-            return False
-        return True
+        return False
 
+    # The pass calls below run once or twice per forward pass of a server:
+    # kept to attribute reads and one native call.
     def _start_pass(self, phase: Optional[str], plain: bool) -> bool:
-        if not self._usable():
-            return False
+        if self._off:
+            return self._usable()
         st = self._pass
-        if st.implicit:  # `record`'s whole-run pass: the program's first pass replaces it
-            st.implicit = False
+        depth = st.depth
+        if depth:
+            if st.implicit:  # `record`'s whole-run pass: the program's first pass replaces it
+                st.implicit = False
+            elif depth == 1 and st.plain and plain:
+                _say_once("unended", "start_forward_pass() while the pass it started on this thread is "
+                                     "still open (no end_forward_pass() after it): that pass ends here")
+            else:
+                st.depth = depth + 1
+                return st.logged
             st.depth = 0
-        elif st.depth == 1 and st.plain and plain:
-            _say_once("unended", "start_forward_pass() while the pass it started on this thread is "
-                                 "still open (no end_forward_pass() after it): that pass ends here")
-            st.depth = 0
-        if st.depth:
-            st.depth += 1
-            return st.logged
-        me = threading.get_ident()
-        owner = _pass_owner.get(me)
+        owner = _owner.profiler
         if owner is not None and owner is not self and owner._pass.depth and not owner._closed:
             _say_once("nested", f"a pass of {owner!r} is open on this thread: a pass of {self!r} "
                                 f"inside it is not logged (one file per thread at a time)")
             return False
-        phase = _label(phase)
+        if phase is not None and type(phase) is not str:
+            phase = _label(phase)
         if self._phase_filter is not None and len(self._phases_seen) < 16:
             self._phases_seen.add(phase)
         logged = self._begin(self._native.pass_begin, phase)
@@ -219,13 +236,17 @@ class ShapeProfiler(PassContext):
     def _begin(self, native_begin, *args) -> bool:
         try:
             _pause_while_compiling()
-            logged = bool(native_begin(*args))
+            try:
+                logged = bool(native_begin(*args))
+            except ValueError:  # a NUL byte or a lone surrogate in the phase label
+                args = tuple(_label(a) if isinstance(a, str) else a for a in args)
+                logged = bool(native_begin(*args))
         except Exception as e:  # never into the model
             self._give_up(e)
             return False
         st = self._pass
         st.depth, st.logged, st.plain = 1, logged, False
-        _pass_owner[threading.get_ident()] = self
+        _owner.profiler = self
         return logged
 
     def _start_implicit_pass(self) -> bool:
@@ -279,17 +300,17 @@ class ShapeProfiler(PassContext):
 
     def end_forward_pass(self) -> None:
         """Ends this thread's pass (the innermost, when they nest)."""
-        if self._closed or self._broken or os.getpid() != self._pid:
+        if self._off:
             return
         st = self._pass
-        if st.depth > 1:  # the end of a nested pass: the outer one goes on
-            st.depth -= 1
+        depth = st.depth
+        if depth > 1:  # the end of a nested pass: the outer one goes on
+            st.depth = depth - 1
             return
-        if st.depth:
+        if depth:
             st.depth = 0
-            me = threading.get_ident()
-            if _pass_owner.get(me) is self:
-                del _pass_owner[me]
+            if _owner.profiler is self:
+                _owner.profiler = None
         try:
             self._native.pass_end()
         except Exception as e:
@@ -301,6 +322,7 @@ class ShapeProfiler(PassContext):
         if self._closed:
             return
         self._closed = True
+        self._off = True
         _open_profilers.discard(self)
         try:
             self._native.close()
@@ -321,6 +343,7 @@ class ShapeProfiler(PassContext):
 
     def _give_up(self, e: BaseException) -> None:
         self._broken = True
+        self._off = True
         _say(f"profiler failure, profiling is off from here on: {e}")
 
     # -- state --------------------------------------------------------------
@@ -335,7 +358,7 @@ class ShapeProfiler(PassContext):
     @property
     def logging(self) -> bool:
         """True while a logged pass is open (on any thread)."""
-        return os.getpid() == self._pid and bool(self._native.logging)
+        return not self._forked and bool(self._native.logging)
 
     @property
     def closed(self) -> bool:
@@ -452,6 +475,15 @@ def _pause_while_printing() -> None:
 def _close_all_at_exit() -> None:
     for p in list(_open_profilers):
         p.close()
+
+
+def _after_fork() -> None:
+    """In a forked child: the parent's profilers record nothing here."""
+    for p in list(_open_profilers):
+        p._forked = p._off = True
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def resolve_rank(rank: Optional[int] = None) -> int:

@@ -1,5 +1,5 @@
-"""Files that are never stale: soon after a pass ends (the flusher thread's
-work, within SP_FLUSH_EVERY = 5 ms of the last flush) the records file holds exactly its
+"""Files that are never stale: soon after passes end (the flusher thread's
+work: SP_FLUSH_QUIET = 5 ms after the last pass end) the records file holds exactly its
 records (no NUL tail of the pre-extended window) and the summary on disk
 agrees with them, even when the process is then SIGKILLed (SGLang ends its
 workers that way)."""
@@ -141,3 +141,50 @@ def test_file_is_exact_between_passes_and_grows_again(tmp_path):
         sizes.append(len(data))
     prof.close()
     assert sizes[0] < sizes[1] < sizes[2] == path.stat().st_size
+
+
+BUSY = r'''
+import os, sys, torch
+from sgl_shapeprof import ShapeProfiler
+prof = ShapeProfiler(sys.argv[1])
+x = torch.ones(4, 4)
+n = 0
+while not os.path.exists(sys.argv[2]):   # passes back to back until told to stop
+    for _ in range(100):
+        with prof.forward_pass("decode"):
+            x.add(1).mul(2)
+    n += 100
+print(n, flush=True)
+sys.stdin.readline()
+'''
+
+
+def test_summary_is_rewritten_while_passes_never_stop(tmp_path):
+    """Flushes wait for a quiet moment, but not for ever: a process whose
+    passes never stop (a busy server) still gets its summary rewritten as it
+    runs (the flusher's SP_FLUSH_BUSY cap, and its retry at the next pass end
+    when a flush found a pass open)."""
+    stop = tmp_path / "stop"
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT)
+    p = subprocess.Popen([sys.executable, "-c", BUSY, str(tmp_path / "b.jsonl"), str(stop)], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < 5 and time.monotonic() < deadline and p.poll() is None:
+            try:
+                s = json.loads((tmp_path / "b_summary.json").read_text())
+                seen.add(s["forward_passes"])
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.01)
+        running = p.poll() is None
+        stop.touch()
+        ran = int(p.stdout.readline())
+    finally:
+        p.kill()
+        p.wait(timeout=60)
+    assert running, p.stderr.read()
+    # five different summaries while the passes went on, each a true count
+    assert len(seen) >= 5, seen
+    assert max(seen) <= ran

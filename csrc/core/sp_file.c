@@ -80,8 +80,13 @@ static int file_make_room(sp_profiler *p, size_t need) {
     map_len = SP_MAP_WINDOW;
     if (target - map_off > map_len) map_len = (target - map_off + g_page - 1) / g_page * g_page;
     void *m = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, now.fd, (off_t)map_off);
-    if (m == MAP_FAILED) e = errno ? errno : EIO;
-    else map = m;
+    if (m == MAP_FAILED) {
+      e = errno ? errno : EIO;
+    } else {
+      map = m;
+      /* no readahead on faults: the pages ahead are written, not read */
+      madvise(m, map_len, MADV_RANDOM);
+    }
   }
   size_t faulted = now.faulted, no_populate = (size_t)now.no_populate;
   if (!e) {

@@ -5,18 +5,20 @@
 static pthread_mutex_t g_flush_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_flush_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int g_flush_pending; /* some profiler wants a flush */
+static atomic_uint g_flush_asks;   /* flushes asked for, ever: a pass ended */
 static int g_flusher_started;      /* g_flush_mu */
 
-/* g_open_lock held. */
-static void flush_one(sp_profiler *p) {
-  if (!atomic_exchange(&p->flush_wanted, 0)) return;
+/* g_open_lock held. Returns 1 if p's flush waits for its open passes to end. */
+static int flush_one(sp_profiler *p) {
+  if (!atomic_exchange(&p->flush_wanted, 0)) return 0;
   pthread_mutex_lock(&p->summary_mu);
   pthread_mutex_lock(&p->pass_mu);
   if (p->closed || atomic_load(&p->orphaned) || p->open_passes) {
     /* closed: close wrote it; in a pass: that pass's end asks again */
+    int later = !p->closed && p->open_passes;
     pthread_mutex_unlock(&p->pass_mu);
     pthread_mutex_unlock(&p->summary_mu);
-    return;
+    return later;
   }
   pthread_mutex_lock(&p->grow_mu); /* no growth in flight while we cut */
   lock_acquire(&p->lock);
@@ -40,12 +42,22 @@ static void flush_one(sp_profiler *p) {
   }
   pthread_mutex_unlock(&p->summary_mu);
   tell_failure(p);
+  return 0;
 }
 
-static void flush_all(void) {
+/* Returns 1 if some flush waits for open passes to end. */
+static int flush_all(void) {
+  int later = 0;
   pthread_mutex_lock(&g_open_lock);
-  for (sp_profiler *p = g_open; p; p = p->next_open) flush_one(p);
+  for (sp_profiler *p = g_open; p; p = p->next_open) later |= flush_one(p);
   pthread_mutex_unlock(&g_open_lock);
+  return later;
+}
+
+static void sleep_seconds(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
 }
 
 static void *flusher_main(void *arg) {
@@ -53,26 +65,32 @@ static void *flusher_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the host's threads' */
-  double last = -1e9;
+  int late = 0; /* the last flush waits for a gap between passes */
   for (;;) {
     pthread_mutex_lock(&g_flush_mu);
     while (!atomic_load(&g_flush_pending)) pthread_cond_wait(&g_flush_cv, &g_flush_mu);
     pthread_mutex_unlock(&g_flush_mu);
-    double wait = last + SP_FLUSH_EVERY - now_seconds();
-    if (wait > 0) {
-      struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-      }
+    /* Debounced: a flush once no pass has ended for SP_FLUSH_QUIET (passes
+     * stopped: the files are exact soon after), or SP_FLUSH_BUSY after the
+     * first ask while passes keep ending (a busy server: a summary at most
+     * that old, and the file trimmed and grown again that rarely). A flush
+     * that found a pass open is tried again at the next pass end (after
+     * SP_FLUSH_QUIET), until one finds a gap between passes. */
+    double first = now_seconds();
+    for (;;) {
+      unsigned asks = atomic_load(&g_flush_asks);
+      sleep_seconds(SP_FLUSH_QUIET);
+      if (late || atomic_load(&g_flush_asks) == asks || now_seconds() - first >= SP_FLUSH_BUSY) break;
     }
     atomic_store(&g_flush_pending, 0);
-    flush_all();
-    last = now_seconds();
+    late = flush_all();
   }
   return NULL;
 }
 
 static void request_flush(sp_profiler *p) {
   atomic_store(&p->flush_wanted, 1);
+  atomic_fetch_add(&g_flush_asks, 1);
   if (atomic_exchange(&g_flush_pending, 1)) return; /* asked already */
   pthread_mutex_lock(&g_flush_mu);
   if (!g_flusher_started) {

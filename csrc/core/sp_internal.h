@@ -26,12 +26,13 @@
 /* The file is cut back to its records after passes end (the flusher), so it
  * grows in small steps: what is allocated and faulted in ahead of the writer
  * is thrown away at the next cut. */
-#define SP_FILE_GROW ((size_t)64 << 10)    /* allocated 64 KiB at a time */
-#define SP_PREFAULT ((size_t)16 << 10)     /* faulted in 16 KiB at a time */
+#define SP_FILE_GROW ((size_t)1 << 20)     /* allocated 1 MiB at a time */
+#define SP_PREFAULT ((size_t)256 << 10)    /* faulted in 256 KiB at a time */
 #define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
-#define SP_FLUSH_EVERY 0.005               /* seconds between flushes while passes run */
+#define SP_FLUSH_QUIET 0.005 /* s: a flush this long after the last pass end */
+#define SP_FLUSH_BUSY 0.1    /* s: at most this long after the first ask */
 
 /* The calling protocol (sp_core.h) is checked in test builds (-DSP_DEBUG,
  * make test-core), as Lua's api_check does; release builds check nothing. */

@@ -467,8 +467,8 @@ void sp_pass_end(sp_profiler *p) {
   lock_release(&p->lock);
   pthread_mutex_unlock(&p->pass_mu);
   /* The file is cut to its records and the summary rewritten by the
-   * flusher thread, off this thread, within SP_FLUSH_EVERY, once no pass
-   * is open. */
+   * flusher thread, off this thread, once no pass is open (debounced:
+   * SP_FLUSH_QUIET, SP_FLUSH_BUSY). */
   if (ended) {
     request_flush(p);
     sp_unref(p); /* the pass's: p may be freed now */
