@@ -20,11 +20,29 @@ PathLike = Union[str, "os.PathLike[str]"]
 _open_profilers: "weakref.WeakSet[ShapeProfiler]" = weakref.WeakSet()
 
 
-class _Owner(threading.local):
-    profiler = None  # the profiler whose pass is open on this thread
+class _ThreadPass:
+    """This thread's pass: one thread logs into one profiler at a time (a
+    pass of another one inside it is refused), so one per thread, found with
+    one thread-local read (_here) and then plain attributes."""
+    __slots__ = ("owner", "depth", "plain", "logged", "implicit")
+
+    def __init__(self) -> None:
+        self.owner = None      # the profiler whose pass this is
+        self.depth = 0         # open passes (nesting); 0: none
+        self.plain = False     # the open pass was begun by start_forward_pass()
+        self.logged = False
+        self.implicit = False  # the open pass is `record`'s whole-run one
 
 
-_owner = _Owner()
+_tls = threading.local()
+
+
+def _here() -> _ThreadPass:
+    try:
+        return _tls.state
+    except AttributeError:
+        st = _tls.state = _ThreadPass()
+        return st
 _said: set = set()
 _env_profiler: Optional["ShapeProfiler"] = None
 _env_lock = threading.Lock()
@@ -52,15 +70,6 @@ def _check_count(name: str, value: int) -> int:
     if value > INT_MAX:  # the core counts in 64-bit integers
         raise ValueError(f"{name} must be at most {INT_MAX}, got {value}")
     return value
-
-
-class _ThreadPass(threading.local):
-    """One thread's pass of a profiler: passes are per thread (a
-    threading.local: its fields cost an attribute read, no lookup by thread)."""
-    depth = 0         # open passes (nesting); 0: none
-    plain = False     # the open pass was begun by start_forward_pass()
-    logged = False
-    implicit = False  # the open pass is `record`'s whole-run one
 
 
 class PassContext:
@@ -176,7 +185,6 @@ class ShapeProfiler(PassContext):
         self._phase_filter = phase_list  # to say so at close when it matched nothing
         self._phases_seen: set = set()
         self._phases_from = "phases="  # from_env names its variable here
-        self._pass = _ThreadPass()  # this thread's pass
         self._pid = os.getpid()     # a forked child records nothing (_after_fork)
         _open_profilers.add(self)
 
@@ -208,9 +216,13 @@ class ShapeProfiler(PassContext):
     def _start_pass(self, phase: Optional[str], plain: bool) -> bool:
         if self._off:
             return self._usable()
-        st = self._pass
+        try:
+            st = _tls.state
+        except AttributeError:
+            st = _here()
         depth = st.depth
-        if depth:
+        owner = st.owner
+        if depth and owner is self:
             if st.implicit:  # `record`'s whole-run pass: the program's first pass replaces it
                 st.implicit = False
             elif depth == 1 and st.plain and plain:
@@ -220,8 +232,7 @@ class ShapeProfiler(PassContext):
                 st.depth = depth + 1
                 return st.logged
             st.depth = 0
-        owner = _owner.profiler
-        if owner is not None and owner is not self and owner._pass.depth and not owner._closed:
+        elif depth and owner is not None and not owner._closed:
             _say_once("nested", f"a pass of {owner!r} is open on this thread: a pass of {self!r} "
                                 f"inside it is not logged (one file per thread at a time)")
             return False
@@ -229,8 +240,16 @@ class ShapeProfiler(PassContext):
             phase = _label(phase)
         if self._phase_filter is not None and len(self._phases_seen) < 16:
             self._phases_seen.add(phase)
-        logged = self._begin(self._native.pass_begin, phase)
-        st.plain = plain
+        try:  # _begin, inlined
+            _pause_while_compiling()
+            try:
+                logged = self._native.pass_begin(phase)
+            except ValueError:  # a NUL byte or a lone surrogate in the phase label
+                logged = self._native.pass_begin(_label(phase))
+        except Exception as e:  # never into the model
+            self._give_up(e)
+            return False
+        st.owner, st.depth, st.logged, st.plain, st.implicit = self, 1, logged, plain, False
         return logged
 
     def _begin(self, native_begin, *args) -> bool:
@@ -244,9 +263,8 @@ class ShapeProfiler(PassContext):
         except Exception as e:  # never into the model
             self._give_up(e)
             return False
-        st = self._pass
-        st.depth, st.logged, st.plain = 1, logged, False
-        _owner.profiler = self
+        st = _here()
+        st.owner, st.depth, st.logged, st.plain, st.implicit = self, 1, logged, False, False
         return logged
 
     def _start_implicit_pass(self) -> bool:
@@ -254,7 +272,8 @@ class ShapeProfiler(PassContext):
         program starts passes of its own on this thread (the first one ends
         it)."""
         logged = self.start_forward_pass()
-        self._pass.implicit = True
+        st = _here()
+        st.implicit = st.owner is self
         return logged
 
     def reopen_forward_pass(self) -> bool:
@@ -264,8 +283,8 @@ class ShapeProfiler(PassContext):
         is logged. End it with end_forward_pass()."""
         if not self._usable():
             return False
-        st = self._pass
-        if st.depth:  # a pass is open: nothing to reopen
+        st = _here()
+        if st.depth and st.owner is self:  # a pass is open: nothing to reopen
             st.depth += 1
             return st.logged
         return self._begin(self._native.pass_reopen)
@@ -275,8 +294,8 @@ class ShapeProfiler(PassContext):
         if not self._usable():
             return False
         key = _check_key(key)
-        st = self._pass
-        if st.depth:  # a pass is open: a capture inside it is not a pass of its own
+        st = _here()
+        if st.depth and st.owner is self:  # a pass is open: a capture inside it is not a pass of its own
             _say_once("capture-in-pass", "a graph capture started inside an open pass is "
                                          "recorded as part of that pass")
             st.depth += 1
@@ -302,15 +321,17 @@ class ShapeProfiler(PassContext):
         """Ends this thread's pass (the innermost, when they nest)."""
         if self._off:
             return
-        st = self._pass
-        depth = st.depth
-        if depth > 1:  # the end of a nested pass: the outer one goes on
-            st.depth = depth - 1
-            return
-        if depth:
+        try:
+            st = _tls.state
+        except AttributeError:
+            st = _here()
+        if st.owner is self:
+            depth = st.depth
+            if depth > 1:  # the end of a nested pass: the outer one goes on
+                st.depth = depth - 1
+                return
             st.depth = 0
-            if _owner.profiler is self:
-                _owner.profiler = None
+            st.owner = None
         try:
             self._native.pass_end()
         except Exception as e:
