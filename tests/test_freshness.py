@@ -162,8 +162,8 @@ sys.stdin.readline()
 def test_summary_is_rewritten_while_passes_never_stop(tmp_path):
     """Flushes wait for a quiet moment, but not for ever: a process whose
     passes never stop (a busy server) still gets its summary rewritten as it
-    runs (the flusher's SP_FLUSH_BUSY cap, and its retry at the next pass end
-    when a flush found a pass open)."""
+    runs (the flusher's SP_FLUSH_BUSY cap: a summary alone, mid-pass if need
+    be, without waiting for a gap between passes)."""
     stop = tmp_path / "stop"
     env = dict(os.environ, PYTHONPATH=PKG_ROOT)
     p = subprocess.Popen([sys.executable, "-c", BUSY, str(tmp_path / "b.jsonl"), str(stop)], env=env,

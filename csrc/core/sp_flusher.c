@@ -1,4 +1,4 @@
-/* sp_flusher.c -- The flusher thread: exact files between passes.
+/* sp_flusher.c -- The flusher thread: a fresh summary, and exact files once passes stop.
  * Part of the core amalgamation (sp_core.c includes every part, in order,
  * after sp_internal.h): not compiled on its own. */
 
@@ -8,33 +8,46 @@ static atomic_int g_flush_pending; /* some profiler wants a flush */
 static atomic_uint g_flush_asks;   /* flushes asked for, ever: a pass ended */
 static int g_flusher_started;      /* g_flush_mu */
 
-/* g_open_lock held. Returns 1 if p's flush waits for its open passes to end. */
-static int flush_one(sp_profiler *p) {
+/* Writes p's summary, and cuts the records file to its records when no pass
+ * is open. A busy flush (passes kept ending) never waits for the pass lock:
+ * in a tight loop of passes it would contend with every begin and end and
+ * seldom find a gap; it writes the summary mid-pass instead (its counts and
+ * records_bytes agree: one snapshot under the spinlock) and leaves the cut
+ * to a quiet flush after the last pass end. Returns 1 if the cut is still
+ * owed (then a quiet flush is asked for). g_open_lock held. */
+static int flush_one(sp_profiler *p, int busy) {
   if (!atomic_exchange(&p->flush_wanted, 0)) return 0;
   pthread_mutex_lock(&p->summary_mu);
-  pthread_mutex_lock(&p->pass_mu);
-  if (p->closed || atomic_load(&p->orphaned) || p->open_passes) {
-    /* closed: close wrote it; in a pass: that pass's end asks again */
-    int later = !p->closed && p->open_passes;
-    pthread_mutex_unlock(&p->pass_mu);
+  if (p->closed || atomic_load(&p->orphaned)) { /* close wrote it */
     pthread_mutex_unlock(&p->summary_mu);
-    return later;
+    return 0;
   }
-  pthread_mutex_lock(&p->grow_mu); /* no growth in flight while we cut */
-  lock_acquire(&p->lock);
-  off_t cut = file_forget_tail(&p->file);
-  lock_release(&p->lock);
-  /* No pass can begin (pass_mu) and none runs: nothing writes the file. */
-  if (cut >= 0 && ftruncate(p->file.fd, cut) != 0) {
-    int e = errno;
+  int gap = busy ? pthread_mutex_trylock(&p->pass_mu) == 0 : pthread_mutex_lock(&p->pass_mu) == 0;
+  if (gap && p->open_passes) { /* in a pass: that pass's end asks again */
+    pthread_mutex_unlock(&p->pass_mu);
+    gap = 0;
+    if (!busy) {
+      pthread_mutex_unlock(&p->summary_mu);
+      return 0;
+    }
+  }
+  if (gap) {
+    pthread_mutex_lock(&p->grow_mu); /* no growth in flight while we cut */
     lock_acquire(&p->lock);
-    fail(p, "cannot trim records file ", e);
+    off_t cut = file_forget_tail(&p->file);
     lock_release(&p->lock);
+    /* No pass can begin (pass_mu) and none runs: nothing writes the file. */
+    if (cut >= 0 && ftruncate(p->file.fd, cut) != 0) {
+      int e = errno;
+      lock_acquire(&p->lock);
+      fail(p, "cannot trim records file ", e);
+      lock_release(&p->lock);
+    }
+    pthread_mutex_unlock(&p->grow_mu);
   }
-  pthread_mutex_unlock(&p->grow_mu);
   summary_src s;
   int ok = snapshot(p, &s);
-  pthread_mutex_unlock(&p->pass_mu);
+  if (gap) pthread_mutex_unlock(&p->pass_mu);
   if (ok) {
     s.ended_by = "running";
     int e = write_summary(p, &s);
@@ -42,16 +55,18 @@ static int flush_one(sp_profiler *p) {
   }
   pthread_mutex_unlock(&p->summary_mu);
   tell_failure(p);
-  return 0;
+  if (gap) return 0;
+  atomic_store(&p->flush_wanted, 1);
+  return 1;
 }
 
-/* Returns 1 if some flush waits for open passes to end. */
-static int flush_all(void) {
-  int later = 0;
+/* Returns 1 if some profiler is still owed a cut. */
+static int flush_all(int busy) {
+  int owed = 0;
   pthread_mutex_lock(&g_open_lock);
-  for (sp_profiler *p = g_open; p; p = p->next_open) later |= flush_one(p);
+  for (sp_profiler *p = g_open; p; p = p->next_open) owed |= flush_one(p, busy);
   pthread_mutex_unlock(&g_open_lock);
-  return later;
+  return owed;
 }
 
 static void sleep_seconds(double s) {
@@ -65,25 +80,27 @@ static void *flusher_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the host's threads' */
-  int late = 0; /* the last flush waits for a gap between passes */
   for (;;) {
     pthread_mutex_lock(&g_flush_mu);
     while (!atomic_load(&g_flush_pending)) pthread_cond_wait(&g_flush_cv, &g_flush_mu);
     pthread_mutex_unlock(&g_flush_mu);
     /* Debounced: a flush once no pass has ended for SP_FLUSH_QUIET (passes
-     * stopped: the files are exact soon after), or SP_FLUSH_BUSY after the
-     * first ask while passes keep ending (a busy server: a summary at most
-     * that old, and the file trimmed and grown again that rarely). A flush
-     * that found a pass open is tried again at the next pass end (after
-     * SP_FLUSH_QUIET), until one finds a gap between passes. */
+     * stopped: the files are exact soon after), or a busy one SP_FLUSH_BUSY
+     * after the first ask while passes keep ending (a busy server: a
+     * summary at most that old). */
     double first = now_seconds();
+    int busy = 0;
     for (;;) {
       unsigned asks = atomic_load(&g_flush_asks);
       sleep_seconds(SP_FLUSH_QUIET);
-      if (late || atomic_load(&g_flush_asks) == asks || now_seconds() - first >= SP_FLUSH_BUSY) break;
+      if (atomic_load(&g_flush_asks) == asks) break;
+      if (now_seconds() - first >= SP_FLUSH_BUSY) {
+        busy = 1;
+        break;
+      }
     }
     atomic_store(&g_flush_pending, 0);
-    late = flush_all();
+    if (flush_all(busy)) atomic_store(&g_flush_pending, 1); /* a quiet flush cuts */
   }
   return NULL;
 }
@@ -106,7 +123,7 @@ static void request_flush(sp_profiler *p) {
   pthread_mutex_unlock(&g_flush_mu);
   if (!started) { /* no thread to be had: flush on this one */
     atomic_store(&g_flush_pending, 0);
-    flush_all();
+    flush_all(0);
   }
 }
 

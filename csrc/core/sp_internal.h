@@ -27,7 +27,7 @@
  * grows in small steps: what is allocated and faulted in ahead of the writer
  * is thrown away at the next cut. */
 #define SP_FILE_GROW ((size_t)1 << 20)     /* allocated 1 MiB at a time */
-#define SP_PREFAULT ((size_t)256 << 10)    /* faulted in 256 KiB at a time */
+#define SP_PREFAULT ((size_t)1 << 20)      /* faulted in 1 MiB at a time */
 #define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
