@@ -12,7 +12,7 @@ runs, for each build in alternating order, one child process per mode
 (written, deduplicated, arguments on): the child times the workload without
 a profiler and with one, on the same model, and prints the added cost per
 call. The table gives the medians over rounds and after/before. Both builds
-run the workloads of this checkout's sgl_shapeprof.demo_models, loaded by
+run the workloads of this checkout's sgl_shapeprof.demo.models, loaded by
 path. Run it before a change to recording lands; it is a benchmark, not a
 test.
 """
@@ -112,7 +112,7 @@ def main() -> None:
     for m in modes:
         if m not in MODES:
             raise SystemExit(f"ab.py: unknown mode {m!r} ({', '.join(MODES)})")
-    models = os.path.join(ROOT, "sgl_shapeprof", "demo_models.py")
+    models = os.path.join(ROOT, "sgl_shapeprof", "demo", "models.py")
     with tempfile.TemporaryDirectory(prefix="shapeprof-ab-") as tmp:
         base = build_baseline(args.base, tmp)
         try:

@@ -35,7 +35,7 @@ def record_template(path: str) -> None:
     import torch
 
     from sgl_shapeprof import ShapeProfiler
-    from sgl_shapeprof.demo_models import make_llama, run_llama
+    from sgl_shapeprof.demo.models import make_llama, run_llama
     with torch.inference_mode(), ShapeProfiler(path) as prof:
         run_llama(make_llama(torch.bfloat16), prof, decode_steps=8)
 

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import torch  # noqa: E402
 
 from sgl_shapeprof import ShapeProfiler  # noqa: E402
-from sgl_shapeprof.on_request import OnRequestProfiler  # noqa: E402
+from sgl_shapeprof.recording.on_request import OnRequestProfiler  # noqa: E402
 
 
 def run(prof, passes, ops, a):

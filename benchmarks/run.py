@@ -41,7 +41,7 @@ from reference_logger import ReferenceLogger  # noqa: E402  (the Python baseline
 
 import sgl_shapeprof  # noqa: E402
 from sgl_shapeprof import ShapeProfiler  # noqa: E402
-from sgl_shapeprof.demo_models import make_llama, make_unet, run_diffusion, run_llama  # noqa: E402
+from sgl_shapeprof.demo.models import make_llama, make_unet, run_diffusion, run_llama  # noqa: E402
 
 
 # ---------------------------------------------------------------------------

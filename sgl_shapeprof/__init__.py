@@ -17,24 +17,25 @@ __all__ = ["ShapeProfiler", "OnRequestProfiler", "from_env", "resolve_rank", "Co
            "RecordReader", "read_records", "read_summary", "thread_logging", "__version__"]
 
 _LAZY = {
-    "ShapeProfiler": "profiler", "from_env": "profiler", "resolve_rank": "profiler",
-    "OnRequestProfiler": "on_request",
-    "ConfigError": "config", "RecordReader": "reader", "read_records": "reader",
-    "read_summary": "reader",
+    "ShapeProfiler": "recording.profiler", "from_env": "recording.env",
+    "resolve_rank": "recording.env", "OnRequestProfiler": "recording.on_request",
+    "ConfigError": "recording.config", "RecordReader": "records.reader",
+    "read_records": "records.reader", "read_summary": "records.reader",
 }
 
 if TYPE_CHECKING:
-    from .config import ConfigError
-    from .on_request import OnRequestProfiler
-    from .profiler import ShapeProfiler, from_env, resolve_rank
-    from .reader import RecordReader, read_records, read_summary
+    from .recording.config import ConfigError
+    from .recording.on_request import OnRequestProfiler
+    from .recording.env import from_env, resolve_rank
+    from .recording.profiler import ShapeProfiler
+    from .records.reader import RecordReader, read_records, read_summary
 
 
 def thread_logging() -> bool:
     """True while the calling thread is inside a logged forward pass or graph
     capture (and not paused): the operator calls it makes now are recorded.
     For code that must route calls through the dispatcher to be seen (SGLang's
-    custom ops, see integrations/sglang.py). Imports nothing; False before any
+    custom ops, see integrations/sglang/workers.py). Imports nothing; False before any
     profiler was created."""
     native = _sys.modules.get("sgl_shapeprof._C")
     return native is not None and native.thread_enabled()

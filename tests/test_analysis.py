@@ -12,7 +12,7 @@ import torch
 from helpers import PKG_ROOT, load
 
 from sgl_shapeprof import ShapeProfiler
-from sgl_shapeprof.analyze import analyze_file
+from sgl_shapeprof.analysis.analyze import analyze_file
 from sgl_shapeprof.cli import main
 
 

@@ -15,7 +15,7 @@ from helpers import PKG_ROOT, load, run_python
 
 from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof.cli import main
-from sgl_shapeprof.scan import scan
+from sgl_shapeprof.records.scan import scan
 
 
 def _record(tmp_path, fn, name="a.jsonl", **opts):

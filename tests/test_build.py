@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers import PKG_ROOT, ROOT
 
-from sgl_shapeprof._native import release
+from sgl_shapeprof.recording._native import release
 
 HOST = r'''
 import os, torch, sgl_shapeprof

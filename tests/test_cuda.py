@@ -11,7 +11,7 @@ import torch
 from helpers import assert_same_stream, load, run_both, run_python
 
 from sgl_shapeprof import ShapeProfiler
-from sgl_shapeprof.demo_models import make_llama, run_llama
+from sgl_shapeprof.demo.models import make_llama, run_llama
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -7,7 +7,7 @@ import torch
 from helpers import load, run_python
 
 import sgl_shapeprof
-from sgl_shapeprof.config import ConfigError, read_env, records_path_for_rank
+from sgl_shapeprof.recording.config import ConfigError, read_env, records_path_for_rank
 
 
 def test_defaults():
@@ -157,8 +157,8 @@ def test_default_path_that_cannot_be_written_names_the_variable(monkeypatch, cap
 @pytest.mark.parametrize("label,recorded", [("de\0code", "de\\0code"), ("x\udc80y", "x\\udc80y")])
 def test_a_bad_phase_label_is_escaped_and_profiling_goes_on(tmp_path, capsys, label, recorded):
     import torch
-    from sgl_shapeprof import profiler as profiler_module
-    profiler_module._said.discard("label")   # said once per process: forget an earlier test's
+    from sgl_shapeprof.recording import messages
+    messages._said.discard("label")   # said once per process: forget an earlier test's
     prof = sgl_shapeprof.ShapeProfiler(str(tmp_path / "p.jsonl"))
     assert prof.start_forward_pass(label) is True
     torch.ones(2).neg()
@@ -330,7 +330,7 @@ def test_one_definition_of_the_variable_names():
     """The start-up hook's .pth line cannot import config (it runs in every
     Python process): it must spell the switch as config does."""
     import sgl_shapeprof
-    from sgl_shapeprof import config
+    from sgl_shapeprof.recording import config
     pth = os.path.join(os.path.dirname(sgl_shapeprof.__file__), "sgl_shapeprof_autohook.pth")
     assert f'os.environ.get("{config.ENV_ENABLE}")' in open(pth).read()
     assert config.phase_filter("prefill,decode") == {"prefill", "extend", "decode"}

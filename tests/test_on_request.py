@@ -15,7 +15,7 @@ import sgl_shapeprof
 
 from sgl_shapeprof import _C  # noqa: F401  (built)
 from sgl_shapeprof.cli import main
-from sgl_shapeprof.on_request import OnRequestProfiler, RequestError
+from sgl_shapeprof.recording.on_request import OnRequestProfiler, RequestError
 
 
 def passes(prof, n, phase=None, start=0):
@@ -180,9 +180,9 @@ def test_armed_from_env_says_which_variables_it_does_not_use(tmp_path, monkeypat
     """SGLANG_PROFILE_SHAPES=on_request: a request gives its own passes,
     phases and skip; the variables for them are not used, and that is said
     (once, naming them) rather than silently ignored."""
-    from sgl_shapeprof import profiler as profiler_module
-    monkeypatch.setattr(profiler_module, "_env_profiler", None)
-    profiler_module._said.discard("armed-unused")  # said once per process: forget an earlier test's
+    from sgl_shapeprof.recording import env, messages
+    monkeypatch.setattr(env, "_env_profiler", None)
+    messages._said.discard("armed-unused")  # said once per process: forget an earlier test's
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "on_request")
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(tmp_path / "s.jsonl"))
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES_LOG_N_PASSES", "5")
@@ -198,8 +198,8 @@ def test_armed_from_env_says_which_variables_it_does_not_use(tmp_path, monkeypat
 
 
 def test_armed_from_env_output_folder_that_does_not_exist_is_named(tmp_path, monkeypatch):
-    from sgl_shapeprof import profiler as profiler_module
-    monkeypatch.setattr(profiler_module, "_env_profiler", None)
+    from sgl_shapeprof.recording import env
+    monkeypatch.setattr(env, "_env_profiler", None)
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "on_request")
     value = str(tmp_path / "nope" / "s.jsonl")
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", value)

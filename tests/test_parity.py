@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import assert_same_stream, run_both
 
-from sgl_shapeprof.demo_models import make_llama, make_unet, run_diffusion, run_llama
+from sgl_shapeprof.demo.models import make_llama, make_unet, run_diffusion, run_llama
 
 
 def _summary_core(path):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from helpers import assert_same_stream, run_both
 
-from sgl_shapeprof.analyze import analyze_file
+from sgl_shapeprof.analysis.analyze import analyze_file
 
 transformers = pytest.importorskip("transformers")
 diffusers = pytest.importorskip("diffusers")

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof.cli import main
 from sgl_shapeprof.replay import build, check, distinct_calls, replay
-from sgl_shapeprof.scan import scan
+from sgl_shapeprof.records.scan import scan
 
 
 @pytest.fixture

@@ -309,12 +309,12 @@ def test_unarmed_startup_hook_left_behind(tmp_path):
 def test_the_hook_line_names_the_unarmed_targets():
     """The .pth line cannot import the names (it runs in every Python
     process): it must spell them as the package does."""
-    from sgl_shapeprof import _autohook
+    from sgl_shapeprof.integrations.sglang import startup_hook
     from sgl_shapeprof.integrations import SGLANG_TOKENIZER_CONTROL
     line = open(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth")).read()
-    assert _autohook.UNARMED_TARGETS == (SGLANG_TOKENIZER_CONTROL,)
+    assert startup_hook.UNARMED_TARGETS == (SGLANG_TOKENIZER_CONTROL,)
     assert f'name == "{SGLANG_TOKENIZER_CONTROL}" and' in line
-    assert not any(isinstance(f, _autohook._WorkerFinder) for f in sys.meta_path)   # unset: not installed
+    assert not any(isinstance(f, startup_hook._WorkerFinder) for f in sys.meta_path)   # unset: not installed
 
 
 def test_phase_helpers():
@@ -338,14 +338,14 @@ def test_hook_command_and_wheel_layout(tmp_path):
                        cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "lib" / "sgl_shapeprof_autohook.pth").exists()
-    assert (tmp_path / "lib" / "sgl_shapeprof" / "integrations" / "sglang.py").exists()
+    assert (tmp_path / "lib" / "sgl_shapeprof" / "integrations" / "sglang" / "__init__.py").exists()
 
 
 def test_shapes_request_names_the_profiler_dir_variable(tmp_path, monkeypatch):
     """/start_profile with SHAPES and no output_dir writes into SGLang's
     SGLANG_TORCH_PROFILER_DIR: a value that cannot be a folder is named."""
-    from sgl_shapeprof import profiler as profiler_module
-    from sgl_shapeprof.on_request import OnRequestProfiler, RequestError
+    from sgl_shapeprof.recording import env as profiler_module
+    from sgl_shapeprof.recording.on_request import OnRequestProfiler, RequestError
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "on_request")
     armed = OnRequestProfiler(rank=0, output_dir=str(tmp_path), control=False)
     monkeypatch.setattr(profiler_module, "_env_profiler", armed)

@@ -26,8 +26,8 @@ import torch
 from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree
 
 from sgl_shapeprof import ShapeProfiler
-from sgl_shapeprof import profiler as profiler_module
-from sgl_shapeprof.integrations import sglang as integration
+from sgl_shapeprof.recording import env as profiler_module
+from sgl_shapeprof.integrations.sglang import cuda_graphs as integration
 
 SGLANG_VERSION = "0.5.23"
 ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from helpers import PKG_ROOT, ROOT, load, run_python
 from reference_logger import ReferenceLogger
 from sgl_shapeprof import ShapeProfiler
-from sgl_shapeprof.reader import read_summary
+from sgl_shapeprof.records.reader import read_summary
 
 
 def key(r: dict) -> str:

@@ -24,7 +24,7 @@ def load():
     import torch  # loads libc10/libtorch, which the module links against
 
     try:
-        from ._build import TORCH_VERSION as built
+        from .._build import TORCH_VERSION as built
     except ImportError:  # a build without the file (older setup.py)
         built = None
     running = torch.__version__
@@ -32,7 +32,7 @@ def load():
         raise NativeModuleError(
             f"sgl_shapeprof was built for torch {built}, running torch {running}: {REINSTALL}")
     try:
-        from . import _C
+        from .. import _C
     except ImportError as e:
         detail = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise NativeModuleError(f"cannot load sgl_shapeprof's native module ({detail}): {REINSTALL}") from None

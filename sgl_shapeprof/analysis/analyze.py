@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, TextIO, Tuple
 
-from .scan import (Filter, Signature, Source, close_names, format_inputs, format_value,
+from ..records.scan import (Filter, Signature, Source, close_names, format_inputs, format_value,
                    load_summary, open_records, check_records, summary_path_for)
 
 
@@ -53,7 +53,9 @@ class Analysis:
         return r[:top] if top else r
 
 
-def build(sources: List[Source], flt: Filter) -> Analysis:
+def build(sources: List[Source]) -> Analysis:
+    """The sources merged (they were filtered when scanned: Source.flt)."""
+    flt = next((s.flt for s in sources if s.flt is not None), None) or Filter()
     merged: Dict[Tuple, Signature] = {}
     ops: Dict[str, OpView] = {}
     for src in sources:
@@ -85,9 +87,8 @@ def build(sources: List[Source], flt: Filter) -> Analysis:
 
 def analyze_file(paths, flt: Optional[Filter] = None) -> Analysis:
     """Scan one file (or a list of files, a glob) and build the analysis."""
-    from .scan import expand_paths, scan_all
-    flt = flt or Filter()
-    return build(scan_all(expand_paths([paths] if isinstance(paths, str) else list(paths)), flt), flt)
+    from ..records.scan import expand_paths, scan_all
+    return build(scan_all(expand_paths([paths] if isinstance(paths, str) else list(paths)), flt or Filter()))
 
 
 def _n(x: int) -> str:
@@ -141,7 +142,9 @@ def _source_lines(src: Source, w) -> None:
         w(f"  WARNING: {len(rep.bad_lines)} unreadable lines (first: line {rep.bad_lines[0]})\n")
 
 
-def _filters_text(flt: Filter) -> str:
+def filters_text(flt: Filter, limit: bool = False) -> str:
+    """The filter as the options that gave it ("--phase decode, ..."); with
+    limit, --max-entries too."""
     parts = []
     if flt.op:
         parts.append(f"--filter-op {flt.op}")
@@ -152,6 +155,8 @@ def _filters_text(flt: Filter) -> str:
         parts.append(f"--passes {a}-{b if b < 2**62 else ''}")
     if flt.min_elements:
         parts.append(f"--min-elements {flt.min_elements}")
+    if limit and flt.max_entries:
+        parts.append(f"--max-entries {flt.max_entries}")
     return ", ".join(parts)
 
 
@@ -171,7 +176,7 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
     sec = sec or Sections()
     for src in a.sources:
         _source_lines(src, w)
-    ftext = _filters_text(a.flt)
+    ftext = filters_text(a.flt)
     if ftext:
         w(f"filters: {ftext}\n")
     phases: Dict[str, int] = defaultdict(int)
@@ -268,7 +273,7 @@ def _print_nothing(a: Analysis, w) -> None:
         w("\nno records: the file is empty (was a forward pass logged? "
           "SGLANG_PROFILE_SHAPES_SKIP_WARMUP may skip every pass)\n")
         return
-    w(f"\nno calls match the filters ({_filters_text(a.flt)}); "
+    w(f"\nno calls match the filters ({filters_text(a.flt)}); "
       f"the file has {len(seen)} operations\n")
     if a.flt.op:
         close = close_names(a.flt.op, seen)

@@ -1,4 +1,5 @@
-"""The public profiler API: ShapeProfiler and from_env().
+"""ShapeProfiler: the passes, the records file, the native module behind them
+(from_env() and resolve_rank() are in env.py).
 
 Nothing here may disturb the host program: after construction, every method
 swallows its own failures (reported once on stderr) and profiling goes off.
@@ -12,8 +13,9 @@ import threading
 import weakref
 from typing import ContextManager, Iterable, Optional, Union
 
-from .config import (DEFAULT_FILE, ENV_ENABLE, ENV_FILE, ENV_LOG_N_PASSES, ENV_PHASES, ENV_SKIP_WARMUP,
-                     INT_MAX, ConfigError, env_rank, phase_filter, read_env)
+from .config import INT_MAX, phase_filter
+from .messages import say, say_once
+from .pauses import pause_thread, resume_thread
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -43,25 +45,6 @@ def _here() -> _ThreadPass:
     except AttributeError:
         st = _tls.state = _ThreadPass()
         return st
-_said: set = set()
-_env_profiler: Optional["ShapeProfiler"] = None
-_env_lock = threading.Lock()
-
-
-def _say_once(key: str, message: str) -> None:
-    if key not in _said:
-        _said.add(key)
-        _say(message)
-
-
-def _say(message: str) -> None:
-    try:
-        sys.stderr.write(f"sgl_shapeprof: {message}\n")
-        sys.stderr.flush()
-    except Exception:  # stderr closed: nothing more we can do
-        pass
-
-
 def _check_count(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
@@ -175,7 +158,7 @@ class ShapeProfiler(PassContext):
             # same rank name, say): never share it, take a name of our own.
             stem, ext = os.path.splitext(path)
             own = f"{stem}.pid{os.getpid()}{ext}"
-            _say(f"{path} is in use by another process; writing {own} instead")
+            say(f"{path} is in use by another process; writing {own} instead")
             self._native = _C.Profiler(own, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
                                        self.args)
         self._closed = False
@@ -207,7 +190,7 @@ class ShapeProfiler(PassContext):
         if not self._off:
             return True
         if self._forked and not self._closed:
-            _say_once("forked", f"{self!r} was opened by process {self._pid}: this forked "
+            say_once("forked", f"{self!r} was opened by process {self._pid}: this forked "
                                 f"process ({os.getpid()}) records nothing")
         return False
 
@@ -226,14 +209,14 @@ class ShapeProfiler(PassContext):
             if st.implicit:  # `record`'s whole-run pass: the program's first pass replaces it
                 st.implicit = False
             elif depth == 1 and st.plain and plain:
-                _say_once("unended", "start_forward_pass() while the pass it started on this thread is "
+                say_once("unended", "start_forward_pass() while the pass it started on this thread is "
                                      "still open (no end_forward_pass() after it): that pass ends here")
             else:
                 st.depth = depth + 1
                 return st.logged
             st.depth = 0
         elif depth and owner is not None and not owner._closed:
-            _say_once("nested", f"a pass of {owner!r} is open on this thread: a pass of {self!r} "
+            say_once("nested", f"a pass of {owner!r} is open on this thread: a pass of {self!r} "
                                 f"inside it is not logged (one file per thread at a time)")
             return False
         if phase is not None and type(phase) is not str:
@@ -296,7 +279,7 @@ class ShapeProfiler(PassContext):
         key = _check_key(key)
         st = _here()
         if st.depth and st.owner is self:  # a pass is open: a capture inside it is not a pass of its own
-            _say_once("capture-in-pass", "a graph capture started inside an open pass is "
+            say_once("capture-in-pass", "a graph capture started inside an open pass is "
                                          "recorded as part of that pass")
             st.depth += 1
             return st.logged
@@ -349,11 +332,11 @@ class ShapeProfiler(PassContext):
             self._native.close()
             stats = self._native.stats()
         except Exception as e:
-            _say(f"closing {self.path}: {e}")
+            say(f"closing {self.path}: {e}")
             return
         if self._phase_filter is not None and stats["passes"] and not stats["logged_passes"]:
             seen = ", ".join(sorted(repr(p) for p in self._phases_seen))
-            _say(f"{self._phases_from}{self._phase_filter!r} matched none of the {stats['passes']} passes "
+            say(f"{self._phases_from}{self._phase_filter!r} matched none of the {stats['passes']} passes "
                  f"(labels seen: {seen or 'none'}); nothing was recorded in {self.path}")
 
     def __enter__(self) -> "ShapeProfiler":
@@ -365,7 +348,7 @@ class ShapeProfiler(PassContext):
     def _give_up(self, e: BaseException) -> None:
         self._broken = True
         self._off = True
-        _say(f"profiler failure, profiling is off from here on: {e}")
+        say(f"profiler failure, profiling is off from here on: {e}")
 
     # -- state --------------------------------------------------------------
     @property
@@ -422,7 +405,7 @@ def _label(phase) -> Optional[str]:
         except UnicodeEncodeError:
             pass
     fixed = phase.replace("\0", "\\0").encode("utf-8", "backslashreplace").decode("utf-8")
-    _say_once("label", f"phase label {phase!r} has a NUL byte or a lone surrogate; recorded as {fixed!r}")
+    say_once("label", f"phase label {phase!r} has a NUL byte or a lone surrogate; recorded as {fixed!r}")
     return fixed
 
 
@@ -430,13 +413,11 @@ _compile_callbacks_failed = False
 
 
 def _pause_for_compiler(_args=None) -> None:
-    from . import _C  # loaded: a profiler exists
-    _C.pause_thread()
+    pause_thread()
 
 
 def _resume_after_compiler(_args=None) -> None:
-    from . import _C
-    _C.resume_thread()
+    resume_thread()
 
 
 def _pause_while_compiling() -> None:
@@ -456,7 +437,7 @@ def _pause_while_compiling() -> None:
             handler.register_end_callback(_resume_after_compiler)
     except Exception as e:  # another torch: compile-time ops may be logged
         _compile_callbacks_failed = True
-        _say(f"cannot register with torch.compile's callbacks ({e}); ops it runs while compiling may be logged")
+        say(f"cannot register with torch.compile's callbacks ({e}); ops it runs while compiling may be logged")
 
 
 _printing_wrapped = False
@@ -476,7 +457,7 @@ def _pause_while_printing() -> None:
         import functools
 
         import torch._tensor_str as tensor_str
-        from . import _C
+        from .. import _C
         original = tensor_str._str
 
         @functools.wraps(original)
@@ -489,7 +470,7 @@ def _pause_while_printing() -> None:
                     _C.resume_thread()
         tensor_str._str = _str
     except Exception as e:  # another torch: printing inside a pass is logged
-        _say(f"cannot wrap tensor printing ({e}); a tensor printed inside a logged pass logs its ops")
+        say(f"cannot wrap tensor printing ({e}); a tensor printed inside a logged pass logs its ops")
 
 
 @atexit.register
@@ -505,87 +486,3 @@ def _after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork)
-
-
-def resolve_rank(rank: Optional[int] = None) -> int:
-    """rank, else $RANK, else $LOCAL_RANK, else torch.distributed's rank, else 0."""
-    if rank is not None:
-        return _check_count("rank", rank)
-    r = env_rank()
-    if r is not None:
-        return r
-    dist = sys.modules.get("torch.distributed")
-    try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return int(dist.get_rank())
-    except Exception:
-        pass
-    return 0
-
-
-# Settings a request gives for itself (passes, phases, skip): with
-# SGLANG_PROFILE_SHAPES=on_request these variables are not used.
-_NOT_ARMED = (ENV_SKIP_WARMUP, ENV_LOG_N_PASSES, ENV_PHASES)
-
-
-def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False):
-    """SGLANG_PROFILE_SHAPES=on_request: one armed profiler per process and
-    rank; requests write beside SGLANG_PROFILE_SHAPES_FILE's folder unless
-    they name a file."""
-    global _env_profiler
-    from .on_request import OnRequestProfiler
-    with _env_lock:
-        current = _env_profiler
-        if isinstance(current, OnRequestProfiler) and not current.closed and current.rank == rank:
-            return current
-        _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args,
-                                          output_dir=os.path.dirname(os.path.abspath(path)))
-        if ENV_FILE in os.environ:
-            _env_profiler.output_dir_from = f"{ENV_FILE}={os.environ[ENV_FILE]!r}"
-        unused = [f"{n}={os.environ[n]!r}" for n in _NOT_ARMED if os.environ.get(n, "").strip()]
-        if unused:
-            _say_once("armed-unused", f"{', '.join(unused)}: not used with {ENV_ENABLE}=on_request "
-                                      "(each request gives its own passes, phases and skip)")
-        return _env_profiler
-
-
-def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
-    """The profiler SGLang's env vars ask for, or None.
-
-    SGLANG_PROFILE_SHAPES=on_request gives an OnRequestProfiler (armed,
-    recording only when asked; the same pass API). None when
-    SGLANG_PROFILE_SHAPES is not 1 or on_request, when this process's rank is not
-    profiled, or when a setting is bad (one line on stderr says which). Within
-    a process, calls for the same records file return the same profiler.
-    """
-    global _env_profiler
-    try:
-        cfg = read_env()
-        if not cfg.enabled:
-            return None
-        r = resolve_rank(rank)
-        if not cfg.profiles_rank(r):
-            return None
-        path = cfg.path_for_rank(r)
-        dedupe = dedupe_default if cfg.dedupe is None else cfg.dedupe
-        if cfg.on_request:
-            return _armed_from_env(r, dedupe, path, cfg.args)
-        with _env_lock:
-            current = _env_profiler
-            if current is not None and not current.closed and \
-                    os.path.abspath(current.path) == os.path.abspath(path):
-                return current
-            _env_profiler = ShapeProfiler(
-                path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
-                dedupe=dedupe, phases=cfg.phases, args=cfg.args)
-            _env_profiler._phases_from = f"{ENV_PHASES}="
-            return _env_profiler
-    except (ConfigError, ValueError, TypeError, ImportError) as e:
-        _say(f"{e}; profiling is off")
-    except OSError as e:  # the records file: name the variable that chose it
-        where = (f"{ENV_FILE}={os.environ[ENV_FILE]!r}: " if ENV_FILE in os.environ
-                 else f"{ENV_FILE} unset (default {DEFAULT_FILE!r}): ")
-        _say(f"{where}{e}; profiling is off")
-    except Exception as e:  # the host must start anyway
-        _say(f"cannot start profiling ({type(e).__name__}: {e}); profiling is off")
-    return None

@@ -1,6 +1,8 @@
-"""Zero-edit mode: imported at interpreter start-up by sgl_shapeprof_autohook.pth
-only when SGLANG_PROFILE_SHAPES is set and not 0 (a bad value too: the
-worker's from_env() then says which). It wraps SGLang's worker classes when (and
+"""The start-up hook: SGLang profiled unedited. Imported at interpreter
+start-up by its .pth line (sgl_shapeprof_autohook.pth; `sgl-shapeprof hook
+install` puts it in place, install.py) only when SGLANG_PROFILE_SHAPES is set
+and not 0 (recording.switch.loads_hook: a bad value too, and the worker's
+from_env() then says which). It wraps SGLang's worker classes when (and
 if) their modules are imported; nothing else is touched and torch is not
 imported here.
 
@@ -12,25 +14,38 @@ request for SHAPES gets an error naming the variable instead of SGLang's
 from __future__ import annotations
 
 import importlib.machinery
-import os
 import sys
 
-from .integrations import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
+from ...recording.switch import loads_hook
+from .. import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
                            SGLANG_HTTP_SERVER, SGLANG_LLM_WORKER, SGLANG_PROFILER_MANAGER,
                            SGLANG_TOKENIZER_CONTROL)
 
-# What to patch; the patch functions load only when one of these modules is
-# imported (the hook runs in every Python process of the server).
-TARGETS = (SGLANG_LLM_WORKER, SGLANG_DIFFUSION_WORKER, SGLANG_PROFILER_MANAGER,
-           SGLANG_TOKENIZER_CONTROL, SGLANG_HTTP_SERVER, SGLANG_FULL_GRAPH_BACKEND,
-           SGLANG_BREAKABLE_GRAPH_BACKEND)
 # Not armed: only where /start_profile requests enter (the .pth names it too)
 UNARMED_TARGETS = (SGLANG_TOKENIZER_CONTROL,)
 
 
+# module -> (our module, its patch function), imported when the module is
+PATCHES = {
+    SGLANG_LLM_WORKER: ("workers", "patch_llm_module"),
+    SGLANG_DIFFUSION_WORKER: ("workers", "patch_diffusion_module"),
+    SGLANG_PROFILER_MANAGER: ("start_profile", "patch_profiler_manager_module"),
+    SGLANG_TOKENIZER_CONTROL: ("start_profile", "patch_tokenizer_control_module"),
+    SGLANG_HTTP_SERVER: ("start_profile", "patch_http_server_module"),
+    SGLANG_FULL_GRAPH_BACKEND: ("cuda_graphs", "patch_full_graph_backend_module"),
+    SGLANG_BREAKABLE_GRAPH_BACKEND: ("cuda_graphs", "patch_breakable_graph_backend_module"),
+}
+
+
+# What to patch; the patch functions load only when one of these modules is
+# imported (the hook runs in every Python process of the server).
+TARGETS = tuple(PATCHES)
+
+
 def _patch(module) -> None:
-    from .integrations.sglang import TARGETS as patches
-    patches[module.__name__](module)
+    import importlib
+    ours, function = PATCHES[module.__name__]
+    getattr(importlib.import_module(f"{__package__}.{ours}"), function)(module)
 
 
 class _PatchingLoader:
@@ -86,6 +101,6 @@ def install_worker_patcher() -> None:
     sys.meta_path.insert(0, _WorkerFinder())
 
 
-# the .pth's test: set and not 0 (a bad value too); else unarmed_spec() is asked
-if (os.environ.get("SGLANG_PROFILE_SHAPES") or "").strip() not in ("", "0"):
+# the .pth's test (it imports this module only then); else unarmed_spec() is asked
+if loads_hook():
     install_worker_patcher()

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import html
 import math
-import os
-import sys
 import time
 from collections import defaultdict
 from typing import Dict, List, Tuple
 
-from . import __version__
-from .analyze import Analysis, passes_of
+from .. import __version__
+from .analyze import Analysis, filters_text, passes_of
 from .cost import Cost, Device, format_time, peaks_text
-from .scan import Source, format_inputs, human
+from ..records.scan import Source, format_inputs
 
 TOP = 30
 NO_PHASE = "(no phase)"
@@ -289,7 +287,8 @@ def _table(page: _Page, cs: List[Cost], dev: Device, phased: bool) -> None:
              f"{rows}</table>")
 
 
-def render(a: Analysis, dev: Device, filters: str = "") -> str:
+def render(a: Analysis, dev: Device) -> str:
+    filters = filters_text(a.flt, limit=True)
     """The whole page."""
     import plotly.graph_objects as go
 
@@ -310,38 +309,3 @@ def render(a: Analysis, dev: Device, filters: str = "") -> str:
         _table(page, cs, dev, any(s.phase is not None for s in a.signatures))
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>sgl-shapeprof report</title>"
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(page.parts) + "\n</body></html>\n")
-
-
-def report_command(srcs: List[Source], args) -> int:
-    from .analyze import build
-    from .cost import device_for
-    from .scan import Filter
-
-    def fail(message: str) -> int:
-        print(f"sgl-shapeprof report: {message}", file=sys.stderr)
-        return 2
-    try:
-        import plotly  # noqa: F401
-    except ImportError:
-        return fail('needs plotly: pip install "sgl_shapeprof[report]" (or pip install plotly)')
-    try:
-        dev = device_for(args.gpu or "H100", None, None)
-    except ValueError as e:
-        return fail(str(e))
-    out: str = args.output
-    exists = f"{out} exists; not overwritten (--force to replace it)"
-    if not args.force and os.path.exists(out):  # say so before the work, not after
-        return fail(exists)
-    filters = " ".join(f"--{k.replace('_', '-')} {v}" for k in
-                       ("filter_op", "phase", "passes", "min_elements", "max_entries")
-                       if (v := getattr(args, k, None)))
-    page = render(build(srcs, Filter()), dev, filters)
-    try:
-        with open(out, "w" if args.force else "x", encoding="utf-8") as f:
-            f.write(page)
-    except FileExistsError:
-        return fail(exists)
-    except OSError as e:
-        return fail(f"cannot write {out}: {e.strerror or e}")
-    print(f"report: {out} ({human(os.path.getsize(out))}B)")
-    return 0

@@ -14,7 +14,7 @@ transposed weight view), the entry is marked as assumed.
 """
 from __future__ import annotations
 
-import sys
+from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from .gemm import Gemm
@@ -60,32 +60,25 @@ def entry(g: Gemm) -> Tuple[Optional[str], str]:
     return f"{op}_{t}_{layout},{params}", note
 
 
-def write_untuned(gs: List[Gemm], path: str, force: bool = False) -> int:
-    lines: List[str] = []
-    skipped: List[str] = []
-    assumed = 0
+@dataclass
+class Untuned:
+    """The TunableOp untuned file's lines for some GEMMs."""
+    lines: List[str] = field(default_factory=list)
+    skipped: List[str] = field(default_factory=list)  # "<gemm>: why not"
+    assumed: int = 0  # lines that assume contiguous operands
+
+    @property
+    def text(self) -> str:
+        return "".join(line + "\n" for line in self.lines)
+
+
+def untuned(gs: List[Gemm]) -> Untuned:
+    u = Untuned()
     for g in gs:
         line, note = entry(g)
         if line is None:
-            skipped.append(f"{g.operation} {g.m}x{g.n}x{g.k}: {note}")
-        elif line not in lines:
-            lines.append(line)
-            assumed += bool(note)
-    try:
-        with open(path, "w" if force else "x", encoding="utf-8") as f:
-            f.write("".join(line + "\n" for line in lines))
-    except FileExistsError:
-        print(f"sgl-shapeprof gemm: {path} exists; not overwritten (--force to replace it)", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"sgl-shapeprof gemm: cannot write {path}: {e.strerror}", file=sys.stderr)
-        return 2
-    msg = f"wrote {len(lines)} TunableOp untuned GEMM entries to {path}"
-    if assumed:
-        msg += f" ({assumed} assume contiguous operands: records hold no strides)"
-    print(msg, file=sys.stderr)
-    for s in skipped[:10]:
-        print(f"  not exported: {s}", file=sys.stderr)
-    if len(skipped) > 10:
-        print(f"  ... {len(skipped) - 10} more not exported", file=sys.stderr)
-    return 0
+            u.skipped.append(f"{g.operation} {g.m}x{g.n}x{g.k}: {note}")
+        elif line not in u.lines:
+            u.lines.append(line)
+            u.assumed += bool(note)
+    return u

@@ -2,66 +2,20 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import re
 import shutil
 import sys
 from typing import List, Optional
 
-from . import __version__
-
-
-def _fail(cmd: str, message: str) -> int:
-    print(f"sgl-shapeprof {cmd}: {message}", file=sys.stderr)
-    return 2
-
-
-def _filter(args: argparse.Namespace):
-    from .scan import Filter, parse_passes
-    passes = parse_passes(args.passes) if getattr(args, "passes", None) else None
-    return Filter(op=args.filter_op, phase=getattr(args, "phase", None), passes=passes,
-                  min_elements=getattr(args, "min_elements", 0) or 0,
-                  max_entries=getattr(args, "max_entries", 0) or 0)
-
-
-def _progress(label: str):
-    """A progress line on stderr for long scans (only on a terminal)."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(n: int) -> None:
-        print(f"\r{label}: {n:,} records read", end="", file=sys.stderr, flush=True)
-    return show
-
-
-def _scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=None):
-    """The files scanned, or an exit code after a one-line message."""
-    from .scan import InputError, expand_paths, scan
-    try:
-        flt = _filter(args)
-        paths = expand_paths(files)
-        prog = _progress(cmd)
-        srcs = [scan(p, flt, on_record=on_record, progress=prog) for p in paths]
-        if prog:
-            print("\r\033[K", end="", file=sys.stderr)
-    except InputError as e:
-        return _fail(cmd, str(e))
-    except re.error as e:
-        return _fail(cmd, f"bad --filter-op regex {args.filter_op!r}: {e}")
-    except ValueError as e:
-        return _fail(cmd, str(e))
-    labels = [s.label for s in srcs]
-    if len(set(labels)) != len(labels):
-        for s in srcs:
-            s.label = os.path.basename(s.path)
-    return srcs
+from .. import __version__
+from . import cost as cost_cmd, gemm as gemm_cmd, replay as replay_cmd, report as report_cmd
+from .common import CommandFailed, fail, open_new, scan_files
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from .analyze import Sections, Timeline, analysis_json, build, print_analysis, quick_counts
+    from ..analysis.analyze import Sections, Timeline, analysis_json, build, print_analysis, quick_counts
     if args.quick:
-        from .scan import InputError, expand_paths
+        from ..records.scan import InputError, expand_paths
         try:
             for path in expand_paths(args.files):
                 counts, how = quick_counts(path)
@@ -69,25 +23,18 @@ def _analyze(args: argparse.Namespace) -> int:
                 for op, n in sorted(counts.items(), key=lambda kv: -kv[1])[:args.top or None]:
                     print(f"{n:>12,}  {op}")
         except InputError as e:
-            return _fail("analyze", str(e))
+            raise fail(str(e)) from None
         return 0
     timeline = None
     if args.timeline:
-        try:
-            tfile = open(args.timeline, "x" if not args.force else "w", newline="", encoding="utf-8")
-        except FileExistsError:
-            return _fail("analyze", f"{args.timeline} exists; not overwritten (--force to replace it)")
-        except OSError as e:
-            return _fail("analyze", f"cannot write {args.timeline}: {e.strerror}")
+        tfile = open_new(args.timeline, args.force, newline="")
         timeline = Timeline(tfile)
     try:
-        srcs = _scan_files("analyze", args, args.files, on_record=timeline)
+        srcs = scan_files("analyze", args, args.files, on_record=timeline)
     finally:
         if timeline is not None:
             tfile.close()
-    if isinstance(srcs, int):
-        return srcs
-    a = build(srcs, _filter(args))
+    a = build(srcs)
     if args.json:
         import json
         json.dump(analysis_json(a, top=args.top), sys.stdout, indent=1)
@@ -101,13 +48,9 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from .diff import diff, diff_json, print_diff
-    a = _scan_files("diff", args, args.a)
-    if isinstance(a, int):
-        return a
-    b = _scan_files("diff", args, args.b)
-    if isinstance(b, int):
-        return b
+    from ..analysis.diff import diff, diff_json, print_diff
+    a = scan_files("diff", args, args.a)
+    b = scan_files("diff", args, args.b)
     d = diff(a, b, by_phase=args.by_phase, shapes_only=args.shapes_only)
     if args.json:
         import json
@@ -118,112 +61,30 @@ def _diff(args: argparse.Namespace) -> int:
     return 1 if d.differs else 0
 
 
-def _gemm(args: argparse.Namespace) -> int:
-    from .gemm import gemm_command
-    srcs = _scan_files("gemm", args, args.files)
-    if isinstance(srcs, int):
-        return srcs
-    return gemm_command(srcs, args)
-
-
-def _cost(args: argparse.Namespace) -> int:
-    from .cost import cost_command
-    srcs = _scan_files("cost", args, args.files)
-    if isinstance(srcs, int):
-        return srcs
-    return cost_command(srcs, args)
-
-
-def _report(args: argparse.Namespace) -> int:
-    from .report import report_command
-    srcs = _scan_files("report", args, args.files)
-    if isinstance(srcs, int):
-        return srcs
-    return report_command(srcs, args)
-
-
-def _bar(label: str):
-    """A progress bar on stderr for long runs (only on a terminal)."""
-    if not sys.stderr.isatty():
-        return None
-
-    def show(done: int, total: int, what: str) -> None:
-        if done >= total:
-            print("\r\033[K", end="", file=sys.stderr, flush=True)
-            return
-        filled = 30 * done // max(total, 1)
-        print(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} {what}\033[K",
-              end="", file=sys.stderr, flush=True)
-    return show
-
-
-def _replay(args: argparse.Namespace) -> int:
-    from .replay import compare, replay_command
-    for name in ("threads", "warmup", "iterations"):
-        v = getattr(args, name)
-        if v is not None and v < (0 if name == "warmup" else 1):
-            return _fail("replay", f"--{name} must be >= {0 if name == 'warmup' else 1}")
-    if args.compare:
-        if args.files:
-            return _fail("replay", "--compare takes two replay CSVs, not records files")
-        try:
-            compare(args.compare[0], args.compare[1], sys.stdout, top=args.top)
-        except ValueError as e:
-            return _fail("replay", str(e))
-        return 0
-    if not args.files:
-        return _fail("replay", "give a records file recorded with --args (or --compare A.csv B.csv)")
-    for module in args.imports:  # libraries whose operators the file calls (sgl_kernel, ...)
-        try:
-            importlib.import_module(module)
-        except Exception as e:
-            return _fail("replay", f"--import {module}: {type(e).__name__}: {e}")
-    if args.device:
-        import torch
-        try:
-            dev = torch.device(args.device)
-        except RuntimeError as e:
-            return _fail("replay", f"--device {args.device}: {e}")
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            return _fail("replay", f"--device {args.device} but CUDA is not available")
-        if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
-            return _fail("replay", f"--device {args.device}: this machine has "
-                                   f"{torch.cuda.device_count()} CUDA devices")
-    srcs = _scan_files("replay", args, args.files)
-    if isinstance(srcs, int):
-        return srcs
-    return replay_command(srcs, args, progress=_bar("replay"))
-
-
 def _record(args: argparse.Namespace) -> int:
     cmd: List[str] = list(args.command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
-        print("sgl-shapeprof record: give the command after --, e.g. "
-              "sgl-shapeprof record -o shapes.jsonl -- python script.py", file=sys.stderr)
-        return 2
+        raise fail("give the command after --, e.g. sgl-shapeprof record -o shapes.jsonl -- python script.py")
     exe = os.path.basename(cmd[0])
     if exe.endswith(".py"):
         target = cmd
     elif exe.startswith("python"):
         target = cmd[1:]
         if not target:
-            print("sgl-shapeprof record: python needs a script, -m module or -c code", file=sys.stderr)
-            return 2
+            raise fail("python needs a script, -m module or -c code")
     else:
-        print(f"sgl-shapeprof record: {cmd[0]!r} is not a Python command; record runs "
-              "'python script.py ...', 'python -m module ...' or 'script.py ...'", file=sys.stderr)
-        return 2
+        raise fail(f"{cmd[0]!r} is not a Python command; record runs "
+                   "'python script.py ...', 'python -m module ...' or 'script.py ...'")
     out = os.path.abspath(args.output)
     if not os.path.isdir(os.path.dirname(out)):
-        print(f"sgl-shapeprof record: directory of {args.output} does not exist", file=sys.stderr)
-        return 2
-    from . import config
+        raise fail(f"directory of {args.output} does not exist")
+    from ..recording import config
     try:
         config.env_rank()  # the program's own rank variables: a bad one is said here, once
     except config.ConfigError as e:
-        return _fail("record", str(e))
+        raise fail(str(e)) from None
     env = dict(os.environ)
     env.update({
         config.ENV_ENABLE: "1",
@@ -235,19 +96,19 @@ def _record(args: argparse.Namespace) -> int:
     })
     python = cmd[0] if exe.startswith("python") else sys.executable
     python = shutil.which(python) or python
-    argv = [python, "-m", "sgl_shapeprof._record", *target]
+    argv = [python, "-m", "sgl_shapeprof.recording._record", *target]
     sys.stdout.flush()
     os.execve(python, argv, env)  # the script gets this process: pid, signals, exit code
     return 0  # not reached
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from ..demo import run_demo
     return run_demo(args.dir, decode_steps=args.decode_steps, diffusion_steps=args.steps)
 
 
 def _request(args: argparse.Namespace) -> int:
-    from .on_request import RequestError, send
+    from ..recording.on_request import RequestError, send
     if args.stop:
         msg = {"action": "stop"}
     elif args.status:
@@ -258,9 +119,9 @@ def _request(args: argparse.Namespace) -> int:
     try:
         reply = send(args.pid, msg, timeout=args.timeout)
     except (RequestError, OSError) as e:
-        return _fail("request", str(e))
+        raise fail(str(e)) from None
     if reply is None:
-        return _fail("request", f"process {args.pid} did not answer within {args.timeout:g} s: it takes "
+        raise fail(f"process {args.pid} did not answer within {args.timeout:g} s: it takes "
                                 "requests at forward-pass starts, and only when started with "
                                 "SGLANG_PROFILE_SHAPES=on_request (the request stays until it is taken)")
     print(f"pid {args.pid}: {reply.get('message')}")
@@ -268,8 +129,25 @@ def _request(args: argparse.Namespace) -> int:
 
 
 def _hook(args: argparse.Namespace) -> int:
-    from .startup_hook import hook_command
-    return hook_command(args.action, args.site_dir)
+    from ..integrations.sglang import install
+    site_dir = args.site_dir or install.default_site_dir()
+    if not os.path.isdir(site_dir):
+        raise fail(f"no such folder: {site_dir}")
+    target = install.hook_path(site_dir)
+    if args.action == "status":
+        print(f"{'installed' if os.path.exists(target) else 'not installed'}: {target}")
+        return 0
+    try:
+        if args.action == "install":
+            install.install(site_dir)
+            print(f"installed {target}; SGLANG_PROFILE_SHAPES=1 now profiles SGLang workers unedited")
+        elif install.uninstall(site_dir):
+            print(f"removed {target}")
+        else:
+            print(f"not installed: {target}")
+    except OSError as e:
+        raise fail(str(e)) from None  # was exit 1; every other command's failure is 2
+    return 0
 
 
 def _add_filters(p: argparse.ArgumentParser) -> None:
@@ -332,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tunableop", metavar="FILE.csv",
                    help="write the GEMMs as TunableOp untuned entries (torch.cuda.tunable.tune_gemm_in_file)")
     g.add_argument("--force", action="store_true", help="let --tunableop replace an existing file")
-    g.set_defaults(func=_gemm)
+    g.set_defaults(func=gemm_cmd.run)
 
     c = sub.add_parser("cost", help="FLOPs and bytes per signature (torch's formulas), roofline time with --gpu")
     c.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
@@ -344,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--by-op", action="store_true", help="one row per operator instead of per signature")
     c.add_argument("--csv", action="store_true", help="CSV on stdout")
     c.add_argument("--json", action="store_true", help="JSON on stdout")
-    c.set_defaults(func=_cost)
+    c.set_defaults(func=cost_cmd.run)
 
     rp = sub.add_parser("report", help="one self-contained HTML page of plots")
     rp.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
@@ -352,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", default="shapes_report.html", help="the HTML file (default shapes_report.html)")
     rp.add_argument("--gpu", metavar="NAME", default="H100", help="GPU for estimated times (default H100)")
     rp.add_argument("--force", action="store_true", help="replace an existing output file")
-    rp.set_defaults(func=_report)
+    rp.set_defaults(func=report_cmd.run)
 
     rl = sub.add_parser("replay", help="run each distinct recorded call again (files recorded with --args) "
                                        "and time it: where the operator time goes on this device")
@@ -380,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--force", action="store_true", help="let --csv/--json replace an existing file")
     rl.add_argument("--compare", nargs=2, metavar=("A.csv", "B.csv"),
                     help="per-call speed-up of B over A, from two replays' CSVs (before/after, two devices)")
-    rl.set_defaults(func=_replay)
+    rl.set_defaults(func=replay_cmd.run)
 
     r = sub.add_parser("record", help="profile a Python script: record [-o FILE] -- python script.py ARGS")
     r.add_argument("-o", "--output", default="shapes.jsonl", help="records file (default shapes.jsonl)")
@@ -427,6 +305,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 2
     try:
         return args.func(args)
+    except CommandFailed as e:
+        print(f"sgl-shapeprof {args.cmd}: {e}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # `sgl-shapeprof analyze ... | head`: the reader has what it wanted
         try:

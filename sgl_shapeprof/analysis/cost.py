@@ -9,14 +9,11 @@ inputs' and outputs' sizes: a lower bound on memory traffic.
 """
 from __future__ import annotations
 
-import csv
-import json
 import math
-import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .scan import Signature, Source, format_inputs, format_value, human
+from ..records.scan import Signature
 
 
 @dataclass(frozen=True)
@@ -239,74 +236,6 @@ def costs(signatures: List[Signature], dev: Optional[Device]) -> List[Cost]:
     return out
 
 
-def cost_command(srcs: List[Source], args) -> int:
-    from .analyze import build
-    from .scan import Filter
-    try:
-        dev = device_for(args.gpu, args.peak_tflops, args.bandwidth)
-    except ValueError as e:
-        print(f"sgl-shapeprof cost: {e}", file=sys.stderr)
-        return 2
-    a = build(srcs, Filter())
-    cs = costs(a.signatures, dev)
-    if args.by_op:
-        rows = _by_op(cs)
-    else:
-        rows = [(c.sig.operation, c.sig.count, c.flops, c.bytes, c.seconds, c.bound, c.sig) for c in cs]
-    key = (lambda r: -(r[4] or 0) * r[1]) if dev else (lambda r: (-(r[2] or 0) * r[1], -r[3] * r[1]))
-    rows.sort(key=key)
-    total = sum((r[4] or 0) * r[1] for r in rows) or 1.0
-    all_rows = len(rows)
-    if args.top:
-        rows = rows[:args.top]
-    fields = ["operation", "count", "flops_per_call", "bytes_per_call", "total_flops", "total_bytes",
-              "est_us_per_call", "est_total_ms", "bound", "inputs", "outputs"]
-
-    def as_dict(r) -> dict:
-        op, n, fl, by, sec, bound, sig = r
-        return {"operation": op, "count": n, "flops_per_call": fl, "bytes_per_call": by,
-                "total_flops": (fl or 0) * n, "total_bytes": by * n,
-                "est_us_per_call": None if sec is None else sec * 1e6,
-                "est_total_ms": None if sec is None else sec * n * 1e3, "bound": bound or None,
-                "inputs": sig.inputs if sig else None, "outputs": sig.outputs if sig else None}
-    if args.json:
-        json.dump({"device": dev.__dict__ if dev else None, "rows": [as_dict(r) for r in rows]},
-                  sys.stdout, indent=1)
-        print()
-        return 0
-    if args.csv:
-        w = csv.DictWriter(sys.stdout, fieldnames=fields, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            d = as_dict(r)
-            d["inputs"] = json.dumps(d["inputs"])
-            d["outputs"] = json.dumps(d["outputs"])
-            w.writerow(d)
-        return 0
-    o = sys.stdout.write
-    if dev:
-        o(f"roofline on {dev.name} ({peaks_text(dev)}, {dev.bandwidth:g} TB/s): estimated "
-          f"{format_time(total)} of operator time over {all_rows} {'operators' if args.by_op else 'signatures'}"
-          " (the larger of FLOPs/peak and bytes/bandwidth per call; views move nothing)\n")
-    o(f"{'count':>10} {'FLOP/call':>10} {'bytes/call':>10} {'total FLOP':>10}")
-    if dev:
-        o(f" {'per call':>9} {'total':>9} {'share':>6} {'bound':>7}")
-    o("  operation\n")
-    for r in rows:
-        op, n, fl, by, sec, bound, sig = r
-        o(f"{n:>10,} {human(fl) if fl is not None else '-':>10} {human(by):>10} "
-          f"{human((fl or 0) * n):>10}")
-        if dev:
-            o(f" {format_time(sec):>9} {format_time(sec * n):>9} {100 * sec * n / total:>5.1f}% {bound:>7}")
-        o(f"  {op}")
-        if sig is not None:
-            o(f"  {format_inputs(sig.inputs)} -> {format_value(sig.outputs)}")
-        o("\n")
-    if len(rows) < all_rows:
-        o(f"... {all_rows - len(rows)} more (--top)\n")
-    return 0
-
-
 def peaks_text(dev: Device) -> str:
     keys = [k for k in ("bf16", "fp8", "fp32") if k in dev.tflops]
     return ", ".join(f"{k} {dev.tflops[k]:g}" for k in keys) + " TFLOP/s"
@@ -324,7 +253,7 @@ def format_time(sec: Optional[float]) -> str:
     return f"{sec * 1e9:.3g} ns"
 
 
-def _by_op(cs: List[Cost]) -> list:
+def by_op(cs: List[Cost]) -> list:
     agg: Dict[str, list] = {}
     for c in cs:
         r = agg.setdefault(c.sig.operation, [c.sig.operation, 0, 0, 0, 0.0, {}, None])

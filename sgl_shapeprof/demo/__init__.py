@@ -9,9 +9,9 @@ import time
 def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> int:
     import torch
 
-    from . import ShapeProfiler
-    from .analyze import Sections, analyze_file, print_analysis
-    from .demo_models import make_llama, make_unet, run_diffusion, run_llama
+    from .. import ShapeProfiler
+    from ..analysis.analyze import Sections, analyze_file, print_analysis
+    from .models import make_llama, make_unet, run_diffusion, run_llama
 
     os.makedirs(folder, exist_ok=True)
     folder = os.path.abspath(folder)

@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import FrozenSet, Mapping, Optional
 
-ENV_ENABLE = "SGLANG_PROFILE_SHAPES"
+from .switch import ARMED, ENV_ENABLE, OFF, ON_REQUEST, PHASE_ALIASES, parse_switch
+
 ENV_RANK = "SGLANG_PROFILE_SHAPES_RANK"
 ENV_FILE = "SGLANG_PROFILE_SHAPES_FILE"
 ENV_SKIP_WARMUP = "SGLANG_PROFILE_SHAPES_SKIP_WARMUP"
@@ -26,8 +27,6 @@ _PHASE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 class ConfigError(ValueError):
     """A bad setting; str() is one line that names it."""
 
-
-ON_REQUEST = "on_request"  # SGLANG_PROFILE_SHAPES=on_request: armed, records when asked
 
 
 @dataclass(frozen=True)
@@ -122,10 +121,6 @@ def parse_ranks(value: str, name: str = ENV_RANK) -> Optional[FrozenSet[int]]:
     return frozenset(_int(name, p) for p in parts)
 
 
-# SGLang runs prefill as EXTEND batches: either name selects both.
-PHASE_ALIASES = {"prefill": "extend", "extend": "prefill"}
-
-
 def phase_filter(phases, name: str = ENV_PHASES) -> Optional[FrozenSet[str]]:
     """The labels a phase filter selects -- from "decode,extend" or a list --
     with prefill/extend aliasing each other; None when it selects every pass.
@@ -150,14 +145,10 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     """Reads and checks every variable; raises ConfigError on the first bad one."""
     env = os.environ if environ is None else environ
     switch = env.get(ENV_ENABLE, "0")
-    on_request = switch.strip() == ON_REQUEST
-    if on_request:
-        enabled = True
-    else:
-        try:
-            enabled = _flag(ENV_ENABLE, switch)
-        except ConfigError:
-            raise ConfigError(f"{ENV_ENABLE}={switch!r} must be 0, 1 or {ON_REQUEST}") from None
+    state = parse_switch(switch)
+    if state is None:
+        raise ConfigError(f"{ENV_ENABLE}={switch!r} must be 0, 1 or {ON_REQUEST}")
+    enabled, on_request = state != OFF, state == ARMED
     ranks = parse_ranks(env[ENV_RANK]) if ENV_RANK in env else frozenset({0})
     path = env.get(ENV_FILE, DEFAULT_FILE)
     if not path.strip():

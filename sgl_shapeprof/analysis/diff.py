@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, TextIO, Tuple
 
 from .analyze import build, _sig_json
-from .scan import Filter, Signature, Source
+from ..records.scan import Signature, Source
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Diff:
 
 def _index(srcs: List[Source], by_phase: bool, with_outputs: bool) -> Dict[tuple, Signature]:
     out: Dict[tuple, Signature] = {}
-    for s in build(srcs, Filter()).signatures:
+    for s in build(srcs).signatures:
         k = s.key if with_outputs else s.key[:2] + (s.error is not None,)
         if by_phase:
             k = (k, s.phase)

@@ -128,8 +128,13 @@ class Source:
     signatures: Dict[bytes, Signature] = field(default_factory=dict)
     seen_operations: set = field(default_factory=set)  # filtered out ones too
     truncated: bool = False          # stopped at --max-entries
-    filtered: bool = False           # a filter was applied
+    flt: Optional["Filter"] = None   # the filter it was scanned with (applied: not again)
     graphs: Dict[int, dict] = field(default_factory=dict)  # summary "graphs", by key
+
+    @property
+    def filtered(self) -> bool:
+        """A filter was applied."""
+        return self.flt is not None and self.flt.active
 
     @property
     def operations(self) -> Dict[str, int]:
@@ -362,7 +367,7 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
         else:
             src.summary_note = ("its summary predates signature_counts: counts of "
                                 "deduplicated calls are not known (each record counts once)")
-    src.filtered = flt.active
+    src.flt = flt
     src.graphs = graph_replays(summary)
     f = open_records(path)
     try:
@@ -506,9 +511,10 @@ def _add_slow(src: Source, flt: Filter, rec: dict, counts: Dict[bytes, int],
 
 
 def scan_all(paths: List[str], flt: Optional[Filter] = None,
-             progress: Optional[Callable[[int], None]] = None) -> List[Source]:
+             progress: Optional[Callable[[int], None]] = None,
+             on_record: Optional[Callable[[int, Signature, int], None]] = None) -> List[Source]:
     """Several files (ranks); labels made unique."""
-    srcs = [scan(p, flt, progress=progress) for p in paths]
+    srcs = [scan(p, flt, on_record=on_record, progress=progress) for p in paths]
     labels = [s.label for s in srcs]
     if len(set(labels)) != len(labels):
         for s in srcs:

@@ -1,4 +1,4 @@
-"""python -m sgl_shapeprof._record SCRIPT|-m MODULE|-c CODE ARGS
+"""python -m sgl_shapeprof.recording._record SCRIPT|-m MODULE|-c CODE ARGS
 
 Runs a Python program under the profiler that `sgl-shapeprof record` set up
 in the environment. The whole run is one forward pass, until the program marks
@@ -9,14 +9,14 @@ import os
 import runpy
 import sys
 
-from . import from_env, resolve_rank
+from .env import from_env, resolve_rank
 from .config import ENV_RANK, ConfigError
 
 
 def main() -> None:
     argv = sys.argv[1:]
     if not argv:
-        sys.exit("usage: python -m sgl_shapeprof._record SCRIPT|-m MODULE|-c CODE [ARGS]")
+        sys.exit("usage: python -m sgl_shapeprof.recording._record SCRIPT|-m MODULE|-c CODE [ARGS]")
     # This process is the one to profile, whatever its rank; the program's
     # own from_env() calls then get this same profiler.
     try:

@@ -2,14 +2,11 @@
 count and FLOPs -- the table a GEMM tuner starts from."""
 from __future__ import annotations
 
-import csv
-import json
 import math
-import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .scan import Signature, Source, human, short_dtype
+from ..records.scan import Signature, short_dtype
 
 # operation name (no namespace, no overload) -> names of its (A, B) inputs
 GEMM_OPS: Dict[str, Tuple[str, str]] = {
@@ -53,7 +50,7 @@ def _short(op: str) -> str:
     return parts[1] if len(parts) >= 3 else op
 
 
-def _custom(spec: List[str]) -> Dict[str, Optional[Tuple[str, str]]]:
+def custom_ops(spec: List[str]) -> Dict[str, Optional[Tuple[str, str]]]:
     """--op NAME[:A,B] -> {NAME: (A, B) or None}."""
     out: Dict[str, Optional[Tuple[str, str]]] = {}
     for s in spec:
@@ -146,50 +143,3 @@ def gemms(signatures: List[Signature], custom: Optional[Dict] = None) -> List[Ge
 
 FIELDS = ["operation", "m", "n", "k", "batch", "a_dtype", "b_dtype", "out_dtype", "count",
           "flops", "total_flops", "b_layout"]
-
-
-def gemm_command(srcs: List[Source], args) -> int:
-    from .analyze import build
-    from .scan import Filter
-    try:
-        custom = _custom(args.op)
-    except ValueError as e:
-        print(f"sgl-shapeprof gemm: {e}", file=sys.stderr)
-        return 2
-    gs = gemms(build(srcs, Filter()).signatures, custom)
-    if args.tunableop:
-        from .tunableop import write_untuned
-        rc = write_untuned(gs, args.tunableop, force=args.force)
-        if rc:
-            return rc
-    shown = gs[:args.top] if args.top else gs
-    if args.json:
-        json.dump([dict(asdict(g), total_flops=g.total_flops) for g in shown], sys.stdout, indent=1)
-        print()
-        return 0
-    if args.csv:
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(FIELDS)
-        for g in shown:
-            w.writerow([g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.count,
-                        g.flops, g.total_flops, g.b_layout])
-        return 0
-    o = sys.stdout.write
-    if not gs:
-        names = set().union(*(s.seen_operations for s in srcs)) if srcs else set()
-        o("no matrix multiplies (" + ", ".join(f"aten.{k}" for k in GEMM_OPS) + ") in "
-          + ", ".join(s.path for s in srcs) + (f"; it has {len(names)} other operations"
-                                                 " (name custom GEMM ops with --op NAME)" if names else "")
-          + "\n")
-        return 0
-    total = sum(g.total_flops for g in gs) or 1
-    o(f"{len(gs)} distinct GEMMs, {human(total)} FLOP in all\n")
-    o(f"{'M':>8} {'N':>7} {'K':>7} {'batch':>6} {'dtypes (A,B->out)':>26} {'count':>9} "
-      f"{'FLOP/call':>10} {'total':>9} {'share':>6}  operation\n")
-    for g in shown:
-        dt = f"{g.a_dtype},{g.b_dtype}->{g.out_dtype}"
-        o(f"{g.m:>8} {g.n:>7} {g.k:>7} {g.batch:>6} {dt:>26} {g.count:>9,} {human(g.flops):>10} "
-          f"{human(g.total_flops):>9} {100 * g.total_flops / total:>5.1f}%  {g.operation}\n")
-    if len(shown) < len(gs):
-        o(f"... {len(gs) - len(shown)} more (--top)\n")
-    return 0

@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Union
 
 from .config import phase_filter
-from .profiler import PassContext, ShapeProfiler, _say, _say_once
+from .switch import same_phase
+from .messages import say, say_once
+from .profiler import PassContext, ShapeProfiler
 
 ENV_CONTROL_DIR = "SGLANG_PROFILE_SHAPES_CONTROL_DIR"
 
@@ -158,7 +160,7 @@ class OnRequestProfiler(PassContext):
     def _start_pass(self, phase: Optional[str], plain: bool) -> bool:
         stack = self._stack()
         if plain and len(stack) == 1 and getattr(self._started, "plain", False):
-            _say_once("unended", "start_forward_pass() while the pass it started on this thread is "
+            say_once("unended", "start_forward_pass() while the pass it started on this thread is "
                                  "still open (no end_forward_pass() after it): that pass ends here")
             self.end_forward_pass()
         if self._control and not stack:
@@ -241,7 +243,7 @@ class OnRequestProfiler(PassContext):
                         phases=sorted(req.phases) if req.phases else None)
                     self._req = req
                 except (OSError, ValueError) as e:
-                    _say(f"cannot start the requested recording into {req.output}: {e}")
+                    say(f"cannot start the requested recording into {req.output}: {e}")
                     return None
             act, req = self._active, self._req
         if act is not None and req is not None and req.per_phase:
@@ -261,8 +263,7 @@ class OnRequestProfiler(PassContext):
             wanted = req.phases or {"extend", "decode"}
             # prefill and extend name one phase
             have = {p for p, n in req.done_phases.items() if n >= req.passes}
-            done = all(p in have or (p == "prefill" and "extend" in have) or
-                       (p == "extend" and "prefill" in have) for p in wanted)
+            done = all(any(same_phase(p, h) for h in have) for p in wanted)
         else:
             done = prof.stats()["logged_passes"] >= req.passes
         if done:
@@ -290,7 +291,7 @@ class OnRequestProfiler(PassContext):
             except RequestError as e:  # there, but not private: not taken while so
                 if not self._control_said:
                     self._control_said = True
-                    _say(f"{e}; requests from outside the process are not taken")
+                    say(f"{e}; requests from outside the process are not taken")
                 return
             except OSError:
                 return  # no private folder (yet): nobody has sent a request
@@ -301,7 +302,7 @@ class OnRequestProfiler(PassContext):
         except FileNotFoundError:
             return
         except OSError as e:
-            _say(f"cannot read {self._control_file}: {e}")
+            say(f"cannot read {self._control_file}: {e}")
             return
         try:
             os.unlink(self._control_file)
@@ -348,7 +349,7 @@ def _write_reply(folder: str, reply: dict) -> None:
             json.dump(reply, f)
         os.rename(tmp, path)
     except OSError as e:
-        _say(f"cannot answer a request in {folder}: {e}")
+        say(f"cannot answer a request in {folder}: {e}")
 
 
 def send(pid: int, message: dict, timeout: float = 30.0) -> Optional[dict]:

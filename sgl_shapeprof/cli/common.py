@@ -1,0 +1,94 @@
+"""What every command shares: failing with one line, opening a new output
+file, scanning the records files given."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+from typing import IO, Iterator, List, Optional
+
+from ..records.scan import Filter, InputError, Source, expand_paths, parse_passes, scan
+
+
+class CommandFailed(Exception):
+    """Ends the command: main() prints `sgl-shapeprof CMD: message` and
+    exits 2."""
+
+
+def fail(message: str) -> "CommandFailed":
+    """raise fail("..."): the one way a command fails."""
+    return CommandFailed(message)
+
+
+EXISTS = "{path} exists; not overwritten (--force to replace it)"
+
+
+def open_new(path: str, force: bool, newline: Optional[str] = None) -> IO[str]:
+    """A text file to write, created now: an existing one is refused unless
+    force (the check is the open itself, mode 'x': no race)."""
+    try:
+        return open(path, "w" if force else "x", newline=newline, encoding="utf-8")
+    except FileExistsError:
+        raise fail(EXISTS.format(path=path)) from None
+    except OSError as e:
+        raise fail(f"cannot write {path}: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def new_output(path: str, force: bool, newline: Optional[str] = None) -> Iterator[IO[str]]:
+    """with new_output(path, force) as f: the file opened (so refused)
+    before the work; removed again if the work fails before it is written."""
+    f = open_new(path, force, newline)
+    try:
+        yield f
+    except BaseException:
+        f.close()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    finally:
+        f.close()
+
+
+def filter_of(args: argparse.Namespace) -> Filter:
+    """The filter the command's --filter-op, --phase, ... options give."""
+    try:
+        passes = parse_passes(args.passes) if getattr(args, "passes", None) else None
+        return Filter(op=args.filter_op, phase=getattr(args, "phase", None), passes=passes,
+                      min_elements=getattr(args, "min_elements", 0) or 0,
+                      max_entries=getattr(args, "max_entries", 0) or 0)
+    except re.error as e:
+        raise fail(f"bad --filter-op regex {args.filter_op!r}: {e}") from None
+    except ValueError as e:
+        raise fail(str(e)) from None
+
+
+def progress(label: str):
+    """A progress line on stderr for long scans (only on a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(n: int) -> None:
+        print(f"\r{label}: {n:,} records read", end="", file=sys.stderr, flush=True)
+    return show
+
+
+def scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=None) -> List[Source]:
+    """The files scanned, with the command's filters (applied here, once:
+    each Source keeps the filter it was scanned with)."""
+    flt = filter_of(args)
+    try:
+        paths = expand_paths(files)
+        prog = progress(cmd)
+        srcs = [scan(p, flt, on_record=on_record, progress=prog) for p in paths]
+        if prog:
+            print("\r\033[K", end="", file=sys.stderr)
+    except (InputError, ValueError) as e:
+        raise fail(str(e)) from None
+    labels = [s.label for s in srcs]
+    if len(set(labels)) != len(labels):
+        for s in srcs:
+            s.label = os.path.basename(s.path)
+    return srcs

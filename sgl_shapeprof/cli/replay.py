@@ -1,0 +1,93 @@
+"""`sgl-shapeprof replay`: each distinct recorded call run again and timed."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import sys
+from typing import List
+
+from ..records.scan import Source
+from ..replay import as_json, compare, default_max_bytes, distinct_calls, print_table, replay, write_csv
+from .common import fail, new_output, scan_files
+
+
+def _bar(label: str):
+    """A progress bar on stderr for long runs (only on a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int, what: str) -> None:
+        if done >= total:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+            return
+        filled = 30 * done // max(total, 1)
+        print(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} {what}\033[K",
+              end="", file=sys.stderr, flush=True)
+    return show
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("threads", "warmup", "iterations"):
+        v = getattr(args, name)
+        if v is not None and v < (0 if name == "warmup" else 1):
+            raise fail(f"--{name} must be >= {0 if name == 'warmup' else 1}")
+    if args.compare:
+        if args.files:
+            raise fail("--compare takes two replay CSVs, not records files")
+        try:
+            compare(args.compare[0], args.compare[1], sys.stdout, top=args.top)
+        except ValueError as e:
+            raise fail(str(e)) from None
+        return 0
+    if not args.files:
+        raise fail("give a records file recorded with --args (or --compare A.csv B.csv)")
+    for module in args.imports:  # libraries whose operators the file calls (sgl_kernel, ...)
+        try:
+            importlib.import_module(module)
+        except Exception as e:
+            raise fail(f"--import {module}: {type(e).__name__}: {e}")
+    if args.device:
+        import torch
+        try:
+            dev = torch.device(args.device)
+        except RuntimeError as e:
+            raise fail(f"--device {args.device}: {e}")
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise fail(f"--device {args.device} but CUDA is not available")
+        if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
+            raise fail(f"--device {args.device}: this machine has {torch.cuda.device_count()} CUDA devices")
+    return _replay(args, scan_files("replay", args, args.files))
+
+
+def _replay(args: argparse.Namespace, srcs: List[Source]) -> int:
+    import torch
+    calls = distinct_calls(srcs)
+    if args.top:
+        calls = calls[:args.top]
+    if not calls:
+        print("no calls to replay in " + ", ".join(s.path for s in srcs)
+              + (" (check the filters)" if any(s.filtered for s in srcs) else ""), file=sys.stderr)
+        return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    max_bytes = int(args.max_memory * 2**30) if args.max_memory else default_max_bytes()
+    outputs = [(path, kind) for path, kind in ((args.csv, "csv"), (args.json, "json")) if path]
+    if [p for p, _ in outputs].count("-") > 1:
+        raise fail("--csv and --json cannot both go to stdout: give one a FILE")
+    with contextlib.ExitStack() as files:  # opened before the replay runs: refused before, not after
+        opened = [(sys.stdout if path == "-" else files.enter_context(new_output(path, args.force, newline="")),
+                   kind) for path, kind in outputs]
+        results = replay(calls, args.device, args.warmup, args.iterations, max_bytes, args.warm_cache,
+                         _bar("replay"))
+        for f, kind in opened:
+            if kind == "csv":
+                write_csv(results, f)
+            else:
+                json.dump([as_json(r) for r in results], f, indent=1)
+                f.write("\n")
+    if "-" not in (p for p, _ in outputs):
+        print_table([s.path for s in srcs], results, sys.stdout, args.warmup, args.iterations,
+                    args.warm_cache)
+    return 0

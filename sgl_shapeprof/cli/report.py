@@ -1,0 +1,28 @@
+"""`sgl-shapeprof report`: one self-contained HTML page of plots."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..analysis.analyze import build
+from ..analysis.cost import device_for
+from ..analysis.report import render
+from ..records.scan import human
+from .common import fail, new_output, scan_files
+
+
+def run(args: argparse.Namespace) -> int:
+    srcs = scan_files("report", args, args.files)
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        raise fail('needs plotly: pip install "sgl_shapeprof[report]" (or pip install plotly)') from None
+    try:
+        dev = device_for(args.gpu or "H100", None, None)
+    except ValueError as e:
+        raise fail(str(e)) from None
+    out: str = args.output
+    with new_output(out, args.force) as f:  # refused before the work, not after
+        f.write(render(build(srcs), dev))
+    print(f"report: {out} ({human(os.path.getsize(out))}B)")
+    return 0

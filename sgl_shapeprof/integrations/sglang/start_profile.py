@@ -1,0 +1,272 @@
+"""SGLang's /start_profile with "SHAPES" among its activities: a request to
+the armed profiler of each TP rank (SGLANG_PROFILE_SHAPES=on_request), and
+the answer the HTTP server and tokenizer give for it.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import Any, Callable, Optional
+
+from ...recording.config import read_env
+from ...recording.env import env_profiler
+from ...recording.messages import say_once
+from ...recording.on_request import OnRequestProfiler, RequestError
+from ...recording.switch import armed_on_request
+from .workers import llm_tp_rank
+
+
+# ---- /start_profile with "SHAPES" -----------------------------------------
+# SGLang's runtime profiling API reaches each TP rank's scheduler as a
+# ProfileReq, handled by SchedulerProfilerManager._profile. An unknown
+# activity is kept and ignored there, so "SHAPES" is taken out here and
+# becomes a request to this process's armed profiler; the other activities
+# (CPU, GPU, MEM, ...) go on to SGLang's torch profiler over the same steps.
+SHAPES = "SHAPES"
+NOT_ARMED = ("SHAPES: this server was not started with SGLANG_PROFILE_SHAPES=on_request, "
+             "so it cannot record on request")
+
+
+def _server_armed() -> bool:
+    return armed_on_request()
+
+
+def _armed() -> Any:
+    """This process's OnRequestProfiler (SGLANG_PROFILE_SHAPES=on_request and
+    a worker attached), or None."""
+    p = env_profiler()
+    return p if isinstance(p, OnRequestProfiler) else None
+
+
+def _stage_phases(stages: Any) -> Optional[list]:
+    if not stages:
+        return None
+    return [str(s).lower() for s in stages]
+
+
+def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
+    """Starts a SHAPES request on this rank; returns what it did, for the
+    reply. Raises RequestError with the reason."""
+    cfg = read_env()
+    if not cfg.on_request:
+        raise RequestError(NOT_ARMED)
+    armed = _armed()
+    if armed is None:
+        return f"SHAPES: rank {rank}: not profiled (SGLANG_PROFILE_SHAPES_RANK)"
+    chosen = "output_dir" if req.output_dir else (
+        f"SGLANG_TORCH_PROFILER_DIR={os.environ['SGLANG_TORCH_PROFILER_DIR']!r}"
+        if os.environ.get("SGLANG_TORCH_PROFILER_DIR") else "the default")
+    out_dir = os.path.expanduser(req.output_dir or os.environ.get("SGLANG_TORCH_PROFILER_DIR") or "/tmp")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise RequestError(f"{SHAPES}: {chosen}: cannot create {out_dir}: {e.strerror or e}") from None
+    prefix = f"{req.profile_prefix}-" if getattr(req, "profile_prefix", None) else ""
+    name = f"{prefix}{req.profile_id or 'shapes'}-TP-{armed.rank}.shapes.jsonl"
+    skip = 0
+    if req.start_step:
+        try:
+            skip = max(0, int(req.start_step) - int(manager.get_forward_ct()) - 1)
+        except Exception:
+            skip = 0
+    n = int(req.num_steps or 0)
+    by_stage = bool(getattr(req, "profile_by_stage", False))
+    phases = _stage_phases(getattr(req, "profile_stages", None))
+    if by_stage and not n:
+        raise RequestError("SHAPES: profile_by_stage needs num_steps")
+    path = armed.request(passes=n, phases=phases or (["extend", "decode"] if by_stage else None),
+                         output=os.path.join(out_dir, name), skip=skip, per_phase=by_stage)
+    what = f"{n} passes" if n and not by_stage else f"{n} passes per stage" if n else "passes until /stop_profile"
+    return f"SHAPES: rank {armed.rank} records {what} into {path}"
+
+
+def _gather(manager: Any, ok: bool, text: str):
+    """(all ranks ok, every rank's line): the TP ranks handle a ProfileReq
+    together (SGLang's own barrier there relies on it), and only TP 0's
+    answer reaches the client."""
+    try:
+        import torch.distributed as dist
+        group = getattr(manager, "dp_tp_cpu_group", None)
+        if group is None or not dist.is_initialized() or dist.get_world_size(group) == 1:
+            return ok, text
+        pairs: list = [None] * dist.get_world_size(group)
+        dist.all_gather_object(pairs, (ok, text), group=group)
+        return all(p[0] for p in pairs), "\n".join(str(p[1]) for p in pairs)
+    except Exception:
+        return ok, text
+
+
+def _with_shapes(res: Any, text: str) -> Any:
+    """SGLang's own answer, with the SHAPES lines after it."""
+    if res is not None:
+        res.message = f"{res.message} {text}".strip()
+    return res
+
+
+def patch_profiler_manager_module(module: Any) -> None:
+    cls = module.SchedulerProfilerManager
+    profile = cls._profile
+    if getattr(profile, "__sgl_shapeprof_wrapped__", False):
+        return
+    from sglang.srt.managers.io_struct import ProfileReqOutput, ProfileReqType
+
+    @functools.wraps(profile)
+    def _profile(self, recv_req):
+        acts = list(getattr(recv_req, "activities", None) or [])
+        if recv_req.req_type == ProfileReqType.START_PROFILE and SHAPES in acts:
+            # every rank takes this branch (it depends on the request only)
+            rank = llm_tp_rank(None)
+            try:
+                ok, text = True, shapes_request(self, recv_req, rank)
+            except (RequestError, ValueError, OSError) as e:
+                ok, text = False, str(e) if str(e).startswith(SHAPES) else f"{SHAPES}: rank {rank}: {e}"
+            log = logging.getLogger("sgl_shapeprof")
+            (log.info if ok else log.warning)(text)
+            ok, text = _gather(self, ok, text)
+            if not ok:
+                return ProfileReqOutput(success=False, message=text)
+            rest = [a for a in acts if a != SHAPES]
+            if not rest:  # only SHAPES: SGLang's torch profiler stays off
+                return ProfileReqOutput(success=True, message=text)
+            recv_req.activities = rest
+            try:
+                res = profile(self, recv_req)
+            except BaseException:  # SGLang's own profiler refused: ours does not run alone
+                armed = _armed()
+                if armed is not None:
+                    armed.stop()
+                raise
+            if res is not None and not getattr(res, "success", True):
+                armed = _armed()
+                if armed is not None:
+                    armed.stop()
+                return res
+            return _with_shapes(res, text)
+        if recv_req.req_type == ProfileReqType.STOP_PROFILE:
+            armed = _armed()
+            if armed is not None and armed.status()["state"] in ("recording", "pending"):
+                path = armed.stop()
+                text = f"SHAPES: rank {armed.rank} stopped; records in {path}"
+                logging.getLogger("sgl_shapeprof").info(text)
+                try:  # SGLang's own profiler, if it runs too (v1 or SGLANG_PROFILE_V2)
+                    res = profile(self, recv_req)
+                except Exception:
+                    res = None
+                if res is None or not getattr(res, "success", False):
+                    return ProfileReqOutput(success=True, message=text)
+                return _with_shapes(res, text)
+        return profile(self, recv_req)
+    _profile.__sgl_shapeprof_wrapped__ = True
+    cls._profile = _profile
+
+
+# The HTTP reply to /start_profile is a fixed "Start profiling." and a failed
+# request a bare 500: the tokenizer keeps the schedulers' SHAPES answer (every
+# rank's line), and a middleware puts it into the reply.
+#
+# The tokenizer is patched on every server with sgl_shapeprof installed, armed
+# or not (the start-up hook's finder; the patch's lines): SGLang keeps an
+# activity it does not know and answers "Start profiling.", so a server not
+# started with on_request would take a SHAPES request and record nothing. It
+# is refused there, before any scheduler sees it.
+_REPLY = "_sgl_shapeprof_reply"
+
+
+def _never_raises(patch: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A patch of a module every server imports: a failure leaves SGLang's
+    own behaviour (said once), never a server that does not start."""
+    @functools.wraps(patch)
+    def safe(module: Any) -> None:
+        try:
+            patch(module)
+        except Exception as e:
+            say_once(f"patch-{patch.__name__}", f"cannot patch {getattr(module, '__name__', module)} "
+                                                 f"({type(e).__name__}: {e}); /start_profile answers as "
+                                                 f"SGLang's own")
+    return safe
+
+
+def _not_armed_error() -> type:
+    """A RuntimeError, as SGLang fails a profile request (what
+    Engine.start_profile raises), that is also FastAPI's HTTPException: the
+    HTTP reply is a 400 with the reason, in SGLang's error JSON."""
+    try:
+        from fastapi import HTTPException
+    except ImportError:
+        return RuntimeError
+
+    class ShapesNotArmed(HTTPException, RuntimeError):
+        def __init__(self, message: str):
+            super().__init__(status_code=400, detail=message)
+
+        def __str__(self) -> str:
+            return str(self.detail)
+    return ShapesNotArmed
+
+
+@_never_raises
+def patch_tokenizer_control_module(module: Any) -> None:
+    cls = module.TokenizerControlMixin
+    execute = cls._execute_profile
+    if getattr(execute, "__sgl_shapeprof_wrapped__", False):
+        return
+    from sglang.srt.managers.io_struct import ProfileReqType
+    not_armed = _not_armed_error()
+
+    @functools.wraps(execute)
+    async def _execute_profile(self, req):
+        if not _server_armed():
+            if getattr(req, "req_type", None) == ProfileReqType.START_PROFILE and \
+                    SHAPES in (getattr(req, "activities", None) or []):
+                logging.getLogger("sgl_shapeprof").warning(NOT_ARMED)
+                raise not_armed(NOT_ARMED)
+            return await execute(self, req)   # SGLang's own
+        result = (await self.profile_communicator(req))[0]
+        message = str(getattr(result, "message", "") or "")
+        if SHAPES + ":" in message:
+            setattr(self, _REPLY, (bool(result.success), message))
+        if not result.success:
+            raise RuntimeError(result.message)
+        return result
+    _execute_profile.__sgl_shapeprof_wrapped__ = True
+    cls._execute_profile = _execute_profile
+
+
+@_never_raises
+def patch_http_server_module(module: Any) -> None:
+    app = getattr(module, "app", None)
+    if app is None or getattr(app, "_sgl_shapeprof_reply", False):
+        return
+    from starlette.middleware.base import BaseHTTPMiddleware
+    from starlette.responses import Response
+
+    async def shapes_reply(request, call_next):
+        if request.url.path not in ("/start_profile", "/stop_profile"):
+            return await call_next(request)
+        state = getattr(module, "_global_state", None)
+        tm = getattr(state, "tokenizer_manager", None)
+        if tm is not None:
+            setattr(tm, _REPLY, None)
+        error: Optional[BaseException] = None
+        try:
+            response = await call_next(request)
+        except RuntimeError as e:  # a failed ProfileReq
+            response, error = None, e
+        reply = getattr(tm, _REPLY, None) if tm is not None else None
+        if reply is None:
+            if error is not None:
+                raise error
+            return response
+        ok, message = reply
+        setattr(tm, _REPLY, None)
+        if not ok:  # a clear error, not a bare 500
+            return Response(message + "\n", status_code=400, media_type="text/plain")
+        body = b""
+        if response is not None and response.status_code == 200:
+            async for chunk in response.body_iterator:
+                body += chunk
+        return Response(body.decode("utf-8", "replace") + message + "\n", status_code=200,
+                        media_type="text/plain")
+    app.add_middleware(BaseHTTPMiddleware, dispatch=shapes_reply)
+    app._sgl_shapeprof_reply = True

@@ -1,0 +1,108 @@
+"""The profiler SGLang's environment variables ask for: from_env(), one per
+process and records file, and this process's rank.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Optional
+
+from .config import (DEFAULT_FILE, ENV_ENABLE, ENV_FILE, ENV_LOG_N_PASSES, ENV_PHASES, ENV_SKIP_WARMUP,
+                     ConfigError, env_rank, read_env)
+from .messages import say, say_once
+from .on_request import OnRequestProfiler
+from .profiler import ShapeProfiler, _check_count
+
+_env_profiler: Optional[ShapeProfiler] = None
+_env_lock = threading.Lock()
+
+
+def env_profiler() -> Optional[ShapeProfiler]:
+    """The profiler from_env() made in this process (an OnRequestProfiler
+    with SGLANG_PROFILE_SHAPES=on_request) while it is open, else None."""
+    p = _env_profiler
+    return p if p is not None and not p.closed else None
+
+
+def resolve_rank(rank: Optional[int] = None) -> int:
+    """rank, else $RANK, else $LOCAL_RANK, else torch.distributed's rank, else 0."""
+    if rank is not None:
+        return _check_count("rank", rank)
+    r = env_rank()
+    if r is not None:
+        return r
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except Exception:
+        pass
+    return 0
+
+
+# Settings a request gives for itself (passes, phases, skip): with
+# SGLANG_PROFILE_SHAPES=on_request these variables are not used.
+_NOT_ARMED = (ENV_SKIP_WARMUP, ENV_LOG_N_PASSES, ENV_PHASES)
+
+
+def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False):
+    """SGLANG_PROFILE_SHAPES=on_request: one armed profiler per process and
+    rank; requests write beside SGLANG_PROFILE_SHAPES_FILE's folder unless
+    they name a file."""
+    global _env_profiler
+    with _env_lock:
+        current = _env_profiler
+        if isinstance(current, OnRequestProfiler) and not current.closed and current.rank == rank:
+            return current
+        _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args,
+                                          output_dir=os.path.dirname(os.path.abspath(path)))
+        if ENV_FILE in os.environ:
+            _env_profiler.output_dir_from = f"{ENV_FILE}={os.environ[ENV_FILE]!r}"
+        unused = [f"{n}={os.environ[n]!r}" for n in _NOT_ARMED if os.environ.get(n, "").strip()]
+        if unused:
+            say_once("armed-unused", f"{', '.join(unused)}: not used with {ENV_ENABLE}=on_request "
+                                      "(each request gives its own passes, phases and skip)")
+        return _env_profiler
+
+
+def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
+    """The profiler SGLang's env vars ask for, or None.
+
+    SGLANG_PROFILE_SHAPES=on_request gives an OnRequestProfiler (armed,
+    recording only when asked; the same pass API). None when
+    SGLANG_PROFILE_SHAPES is not 1 or on_request, when this process's rank is not
+    profiled, or when a setting is bad (one line on stderr says which). Within
+    a process, calls for the same records file return the same profiler.
+    """
+    global _env_profiler
+    try:
+        cfg = read_env()
+        if not cfg.enabled:
+            return None
+        r = resolve_rank(rank)
+        if not cfg.profiles_rank(r):
+            return None
+        path = cfg.path_for_rank(r)
+        dedupe = dedupe_default if cfg.dedupe is None else cfg.dedupe
+        if cfg.on_request:
+            return _armed_from_env(r, dedupe, path, cfg.args)
+        with _env_lock:
+            current = _env_profiler
+            if current is not None and not current.closed and \
+                    os.path.abspath(current.path) == os.path.abspath(path):
+                return current
+            _env_profiler = ShapeProfiler(
+                path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
+                dedupe=dedupe, phases=cfg.phases, args=cfg.args)
+            _env_profiler._phases_from = f"{ENV_PHASES}="
+            return _env_profiler
+    except (ConfigError, ValueError, TypeError, ImportError) as e:
+        say(f"{e}; profiling is off")
+    except OSError as e:  # the records file: name the variable that chose it
+        where = (f"{ENV_FILE}={os.environ[ENV_FILE]!r}: " if ENV_FILE in os.environ
+                 else f"{ENV_FILE} unset (default {DEFAULT_FILE!r}): ")
+        say(f"{where}{e}; profiling is off")
+    except Exception as e:  # the host must start anyway
+        say(f"cannot start profiling ({type(e).__name__}: {e}); profiling is off")
+    return None
