@@ -31,7 +31,7 @@ export PIP_CONSTRAINT := /dev/null
 
 .PHONY: install install-test demo test test-matrix test-sglang test-core bench bench-server clean
 
-NATIVE := setup.py pyproject.toml $(wildcard csrc/*.c csrc/*.cpp csrc/*.h csrc/core/*)
+NATIVE := setup.py pyproject.toml $(wildcard csrc/core/* csrc/torch/* csrc/python/*)
 PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*.pth)
 SOURCES := $(NATIVE) $(if $(EDITABLE),,$(PYSRC))
 
@@ -79,7 +79,7 @@ test-core:
 	set -e; for flags in $(CORE_SANITIZERS); do \
 	  echo "== test_core $$flags"; \
 	  $(CC) -std=c11 -Wall -Wextra -Werror -g -DSP_DEBUG $$flags -o build/test_core \
-	    csrc/tests/test_core.c csrc/sp_core.c -lpthread; \
+	    csrc/tests/test_core.c csrc/core/sp_core.c -lpthread; \
 	  TSAN_OPTIONS=halt_on_error=1 ./build/test_core; echo; done
 
 bench: install

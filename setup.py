@@ -101,11 +101,17 @@ for path in cpp_extension.include_paths():
     system_includes += ["-isystem", path]
 torch_lib = cpp_extension.library_paths()[0]
 
+# csrc/ by layer: core/ (plain C, no Python, no torch; sp_core.c is its
+# amalgamation, which #includes the parts), torch/ (the c10 fallback), python/
+# (the C-API module and Python errors). Sources name a header by its layer,
+# "core/sp_core.h": csrc is a quote-only include path (-iquote), so that
+# torch's own <torch/...> headers never look in csrc/torch.
 extension = cpp_extension.CppExtension(
     "sgl_shapeprof._C",
-    sources=["csrc/sp_core.c", "csrc/sp_fallback.cpp", "csrc/sp_pyerror.cpp", "csrc/sp_module.c"],
-    include_dirs=["csrc"],
-    extra_compile_args=WARNINGS + system_includes + ["-O2", "-fvisibility=hidden"],
+    sources=["csrc/core/sp_core.c", "csrc/torch/sp_fallback.cpp",
+             "csrc/python/sp_pyerror.cpp", "csrc/python/sp_module.c"],
+    extra_compile_args=WARNINGS + system_includes + ["-iquote", "csrc", "-O2",
+                                                     "-fvisibility=hidden"],
     extra_link_args=[f"-Wl,-rpath,{torch_lib}"],
 )
 

@@ -29,7 +29,7 @@ def test_core_unit_tests(tmp_path, variant):
     exe = str(tmp_path / "test_core")
     build = subprocess.run(
         [cc, *FLAGS, *VARIANTS[variant], "-o", exe, os.path.join(CSRC, "tests", "test_core.c"),
-         os.path.join(CSRC, "sp_core.c"), "-lpthread"], capture_output=True, text=True)
+         os.path.join(CSRC, "core", "sp_core.c"), "-lpthread"], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1", TSAN_OPTIONS="halt_on_error=1")

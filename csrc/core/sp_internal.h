@@ -6,7 +6,7 @@
 #define SP_INTERNAL_H
 
 #define _GNU_SOURCE
-#include "../sp_core.h"
+#include "sp_core.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../sp_core.h"
+#include "../core/sp_core.h"
 
 static int g_failed, g_passed;
 static const char *g_test;

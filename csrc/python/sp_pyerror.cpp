@@ -17,7 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "sp_pyerror.h"
+#include "python/sp_pyerror.h"
 
 namespace {
 

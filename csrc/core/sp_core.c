@@ -7,16 +7,16 @@
  * hot-path "is a logged pass open" test is one atomic load. Only
  * sp_emergency_close_all runs without locks (from fatal-signal handlers).
  */
-#include "core/sp_internal.h"
+#include "sp_internal.h"
 
-#include "core/sp_text.c"
-#include "core/sp_registry.c"
-#include "core/sp_thread.c"
-#include "core/sp_file.c"
-#include "core/sp_profiler.c"
-#include "core/sp_sigs.c"
-#include "core/sp_record.c"
-#include "core/sp_summary.c"
-#include "core/sp_flusher.c"
-#include "core/sp_close.c"
-#include "core/sp_signal.c"
+#include "sp_text.c"
+#include "sp_registry.c"
+#include "sp_thread.c"
+#include "sp_file.c"
+#include "sp_profiler.c"
+#include "sp_sigs.c"
+#include "sp_record.c"
+#include "sp_summary.c"
+#include "sp_flusher.c"
+#include "sp_close.c"
+#include "sp_signal.c"

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "sp_core.h"
+#include "core/sp_core.h"
 
 #ifdef __cplusplus
 extern "C" {

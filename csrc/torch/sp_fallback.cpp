@@ -5,7 +5,7 @@
 // "included" set only while that thread runs a logged pass, so nothing else
 // is slowed down. Every failure here is contained: the host sees its own
 // results and exceptions, never ours.
-#include "sp_fallback.h"
+#include "torch/sp_fallback.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>

@@ -4,7 +4,7 @@
 #ifndef SP_FALLBACK_H
 #define SP_FALLBACK_H
 
-#include "sp_core.h"
+#include "core/sp_core.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,9 +8,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "sp_core.h"
-#include "sp_fallback.h"
-#include "sp_pyerror.h"
+#include "core/sp_core.h"
+#include "torch/sp_fallback.h"
+#include "python/sp_pyerror.h"
 
 typedef struct {
   PyObject_HEAD
