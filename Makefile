@@ -71,16 +71,26 @@ test-sglang:
 	.venv-torch$(SGLANG_TORCH)/bin/pytest -q $(PYTEST_ARGS)
 
 CC ?= gcc
+CORE_CFLAGS := -std=c11 -Wall -Wextra -Werror -g -DSP_DEBUG
 CORE_SANITIZERS := "-O2" \
   "-O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
   "-O1 -fsanitize=thread"
+# the amalgamation csrc/core/sp_core.c #includes these; each also compiles alone
+CORE_PARTS := $(filter-out csrc/core/sp_core.c,$(wildcard csrc/core/sp_*.c))
 test-core:
 	mkdir -p build
 	set -e; for flags in $(CORE_SANITIZERS); do \
 	  echo "== test_core $$flags"; \
-	  $(CC) -std=c11 -Wall -Wextra -Werror -g -DSP_DEBUG $$flags -o build/test_core \
+	  $(CC) $(CORE_CFLAGS) $$flags -o build/test_core \
 	    csrc/tests/test_core.c csrc/core/sp_core.c -lpthread; \
 	  TSAN_OPTIONS=halt_on_error=1 ./build/test_core; echo; done
+	@echo "== test_core -O2, each part compiled alone"
+	$(CC) $(CORE_CFLAGS) -O2 -o build/test_core csrc/tests/test_core.c $(CORE_PARTS) -lpthread
+	./build/test_core
+	@echo "== the amalgamation with its parts in reverse order"
+	{ sed '/^#include "sp_[a-z]*\.c"$$/,$$d' csrc/core/sp_core.c; \
+	  grep '^#include "sp_[a-z]*\.c"$$' csrc/core/sp_core.c | tac; } > build/sp_core_reversed.c
+	$(CC) $(CORE_CFLAGS) -O2 -iquote csrc/core -c -o build/sp_core_reversed.o build/sp_core_reversed.c
 
 bench: install
 	$(PY) benchmarks/run.py --all

@@ -1,6 +1,8 @@
 """The C core's own unit tests (csrc/tests/test_core.c): built without torch
 or Python, and run plain, under AddressSanitizer + UndefinedBehaviorSanitizer,
-and under ThreadSanitizer (also `make test-core`, which needs no torch)."""
+under ThreadSanitizer, and with the core's parts compiled one by one instead of
+as the amalgamation (also `make test-core`, which needs no torch). The parts
+compile in any order: the amalgamation with its includes reversed builds too."""
 import os
 import re
 import shutil
@@ -10,6 +12,10 @@ import pytest
 from helpers import ROOT
 
 CSRC = os.path.join(ROOT, "csrc")
+CORE = os.path.join(CSRC, "core")
+AMALGAMATION = os.path.join(CORE, "sp_core.c")
+PARTS = sorted(os.path.join(CORE, f) for f in os.listdir(CORE)
+               if f.startswith("sp_") and f.endswith(".c") and f != "sp_core.c")
 # SP_DEBUG: the test build asserts the calling protocol
 FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-DSP_DEBUG"]
 VARIANTS = {
@@ -18,18 +24,26 @@ VARIANTS = {
                    "-fno-omit-frame-pointer"],
     # the flusher thread runs beside the tests' passes
     "tsan": ["-O1", "-fsanitize=thread"],
+    # each part its own translation unit: the amalgamation is a speed choice only
+    "parts": ["-O2"],
 }
+
+
+def compiler():
+    cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    return cc
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_core_unit_tests(tmp_path, variant):
-    cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler")
+    cc = compiler()
     exe = str(tmp_path / "test_core")
+    core = PARTS if variant == "parts" else [AMALGAMATION]
     build = subprocess.run(
         [cc, *FLAGS, *VARIANTS[variant], "-o", exe, os.path.join(CSRC, "tests", "test_core.c"),
-         os.path.join(CSRC, "core", "sp_core.c"), "-lpthread"], capture_output=True, text=True)
+         *core, "-lpthread"], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1", TSAN_OPTIONS="halt_on_error=1")
@@ -38,3 +52,34 @@ def test_core_unit_tests(tmp_path, variant):
     src = open(os.path.join(CSRC, "tests", "test_core.c")).read()
     n_tests = len(re.findall(r"^static void test_\w+\(void\) \{", src, re.M))
     assert run.stdout.strip() == f"{n_tests} passed, 0 failed"
+
+
+def amalgamated_parts():
+    return re.findall(r'^#include "(sp_\w+\.c)"$', open(AMALGAMATION).read(), re.M)
+
+
+def test_the_amalgamation_includes_every_part_once():
+    assert sorted(amalgamated_parts()) == [os.path.basename(p) for p in PARTS]
+
+
+def test_each_part_compiles_alone():
+    cc = compiler()
+    for part in PARTS:
+        r = subprocess.run([cc, *FLAGS, "-O2", "-c", "-o", os.devnull, part],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, f"{os.path.basename(part)} alone:\n{r.stderr}"
+
+
+def test_the_amalgamation_compiles_with_its_parts_reversed(tmp_path):
+    """No part relies on the ones before it (a tentative definition, a forward
+    declaration standing in for order): each owns its globals and declares
+    what it shares in sp_internal.h."""
+    cc = compiler()
+    text = open(AMALGAMATION).read()
+    includes = [f'#include "{p}"' for p in amalgamated_parts()]
+    head = text[:text.index(includes[0])]
+    src = tmp_path / "sp_core_reversed.c"
+    src.write_text(head + "\n".join(reversed(includes)) + "\n")
+    r = subprocess.run([cc, *FLAGS, "-O2", "-iquote", CORE, "-c", "-o", os.devnull, str(src)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

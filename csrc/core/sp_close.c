@@ -1,6 +1,7 @@
 /* sp_close.c -- Closing and freeing profilers.
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
 int sp_close(sp_profiler *p) {
   if (!p) return SP_OK;
@@ -53,18 +54,6 @@ int sp_close(sp_profiler *p) {
 
 void sp_ref(sp_profiler *p) { atomic_fetch_add(&p->refs, 1); }
 
-static void destroy(sp_profiler *p);
-
-void sp_unref(sp_profiler *p) {
-  if (atomic_fetch_sub(&p->refs, 1) == 1) destroy(p);
-}
-
-void sp_free(sp_profiler *p) {
-  if (!p) return;
-  if (!p->closed) sp_close(p);
-  sp_unref(p);
-}
-
 static void destroy(sp_profiler *p) {
   release_file(&p->file);
   unlink_open(p);
@@ -96,4 +85,14 @@ static void destroy(sp_profiler *p) {
     pthread_mutex_destroy(&p->grow_mu);
   }
   free(p);
+}
+
+void sp_unref(sp_profiler *p) {
+  if (atomic_fetch_sub(&p->refs, 1) == 1) destroy(p);
+}
+
+void sp_free(sp_profiler *p) {
+  if (!p) return;
+  if (!p->closed) sp_close(p);
+  sp_unref(p);
 }

@@ -7,6 +7,7 @@
  * hot-path "is a logged pass open" test is one atomic load. Only
  * sp_emergency_close_all runs without locks (from fatal-signal handlers).
  */
+#define SP_AMALGAMATION
 #include "sp_internal.h"
 
 #include "sp_text.c"

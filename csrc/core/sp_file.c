@@ -1,8 +1,14 @@
 /* sp_file.c -- The records file: a MAP_SHARED window over a file grown ahead of the writer.
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
 static size_t g_page;
+
+SP_PRIVATE void file_init(void) {
+  long pg = sysconf(_SC_PAGESIZE);
+  g_page = pg > 0 ? (size_t)pg : 4096;
+}
 
 /* Allocates [from, to) of fd: reserved blocks, so that a full disk fails
  * here, not as a SIGBUS when a mapped page is first touched. */
@@ -19,31 +25,13 @@ static int file_allocate(int fd, size_t from, size_t to) {
 #define MADV_POPULATE_WRITE 23
 #endif
 
-/* [off, off + n) can be written with a memcpy: mapped, allocated and faulted
- * in. Writers hold the spinlock, which never waits for a syscall: room is
- * made ahead of them by file_make_room. */
-static inline int file_room(const sp_file *f, size_t off, size_t n) {
-  return f->map && off >= f->map_off && off + n <= f->faulted && off + n <= f->size &&
-         off + n <= f->map_off + f->map_len;
-}
-
 /* Copies data to file offset off. Returns 0, or ENOSPC when no room was made
  * for it (a writer that skipped file_make_room: the profiler then stops).
  * Spinlock held. */
-static int file_write_at(sp_file *f, size_t off, const char *data, size_t n) {
+SP_PRIVATE int file_write_at(sp_file *f, size_t off, const char *data, size_t n) {
   if (!file_room(f, off, n)) return ENOSPC;
   memcpy(f->map + (off - f->map_off), data, n);
   return 0;
-}
-
-/* Where the next write can end: past the records and any in-flight prefix. */
-static inline size_t file_tail(const sp_file *f) {
-  return f->spec_end > f->len ? f->spec_end : f->len;
-}
-
-/* need bytes can be written past the tail (where the next write may end). */
-static inline int file_tail_room(const sp_file *f, size_t need) {
-  return file_room(f, f->len, file_tail(f) - f->len + need);
 }
 
 /* Makes the file writable up to file_tail() + need without a syscall under
@@ -51,7 +39,7 @@ static inline int file_tail_room(const sp_file *f, size_t need) {
  * spinlock released, then installs the window under it. grow_mu orders this
  * against other growers, the flusher's trim and close. Returns 0, ESHUTDOWN
  * if the file was closed or given up, or an errno value. Spinlock not held. */
-static int file_make_room(sp_profiler *p, size_t need) {
+SP_PRIVATE int file_make_room(sp_profiler *p, size_t need) {
   sp_file *f = &p->file;
   pthread_mutex_lock(&p->grow_mu);
   lock_acquire(&p->lock);
@@ -134,11 +122,18 @@ static int file_make_room(sp_profiler *p, size_t need) {
  * with ftruncate outside the spinlock: pages past the new end are dropped,
  * so they are allocated and faulted in again before the next write. Returns
  * the length to cut to, or -1 if there is nothing to cut. Spinlock held. */
-static off_t file_forget_tail(sp_file *f) {
+SP_PRIVATE off_t file_forget_tail(sp_file *f) {
   if (f->fd < 0 || f->size <= f->len) return -1;
   f->size = f->len;
   if (f->faulted > f->len) f->faulted = f->len / g_page * g_page;
   f->spec_owner = NULL;
   f->spec_end = f->len;
   return (off_t)f->len;
+}
+
+SP_PRIVATE void release_file(sp_file *f) {
+  if (f->map) munmap(f->map, f->map_len);
+  f->map = NULL;
+  if (f->fd >= 0) close(f->fd);
+  f->fd = -1;
 }

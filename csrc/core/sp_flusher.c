@@ -1,6 +1,7 @@
 /* sp_flusher.c -- The flusher thread: a fresh summary, and exact files once passes stop.
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
 static pthread_mutex_t g_flush_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_flush_cv = PTHREAD_COND_INITIALIZER;
@@ -8,13 +9,33 @@ static atomic_int g_flush_pending; /* some profiler wants a flush */
 static atomic_uint g_flush_asks;   /* flushes asked for, ever: a pass ended */
 static int g_flusher_started;      /* g_flush_mu */
 
+/* fork(2) (pthread_atfork, sp_profiler.c): the flusher is between flushes
+ * while its lock is held. */
+SP_PRIVATE void flusher_fork_prepare(void) { pthread_mutex_lock(&g_flush_mu); }
+SP_PRIVATE void flusher_fork_parent(void) { pthread_mutex_unlock(&g_flush_mu); }
+SP_PRIVATE void flusher_fork_child(void) {
+  /* The flusher thread is not in the child: a profiler made here starts
+   * its own. */
+  g_flusher_started = 0;
+  atomic_store(&g_flush_pending, 0);
+  pthread_cond_init(&g_flush_cv, NULL);
+  pthread_mutex_unlock(&g_flush_mu);
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Writes p's summary, and cuts the records file to its records when no pass
  * is open. A busy flush (passes kept ending) never waits for the pass lock:
  * in a tight loop of passes it would contend with every begin and end and
  * seldom find a gap; it writes the summary mid-pass instead (its counts and
  * records_bytes agree: one snapshot under the spinlock) and leaves the cut
  * to a quiet flush after the last pass end. Returns 1 if the cut is still
- * owed (then a quiet flush is asked for). g_open_lock held. */
+ * owed (then a quiet flush is asked for). The open profilers' lock held
+ * (open_each). */
 static int flush_one(sp_profiler *p, int busy) {
   if (!atomic_exchange(&p->flush_wanted, 0)) return 0;
   pthread_mutex_lock(&p->summary_mu);
@@ -61,13 +82,7 @@ static int flush_one(sp_profiler *p, int busy) {
 }
 
 /* Returns 1 if some profiler is still owed a cut. */
-static int flush_all(int busy) {
-  int owed = 0;
-  pthread_mutex_lock(&g_open_lock);
-  for (sp_profiler *p = g_open; p; p = p->next_open) owed |= flush_one(p, busy);
-  pthread_mutex_unlock(&g_open_lock);
-  return owed;
-}
+static int flush_all(int busy) { return open_each(flush_one, busy); }
 
 static void sleep_seconds(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -105,7 +120,7 @@ static void *flusher_main(void *arg) {
   return NULL;
 }
 
-static void request_flush(sp_profiler *p) {
+SP_PRIVATE void request_flush(sp_profiler *p) {
   atomic_store(&p->flush_wanted, 1);
   atomic_fetch_add(&g_flush_asks, 1);
   if (atomic_exchange(&g_flush_pending, 1)) return; /* asked already */
@@ -125,21 +140,4 @@ static void request_flush(sp_profiler *p) {
     atomic_store(&g_flush_pending, 0);
     flush_all(0);
   }
-}
-
-static void unlink_open(sp_profiler *p) {
-  pthread_mutex_lock(&g_open_lock);
-  for (sp_profiler **q = &g_open; *q; q = &(*q)->next_open)
-    if (*q == p) {
-      *q = p->next_open;
-      break;
-    }
-  pthread_mutex_unlock(&g_open_lock);
-}
-
-static void release_file(sp_file *f) {
-  if (f->map) munmap(f->map, f->map_len);
-  f->map = NULL;
-  if (f->fd >= 0) close(f->fd);
-  f->fd = -1;
 }

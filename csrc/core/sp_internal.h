@@ -1,6 +1,16 @@
 /*
  * sp_internal.h -- what the parts of the core share: types, limits, the
- * profiler's lock. Included once, by the amalgamation sp_core.c.
+ * profiler's lock, and the functions one part calls in another.
+ *
+ * Every part (sp_text.c ... sp_signal.c) includes this header first and
+ * compiles alone. sp_core.c includes them all in one translation unit, the
+ * amalgamation (as SQLite's), which is how the module is built: a speed
+ * choice only, so that the compiler inlines across parts as within one. Each
+ * part owns its globals (static); what another part needs of it is a
+ * function declared below, by part. SP_PRIVATE marks those: static in the
+ * amalgamation (sp_core.c defines SP_AMALGAMATION), hidden symbols when the
+ * parts are compiled separately. make test-core checks both builds, and the
+ * amalgamation with its parts in reverse order.
  */
 #ifndef SP_INTERNAL_H
 #define SP_INTERNAL_H
@@ -33,6 +43,12 @@
 #define SP_ERRMSG_CAP 512
 #define SP_FLUSH_QUIET 0.005 /* s: a flush this long after the last pass end */
 #define SP_FLUSH_BUSY 0.1    /* s: at most this long after the first ask */
+
+#ifdef SP_AMALGAMATION
+#define SP_PRIVATE static
+#else
+#define SP_PRIVATE __attribute__((visibility("hidden")))
+#endif
 
 /* The calling protocol (sp_core.h) is checked in test builds (-DSP_DEBUG,
  * make test-core), as Lua's api_check does; release builds check nothing. */
@@ -277,9 +293,109 @@ struct sp_pass {
   int last_logged;  /* ...logged, and not a capture (sp_pass_reopen) */
 };
 
-/* Defined in later parts, used by earlier ones. */
-static int write_summary_now(sp_profiler *p, const char *ended_by);
-static void summary_failed(sp_profiler *p, int e);
-static void request_flush(sp_profiler *p);
+/* ---- sp_text.c: buffers, JSON strings, numbers ---- */
+SP_PRIVATE int buf_reserve(sp_buf *b, size_t extra);
+SP_PRIVATE void buf_put(sp_buf *b, const char *s, size_t n);
+SP_PRIVATE void buf_i64(sp_buf *b, int64_t v);
+SP_PRIVATE void buf_json_str(sp_buf *b, const char *s, size_t len);
+SP_PRIVATE void buf_sink(void *b, const char *s, size_t n); /* a put_fn */
+SP_PRIVATE char *dup_buf(const sp_buf *b);
+/* The one JSON string escaper (see sp_text.c); async-signal-safe. */
+SP_PRIVATE void json_str(put_fn put, void *sink, const char *s, size_t len);
+/* Decimal digits at o; returns their end (at most 20 characters). */
+SP_PRIVATE char *put_u64(char *o, uint64_t v);
+SP_PRIVATE char *put_i64(char *o, int64_t v);
+SP_PRIVATE size_t fmt_i64(char *out, int64_t v);
+/* One line "sgl_shapeprof: abc" on stderr, by write(2); NULL parts skipped. */
+SP_PRIVATE void say(const char *a, const char *b, const char *c);
+
+/* ---- sp_registry.c: dtype and enum names, operators ---- */
+static inline size_t ptr_hash(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+/* A tensor object's end, '], "dtype": "torch.float32"}', at o; returns its
+ * end. No longer than dtype_tail_max(). */
+SP_PRIVATE char *put_dtype_tail(char *o, int64_t dtype);
+SP_PRIVATE size_t dtype_tail_max(void);
+/* A dtype as a value: '"torch.float32"'. */
+SP_PRIVATE char *put_dtype_name(char *o, int64_t dtype);
+/* A dtype without a name was written since the last call: say so (once). */
+SP_PRIVATE int dtype_unknown_unsaid(void);
+/* The name of code in table (SP_NAMES_*), or NULL. */
+SP_PRIVATE const char *name_of(int64_t table, int64_t code);
+SP_PRIVATE sp_op *op_get(int64_t id);
+/* Bumped whenever an operator key is forgotten: threads' op caches clear. */
+SP_PRIVATE unsigned op_epoch(void);
+/* The registry's locks, across fork(2). */
+SP_PRIVATE void registry_fork_lock(void);
+SP_PRIVATE void registry_fork_unlock(void);
+
+/* ---- sp_file.c: the records file ---- */
+/* [off, off + n) can be written with a memcpy: mapped, allocated and faulted
+ * in. Writers hold the spinlock, which never waits for a syscall: room is
+ * made ahead of them by file_make_room. */
+static inline int file_room(const sp_file *f, size_t off, size_t n) {
+  return f->map && off >= f->map_off && off + n <= f->faulted && off + n <= f->size &&
+         off + n <= f->map_off + f->map_len;
+}
+
+/* Where the next write can end: past the records and any in-flight prefix. */
+static inline size_t file_tail(const sp_file *f) {
+  return f->spec_end > f->len ? f->spec_end : f->len;
+}
+
+/* need bytes can be written past the tail (where the next write may end). */
+static inline int file_tail_room(const sp_file *f, size_t need) {
+  return file_room(f, f->len, file_tail(f) - f->len + need);
+}
+
+SP_PRIVATE void file_init(void); /* once per process, before any file */
+SP_PRIVATE int file_write_at(sp_file *f, size_t off, const char *data, size_t n);
+SP_PRIVATE int file_make_room(sp_profiler *p, size_t need);
+SP_PRIVATE off_t file_forget_tail(sp_file *f);
+/* Unmaps and closes (no lock: the caller owns f). */
+SP_PRIVATE void release_file(sp_file *f);
+
+/* ---- sp_profiler.c: profilers, failures, passes ---- */
+SP_PRIVATE int open_each(int (*fn)(sp_profiler *p, int arg), int arg);
+SP_PRIVATE void open_each_unlocked(void (*fn)(sp_profiler *p));
+SP_PRIVATE void unlink_open(sp_profiler *p);
+SP_PRIVATE void set_err(sp_profiler *p, const char *a, const char *b, int err);
+SP_PRIVATE void fail(sp_profiler *p, const char *what, int err);
+SP_PRIVATE void tell_failure(sp_profiler *p);
+SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int *phase,
+                            uint64_t *salt);
+
+/* ---- sp_sigs.c: the signature table ---- */
+SP_PRIVATE uint64_t sig_hash(const int64_t *w, size_t n);
+SP_PRIVATE long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n);
+SP_PRIVATE long sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n);
+SP_PRIVATE int sig_set_outputs(sp_profiler *p, long k, const sp_enc *out);
+SP_PRIVATE uint64_t variant_hash(uint64_t key_hash, const int64_t *out, size_t n);
+SP_PRIVATE long variant_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n,
+                             const int64_t *out, size_t out_n);
+SP_PRIVATE long variant_add(sp_profiler *p, uint64_t h, long prim, const sp_enc *out);
+SP_PRIVATE int outputs_equal(const sp_profiler *p, const sig_rec *r, const sp_enc *out);
+SP_PRIVATE size_t text_put(sp_profiler *p, const char *s, size_t n);
+SP_PRIVATE int count_op(sp_profiler *p, int id, int phase);
+SP_PRIVATE void uncount_op(sp_profiler *p, int id, int phase);
+
+/* ---- sp_summary.c: the summary file ---- */
+SP_PRIVATE void counters(const sp_profiler *p, sp_stats *o);
+SP_PRIVATE int snapshot(sp_profiler *p, summary_src *s);
+SP_PRIVATE void live_src(sp_profiler *p, summary_src *s);
+SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s);
+SP_PRIVATE int write_summary_now(sp_profiler *p, const char *ended_by);
+SP_PRIVATE void summary_failed(sp_profiler *p, int e);
+
+/* ---- sp_flusher.c: the flusher thread ---- */
+SP_PRIVATE void request_flush(sp_profiler *p);
+SP_PRIVATE void flusher_fork_prepare(void);
+SP_PRIVATE void flusher_fork_parent(void);
+SP_PRIVATE void flusher_fork_child(void);
 
 #endif /* SP_INTERNAL_H */

@@ -1,26 +1,46 @@
 /* sp_profiler.c -- Profilers: open, fork handling, passes, counters.
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
 static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static sp_profiler *g_open;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-static pthread_mutex_t g_flush_mu;
-static pthread_cond_t g_flush_cv;
-static atomic_int g_flush_pending;
-static int g_flusher_started;
+/* fn(p, arg) for each open profiler, with their list's lock held; the
+ * results or-ed. */
+SP_PRIVATE int open_each(int (*fn)(sp_profiler *p, int arg), int arg) {
+  int r = 0;
+  pthread_mutex_lock(&g_open_lock);
+  for (sp_profiler *p = g_open; p; p = p->next_open) r |= fn(p, arg);
+  pthread_mutex_unlock(&g_open_lock);
+  return r;
+}
 
+/* The same without the lock, for a dying process (async-signal-safe). */
+SP_PRIVATE void open_each_unlocked(void (*fn)(sp_profiler *p)) {
+  for (sp_profiler *p = g_open; p; p = p->next_open) fn(p);
+}
+
+SP_PRIVATE void unlink_open(sp_profiler *p) {
+  pthread_mutex_lock(&g_open_lock);
+  for (sp_profiler **q = &g_open; *q; q = &(*q)->next_open)
+    if (*q == p) {
+      *q = p->next_open;
+      break;
+    }
+  pthread_mutex_unlock(&g_open_lock);
+}
+
+/* The process-wide locks, taken in this order across fork(2). */
 static void at_fork_prepare(void) {
-  pthread_mutex_lock(&g_open_lock); /* the flusher is between flushes */
-  pthread_mutex_lock(&g_ops_lock);
-  pthread_mutex_lock(&g_dtype_lock);
-  pthread_mutex_lock(&g_flush_mu);
+  pthread_mutex_lock(&g_open_lock);
+  registry_fork_lock();
+  flusher_fork_prepare(); /* the flusher is between flushes */
 }
 static void at_fork_parent(void) {
-  pthread_mutex_unlock(&g_flush_mu);
-  pthread_mutex_unlock(&g_dtype_lock);
-  pthread_mutex_unlock(&g_ops_lock);
+  flusher_fork_parent();
+  registry_fork_unlock();
   pthread_mutex_unlock(&g_open_lock);
 }
 static void at_fork_child(void) {
@@ -32,31 +52,24 @@ static void at_fork_child(void) {
     /* The child's copy of the descriptor shares the parent's flock: closing
      * it here keeps the lock the parent's alone, so that the parent can
      * reopen the path while children (DataLoader workers...) live on. */
-    if (p->file.map) munmap(p->file.map, p->file.map_len);
-    p->file.map = NULL;
-    if (p->file.fd >= 0) close(p->file.fd);
-    p->file.fd = -1;
+    release_file(&p->file);
   }
-  /* The flusher thread is not in the child: a profiler made here starts
-   * its own. */
-  g_flusher_started = 0;
-  atomic_store(&g_flush_pending, 0);
-  pthread_cond_init(&g_flush_cv, NULL);
-  at_fork_parent();
+  flusher_fork_child();
+  registry_fork_unlock();
+  pthread_mutex_unlock(&g_open_lock);
 }
 static void global_init(void) {
-  long pg = sysconf(_SC_PAGESIZE);
-  g_page = pg > 0 ? (size_t)pg : 4096;
+  file_init();
   pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
 }
 
-static void set_err(sp_profiler *p, const char *a, const char *b, int err) {
+SP_PRIVATE void set_err(sp_profiler *p, const char *a, const char *b, int err) {
   snprintf(p->errmsg, sizeof p->errmsg, "%s%s%s%s", a, b ? b : "",
            err ? ": " : "", err ? strerror(err) : "");
 }
 
 /* A failure while running: say it once, stop logging, keep what was written. */
-static void fail(sp_profiler *p, const char *what, int err) {
+SP_PRIVATE void fail(sp_profiler *p, const char *what, int err) {
   if (p->failed) return;
   p->failed = 1;
   atomic_store(&p->logging, 0);
@@ -64,11 +77,9 @@ static void fail(sp_profiler *p, const char *what, int err) {
   p->failure_unsaid = 1; /* said by tell_failure: no write(2) under the spinlock */
 }
 
-static atomic_int g_dtype_unsaid; /* a dtype without a name was written */
-
 /* Says what fail() noted, once, with no lock held: called where the
  * profiler does its syscalls anyway (the flusher, close). */
-static void tell_failure(sp_profiler *p) {
+SP_PRIVATE void tell_failure(sp_profiler *p) {
   char msg[SP_ERRMSG_CAP + 64], n[32];
   lock_acquire(&p->lock);
   int unsaid = p->failure_unsaid;
@@ -80,7 +91,7 @@ static void tell_failure(sp_profiler *p) {
   }
   lock_release(&p->lock);
   if (unsaid) say(msg, "; profiling stopped, records kept: ", n);
-  if (atomic_exchange(&g_dtype_unsaid, 0))
+  if (dtype_unknown_unsaid())
     say("a tensor has a dtype this build does not know; it is written as "
         "\"torch.unknown<code>\"", NULL, NULL);
 }
@@ -242,12 +253,6 @@ static int phase_index(sp_profiler *p, const char *phase) {
   st->name = name;
   st->passes = st->calls = 0;
   return p->n_phases++;
-}
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* What p->logging holds while some logged pass is open (see sp_logging). */
@@ -478,7 +483,7 @@ void sp_pass_end(sp_profiler *p) {
 /* This thread's pass of p, for a call it records: its own, or NULL for the
  * profiler's latest (a thread that inherited the key). 0 when this thread's
  * own pass of p is not logged. Spinlock held. */
-static int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int *phase,
+SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int *phase,
                         uint64_t *salt) {
   const struct sp_pass *own = &t_pass;
   if (own->p == p) {
@@ -493,8 +498,6 @@ static int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int *ph
   *salt = p->latest_salt;
   return 1;
 }
-
-static void counters(const sp_profiler *p, sp_stats *o);
 
 void sp_get_stats(sp_profiler *p, sp_stats *o) {
   memset(o, 0, sizeof *o);

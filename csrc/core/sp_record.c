@@ -1,6 +1,7 @@
 /* sp_record.c -- Records: formatting and the call protocol (the hot path).
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
 /* ---- formatting --------------------------------------------------------
  * Records are formatted with a raw cursor into a buffer reserved once per
@@ -8,7 +9,7 @@
  * most 20 digits plus separators; a tensor's words also carry its tail). */
 
 static size_t enc_bound(const sp_enc *e) {
-  return e->n * (44 + g_dtype_tail_max) + 64;
+  return e->n * (44 + dtype_tail_max()) + 64;
 }
 
 /* '"name"' of a device: "cuda:0", or "cpu" when index < 0. */
@@ -43,15 +44,7 @@ static char *put_tensor(char *o, const int64_t *w, size_t *i) {
     if (d) o = PUT_LIT(o, ", ");
     o = put_i64(o, w[(*i)++]);
   }
-  if (dtype < g_dtype_n && g_dtype_tails[dtype].s) {
-    memcpy(o, g_dtype_tails[dtype].s, g_dtype_tails[dtype].n);
-    o += g_dtype_tails[dtype].n;
-  } else {
-    o = PUT_LIT(o, "], \"dtype\": \"torch.unknown");
-    o = put_i64(o, dtype);
-    if (!atomic_exchange(&g_dtype_warned, 1)) atomic_store(&g_dtype_unsaid, 1); /* tell_failure */
-    o = PUT_LIT(o, "\"}");
-  }
+  o = put_dtype_tail(o, dtype);
   if (!strided) return o;
   o--; /* reopen the object: '}' */
   o = PUT_LIT(o, ", \"stride\": [");
@@ -65,20 +58,6 @@ static char *put_tensor(char *o, const int64_t *w, size_t *i) {
   o = put_device(o, w[*i], w[*i + 1]);
   *i += 2;
   *o++ = '}';
-  return o;
-}
-
-/* A dtype as a value: '"torch.float32"' (the quoted name in its tail). */
-static char *put_dtype_name(char *o, int64_t dtype) {
-  static const size_t head = sizeof("], \"dtype\": ") - 1;
-  if (dtype >= 0 && dtype < g_dtype_n && g_dtype_tails[dtype].s) {
-    size_t n = g_dtype_tails[dtype].n - head - 1;
-    memcpy(o, g_dtype_tails[dtype].s + head, n);
-    return o + n;
-  }
-  o = PUT_LIT(o, "\"torch.unknown");
-  o = put_i64(o, dtype);
-  *o++ = '"';
   return o;
 }
 

@@ -1,6 +1,7 @@
 /* sp_registry.c -- The process-wide registries: dtype names and operators.
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
 static pthread_mutex_t g_dtype_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Per dtype code, the end of a tensor object: '], "dtype": "torch.float32"}'. */
@@ -12,6 +13,7 @@ static dtype_tail *g_dtype_tails;
 static int g_dtype_n;
 static size_t g_dtype_tail_max = 64; /* >= every tail, the unknown one too */
 static atomic_int g_dtype_warned;
+static atomic_int g_dtype_unsaid; /* a dtype without a name was written */
 
 int sp_set_dtype_names(const char *const *names, int n) {
   if (n < 0 || (n && !names)) return SP_ERROR;
@@ -42,6 +44,34 @@ int sp_set_dtype_names(const char *const *names, int n) {
   pthread_mutex_unlock(&g_dtype_lock);
   return SP_OK;
 }
+
+SP_PRIVATE size_t dtype_tail_max(void) { return g_dtype_tail_max; }
+
+SP_PRIVATE char *put_dtype_tail(char *o, int64_t dtype) {
+  if (dtype < g_dtype_n && g_dtype_tails[dtype].s) {
+    memcpy(o, g_dtype_tails[dtype].s, g_dtype_tails[dtype].n);
+    return o + g_dtype_tails[dtype].n;
+  }
+  o = PUT_LIT(o, "], \"dtype\": \"torch.unknown");
+  o = put_i64(o, dtype);
+  if (!atomic_exchange(&g_dtype_warned, 1)) atomic_store(&g_dtype_unsaid, 1); /* tell_failure */
+  return PUT_LIT(o, "\"}");
+}
+
+SP_PRIVATE char *put_dtype_name(char *o, int64_t dtype) {
+  static const size_t head = sizeof("], \"dtype\": ") - 1;
+  if (dtype >= 0 && dtype < g_dtype_n && g_dtype_tails[dtype].s) {
+    size_t n = g_dtype_tails[dtype].n - head - 1;
+    memcpy(o, g_dtype_tails[dtype].s + head, n);
+    return o + n;
+  }
+  o = PUT_LIT(o, "\"torch.unknown");
+  o = put_i64(o, dtype);
+  *o++ = '"';
+  return o;
+}
+
+SP_PRIVATE int dtype_unknown_unsaid(void) { return atomic_exchange(&g_dtype_unsaid, 0); }
 
 /* Per table (SP_NAMES_*) and code, the name's JSON string body (escaped,
  * without quotes). Old tables stay allocated, as the dtype tails do. */
@@ -80,7 +110,7 @@ int sp_set_names(int table, const char *const *names, int n) {
 }
 
 /* The name of code in table, or NULL. */
-static const char *name_of(int64_t table, int64_t code) {
+SP_PRIVATE const char *name_of(int64_t table, int64_t code) {
   if (table < 0 || table >= SP_NAMES_N) return NULL;
   const name_table *t = &g_names[table];
   return code >= 0 && code < t->n ? t->s[code] : NULL;
@@ -104,14 +134,6 @@ static op_slot *g_op_map; /* key -> id, open addressing */
 static size_t g_op_map_cap, g_op_map_used;
 static atomic_uint g_op_epoch; /* bumped when a key is forgotten */
 static const void *const OP_TOMBSTONE = &g_op_map_cap;
-
-static size_t ptr_hash(const void *p) {
-  uint64_t x = (uint64_t)(uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return (size_t)x;
-}
 
 static op_slot *op_map_find(const void *key) {
   if (!g_op_map_cap) return NULL;
@@ -245,7 +267,20 @@ void sp_op_forget(const void *key) {
   pthread_mutex_unlock(&g_ops_lock);
 }
 
-static sp_op *op_get(int64_t id) {
+SP_PRIVATE sp_op *op_get(int64_t id) {
   if (id < 0 || id >= SP_MAX_OPS) return NULL;
   return atomic_load_explicit(&g_ops[id], memory_order_acquire);
+}
+
+SP_PRIVATE unsigned op_epoch(void) {
+  return atomic_load_explicit(&g_op_epoch, memory_order_acquire);
+}
+
+SP_PRIVATE void registry_fork_lock(void) {
+  pthread_mutex_lock(&g_ops_lock);
+  pthread_mutex_lock(&g_dtype_lock);
+}
+SP_PRIVATE void registry_fork_unlock(void) {
+  pthread_mutex_unlock(&g_dtype_lock);
+  pthread_mutex_unlock(&g_ops_lock);
 }

@@ -1,6 +1,7 @@
 /* sp_signal.c -- Fatal signals: async-signal-safe code only (no malloc, no locks).
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
 static const char *signal_name(int sig) {
   switch (sig) {
@@ -16,27 +17,27 @@ static const char *signal_name(int sig) {
 
 static atomic_int g_emergency_sig;
 
-void sp_emergency_close_all(void) {
-  pid_t me = getpid();
+/* A profiler of this process, closed by a dying thread. */
+static void close_dying(sp_profiler *p) {
+  if (p->closed || p->owner_pid != getpid() || atomic_load(&p->orphaned)) return;
   int sig = atomic_load(&g_emergency_sig);
-  for (sp_profiler *p = g_open; p; p = p->next_open) {
-    if (p->closed || p->owner_pid != me || atomic_load(&p->orphaned)) continue;
-    /* If this thread was interrupted while holding the lock, go on without
-     * it: a dying process wants its data more than consistency. */
-    int locked = lock_try(&p->lock);
-    atomic_store(&p->logging, 0);
-    p->closed = 1;
-    p->ended_by = sig ? signal_name(sig) : "emergency";
-    /* Keep an in-flight call's inputs: they are the point of a crash. */
-    size_t keep = p->file.spec_end > p->file.len ? p->file.spec_end : p->file.len;
-    if (p->file.fd >= 0 && ftruncate(p->file.fd, (off_t)keep) != 0) { /* nothing more to do */
-    }
-    summary_src s;
-    live_src(p, &s);
-    write_summary(p, &s);
-    if (locked) lock_release(&p->lock);
+  /* If this thread was interrupted while holding the lock, go on without
+   * it: a dying process wants its data more than consistency. */
+  int locked = lock_try(&p->lock);
+  atomic_store(&p->logging, 0);
+  p->closed = 1;
+  p->ended_by = sig ? signal_name(sig) : "emergency";
+  /* Keep an in-flight call's inputs: they are the point of a crash. */
+  if (p->file.fd >= 0 && ftruncate(p->file.fd, (off_t)file_tail(&p->file)) != 0) {
+    /* nothing more to do */
   }
+  summary_src s;
+  live_src(p, &s);
+  write_summary(p, &s);
+  if (locked) lock_release(&p->lock);
 }
+
+void sp_emergency_close_all(void) { open_each_unlocked(close_dying); }
 
 static const int k_fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM};
 #define N_FATAL (sizeof k_fatal / sizeof k_fatal[0])

@@ -1,9 +1,10 @@
 /* sp_sigs.c -- The signature table: hashing, lookup, the arena and text caches.
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
 /* ---- signatures -------------------------------------------------------- */
-static uint64_t sig_hash(const int64_t *w, size_t n) {
+SP_PRIVATE uint64_t sig_hash(const int64_t *w, size_t n) {
   /* One multiply per word, one final mix: these are short int arrays. */
   uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
   for (size_t i = 0; i < n; i++) h = (h + (uint64_t)w[i]) * 0xff51afd7ed558ccdULL;
@@ -20,7 +21,7 @@ static int words_equal(const int64_t *a, const int64_t *b, size_t n) {
 }
 
 /* The primary record of an inputs key, or -1. */
-static long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
+SP_PRIVATE long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
   if (!p->slot_cap) return -1;
   size_t mask = p->slot_cap - 1;
   for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
@@ -33,12 +34,12 @@ static long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t 
 }
 
 /* A variant's hash: its inputs key's, mixed with its outputs'. */
-static uint64_t variant_hash(uint64_t key_hash, const int64_t *out, size_t n) {
+SP_PRIVATE uint64_t variant_hash(uint64_t key_hash, const int64_t *out, size_t n) {
   return key_hash ^ (sig_hash(out, n) * 0x94D049BB133111EBULL + 0x2545F4914F6CDD1DULL);
 }
 
 /* The record of an inputs key with other outputs than its primary's, or -1. */
-static long variant_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n,
+SP_PRIVATE long variant_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n,
                          const int64_t *out, size_t out_n) {
   if (!p->vslot_cap) return -1;
   size_t mask = p->vslot_cap - 1;
@@ -53,7 +54,7 @@ static long variant_find(const sp_profiler *p, uint64_t h, const int64_t *w, siz
 }
 
 /* The outputs of record r are these. */
-static int outputs_equal(const sp_profiler *p, const sig_rec *r, const sp_enc *out) {
+SP_PRIVATE int outputs_equal(const sp_profiler *p, const sig_rec *r, const sp_enc *out) {
   return r->out_w_n == out->n && words_equal(p->arena + r->out_w_at, out->w, out->n);
 }
 
@@ -73,7 +74,7 @@ static size_t arena_put(sp_profiler *p, const int64_t *w, size_t n) {
 }
 
 /* Appends text; returns its offset, or (size_t)-1. */
-static size_t text_put(sp_profiler *p, const char *s, size_t n) {
+SP_PRIVATE size_t text_put(sp_profiler *p, const char *s, size_t n) {
   if (p->text_n + n > p->text_cap) {
     size_t cap = p->text_cap ? p->text_cap : 16384;
     while (cap < p->text_n + n) cap *= 2;
@@ -138,13 +139,13 @@ static long rec_add(sp_profiler *p, uint64_t h, size_t w_at, size_t w_n, long pr
 
 /* Adds the primary record of an inputs key known to be absent, without
  * outputs yet (the call is in flight); its index or -1 (NOMEM). */
-static long sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
+SP_PRIVATE long sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
   size_t at = arena_put(p, w, n);
   return at == (size_t)-1 ? -1 : rec_add(p, h, at, n, -1);
 }
 
 /* Record k's outputs are out: it is a signature now. 0 when out of memory. */
-static int sig_set_outputs(sp_profiler *p, long k, const sp_enc *out) {
+SP_PRIVATE int sig_set_outputs(sp_profiler *p, long k, const sp_enc *out) {
   size_t at = arena_put(p, out->w, out->n);
   if (at == (size_t)-1) return 0;
   p->recs[k].out_w_at = at;
@@ -156,14 +157,14 @@ static int sig_set_outputs(sp_profiler *p, long k, const sp_enc *out) {
 
 /* Adds the signature of primary prim's inputs with other outputs; its
  * index or -1 (NOMEM). */
-static long variant_add(sp_profiler *p, uint64_t h, long prim, const sp_enc *out) {
+SP_PRIVATE long variant_add(sp_profiler *p, uint64_t h, long prim, const sp_enc *out) {
   long k = rec_add(p, h, p->recs[prim].w_at, p->recs[prim].w_n, prim);
   if (k >= 0 && !sig_set_outputs(p, k, out)) return -1;
   return k;
 }
 
 /* Counts a call of operator id observed in a pass of phase slot phase. */
-static int count_op(sp_profiler *p, int id, int phase) {
+SP_PRIVATE int count_op(sp_profiler *p, int id, int phase) {
   if (id >= p->op_cap) {
     int cap = p->op_cap ? p->op_cap : 256;
     while (cap <= id) cap *= 2;
@@ -183,7 +184,7 @@ static int count_op(sp_profiler *p, int id, int phase) {
 }
 
 /* Takes back count_op (a call counted before it was known to be logged). */
-static void uncount_op(sp_profiler *p, int id, int phase) {
+SP_PRIVATE void uncount_op(sp_profiler *p, int id, int phase) {
   p->op_counts[id]--;
   if (phase >= 0) p->phase_stats[phase].calls--;
 }

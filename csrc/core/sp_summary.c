@@ -1,6 +1,7 @@
 /* sp_summary.c -- The summary: snapshot under the lock, written without it.
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
 /* A tiny buffered writer over a file descriptor: no malloc, so that the
  * fatal-signal path can use it. */
@@ -54,7 +55,7 @@ static void sort_ops(int *ids, int k, const long long *counts, const long long *
 }
 
 /* The counters; spinlock held (or a dying process). */
-static void counters(const sp_profiler *p, sp_stats *o) {
+SP_PRIVATE void counters(const sp_profiler *p, sp_stats *o) {
   o->records = p->records;
   o->passes = p->passes;
   o->logged_passes = p->logged_passes;
@@ -156,7 +157,7 @@ static int grow_snapshot(sp_profiler *p, int need, int need_phases, long long ne
 
 /* Takes the spinlock to copy the summary's data; summary_mu held (it guards
  * the copy). 0 on out of memory. */
-static int snapshot(sp_profiler *p, summary_src *s) {
+SP_PRIVATE int snapshot(sp_profiler *p, summary_src *s) {
   for (;;) {
     int need_ops = 0, need_phases = 0, need_graphs = 0;
     long long need_sigs = 0;
@@ -172,7 +173,7 @@ static int snapshot(sp_profiler *p, summary_src *s) {
 }
 
 /* The live profiler as a summary, for a dying process: no malloc, no lock. */
-static void live_src(sp_profiler *p, summary_src *s) {
+SP_PRIVATE void live_src(sp_profiler *p, summary_src *s) {
   int k = 0;
   for (int id = 0; id < p->op_cap; id++)
     if (p->op_counts[id]) p->op_order[k++] = id;
@@ -222,7 +223,7 @@ static int open_tmp_beside(const char *path, char *tmp, size_t cap) {
 
 /* Writes the summary to a temporary file and renames it into place. No
  * malloc, no locks. */
-static int write_summary(const sp_profiler *p, const summary_src *s) {
+SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
   char tmp[4096];
   fdw w;
   w.n = 0;
@@ -321,14 +322,14 @@ static int write_summary(const sp_profiler *p, const summary_src *s) {
  * spinlock not. */
 /* The summary could not be written (error e): recording goes on without
  * it, said once. No lock held. */
-static void summary_failed(sp_profiler *p, int e) {
+SP_PRIVATE void summary_failed(sp_profiler *p, int e) {
   if (atomic_exchange(&p->summary_said, 1)) return;
   char why[160];
   snprintf(why, sizeof why, ": %s; recording goes on without it", strerror(e));
   say("cannot write summary file ", p->summary_path, why);
 }
 
-static int write_summary_now(sp_profiler *p, const char *ended_by) {
+SP_PRIVATE int write_summary_now(sp_profiler *p, const char *ended_by) {
   summary_src s;
   if (!snapshot(p, &s)) return ENOMEM;
   if (ended_by) s.ended_by = ended_by;

@@ -1,8 +1,9 @@
 /* sp_text.c -- Growable buffers, JSON escaping, number formatting.
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
-static int buf_reserve(sp_buf *b, size_t extra) {
+SP_PRIVATE int buf_reserve(sp_buf *b, size_t extra) {
   if (b->n + extra <= b->cap) return 1;
   size_t cap = b->cap ? b->cap : 256;
   while (cap < b->n + extra) cap *= 2;
@@ -16,7 +17,7 @@ static int buf_reserve(sp_buf *b, size_t extra) {
   return 1;
 }
 
-static void buf_put(sp_buf *b, const char *s, size_t n) {
+SP_PRIVATE void buf_put(sp_buf *b, const char *s, size_t n) {
   if (!buf_reserve(b, n)) return;
   memcpy(b->p + b->n, s, n);
   b->n += n;
@@ -27,7 +28,7 @@ static const char k_digit_pairs[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-static char *put_u64(char *o, uint64_t v) {
+SP_PRIVATE char *put_u64(char *o, uint64_t v) {
   if (v < 10) { /* most sizes and ids are short: skip the general loop */
     *o = (char)('0' + v);
     return o + 1;
@@ -56,7 +57,7 @@ static char *put_u64(char *o, uint64_t v) {
   return o + n;
 }
 
-static char *put_i64(char *o, int64_t v) {
+SP_PRIVATE char *put_i64(char *o, int64_t v) {
   if (v < 0) {
     *o++ = '-';
     return put_u64(o, (uint64_t)0 - (uint64_t)v);
@@ -64,9 +65,9 @@ static char *put_i64(char *o, int64_t v) {
   return put_u64(o, (uint64_t)v);
 }
 
-static size_t fmt_i64(char *out, int64_t v) { return (size_t)(put_i64(out, v) - out); }
+SP_PRIVATE size_t fmt_i64(char *out, int64_t v) { return (size_t)(put_i64(out, v) - out); }
 
-static void buf_i64(sp_buf *b, int64_t v) {
+SP_PRIVATE void buf_i64(sp_buf *b, int64_t v) {
   if (!buf_reserve(b, 24)) return;
   b->n += fmt_i64(b->p + b->n, v);
 }
@@ -96,7 +97,7 @@ static size_t utf8_seq_len(const unsigned char *s, size_t left) {
  * U+FFFD, so that every line and the summary stay readable by json.loads.
  * Async-signal-safe (the dying-process summary uses it). */
 
-static void json_str(put_fn put, void *sink, const char *s, size_t len) {
+SP_PRIVATE void json_str(put_fn put, void *sink, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *u = (const unsigned char *)s;
   put(sink, "\"", 1);
@@ -153,14 +154,14 @@ static void json_str(put_fn put, void *sink, const char *s, size_t len) {
   put(sink, "\"", 1);
 }
 
-static void buf_sink(void *b, const char *s, size_t n) { buf_put((sp_buf *)b, s, n); }
+SP_PRIVATE void buf_sink(void *b, const char *s, size_t n) { buf_put((sp_buf *)b, s, n); }
 
-static void buf_json_str(sp_buf *b, const char *s, size_t len) {
+SP_PRIVATE void buf_json_str(sp_buf *b, const char *s, size_t len) {
   if (!buf_reserve(b, len + 2)) return;
   json_str(buf_sink, b, s, len);
 }
 
-static char *dup_buf(const sp_buf *b) {
+SP_PRIVATE char *dup_buf(const sp_buf *b) {
   char *s = malloc(b->n + 1);
   if (!s) return NULL;
   memcpy(s, b->p, b->n);
@@ -169,7 +170,7 @@ static char *dup_buf(const sp_buf *b) {
 }
 
 /* Writes one message line to stderr with write(2): usable anywhere. */
-static void say(const char *a, const char *b, const char *c) {
+SP_PRIVATE void say(const char *a, const char *b, const char *c) {
   const char *parts[4] = {"sgl_shapeprof: ", a, b, c};
   for (int i = 0; i < 4; i++)
     if (parts[i]) {

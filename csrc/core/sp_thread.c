@@ -1,11 +1,12 @@
 /* sp_thread.c -- Per-thread scratch: encodings and the operator cache.
- * Part of the core amalgamation (sp_core.c includes every part, in order,
- * after sp_internal.h): not compiled on its own. */
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h). */
+#include "sp_internal.h"
 
 sp_thread *sp_thread_new(void) {
   sp_thread *t = calloc(1, sizeof *t);
   if (t) {
-    t->epoch = atomic_load(&g_op_epoch);
+    t->epoch = op_epoch();
     t->prim = t->sig = -1;
   }
   return t;
@@ -23,7 +24,7 @@ void sp_thread_free(sp_thread *t) {
 }
 
 int sp_thread_op(sp_thread *t, const void *key) {
-  unsigned e = atomic_load_explicit(&g_op_epoch, memory_order_acquire);
+  unsigned e = op_epoch();
   if (e != t->epoch) {
     memset(t->cache, 0, sizeof t->cache);
     t->epoch = e;
