@@ -20,7 +20,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <typeinfo>
 #include <vector>
 
 namespace {
@@ -376,28 +375,11 @@ const char* c10_error_type(const c10::Error& e) {
   return "RuntimeError";
 }
 
-// Python errors raised inside a kernel travel as pybind11::error_already_set,
-// whose what() is "TypeName: message" (plus "\n\nAt:\n<traceback>" when
-// there is one). Splits that; false if it is not of that form.
-bool split_python_error(const char* what, std::string& type, std::string& msg) {
-  const char* colon = std::strstr(what, ": ");
-  if (!colon || colon == what) return false;
-  for (const char* c = what; c < colon; c++)
-    if (!(std::isalnum(static_cast<unsigned char>(*c)) || *c == '_' || *c == '.'))
-      return false;
-  type.assign(what, colon);
-  size_t dot = type.rfind('.');
-  if (dot != std::string::npos) type.erase(0, dot + 1);
-  msg.assign(colon + 2);
-  size_t at = msg.find("\n\nAt:\n");
-  if (at != std::string::npos) msg.resize(at);
-  return true;
-}
-
 std::atomic<sp_error_describer> g_describer{nullptr};
 
-// The exception object's own class name and str(), when the Python layer
-// can tell (a Python kernel's exception); false otherwise.
+// A kernel's exception that is not c10's, described by the layer that knows
+// it (the Python layer registers sp_pyerror.cpp's: a Python kernel's
+// exception, by its own class name and str()); false when none does.
 bool describe(sp_profiler* p, sp_thread* t, const std::exception& e) {
   sp_error_describer d = g_describer.load(std::memory_order_acquire);
   char *type = nullptr, *msg = nullptr;
@@ -416,16 +398,7 @@ void record_exception(sp_profiler* p, sp_thread* t, std::exception_ptr ex) {
     // str(e) in Python; TORCH_SHOW_CPP_STACKTRACES=1 adds the C++ trace.
     sp_call_fail(p, t, c10_error_type(e), e.what_without_backtrace());
   } catch (const std::exception& e) {
-    if (describe(p, t, e)) return;
-    std::string name = c10::demangle(typeid(e).name());
-    std::string type, msg;
-    if (name == "pybind11::error_already_set" && split_python_error(e.what(), type, msg)) {
-      sp_call_fail(p, t, type.c_str(), msg.c_str());
-    } else if (name == "torch::PythonError" || name == "python_error") {
-      sp_call_fail(p, t, "Exception", e.what());  // class unknown here
-    } else {
-      sp_call_fail(p, t, "RuntimeError", e.what());
-    }
+    if (!describe(p, t, e)) sp_call_fail(p, t, "RuntimeError", e.what());
   } catch (...) {
     sp_call_fail(p, t, "RuntimeError", "unknown C++ exception");
   }
