@@ -24,8 +24,17 @@
 
 namespace {
 
-// Fake sits between the backends and Python (or just above Python on older
-// torch): it sees exactly what a TorchDispatchMode sees. See README.
+// Why Fake. The stream to match is what a TorchDispatchMode (the Python key)
+// sees: below autograd and autocast, so composite ops arrive decomposed in
+// grad and no-grad mode, whole under inference_mode(), and autocast's casts
+// are visible. Fake sits there, next to Python (torch 2.13-2.15: just below
+// it; older torch: just above), and no core kernel registers a fallback on
+// it. Every other key in that range has a core owner; the free keys above
+// autograd (DeferredInit, TESTING_ONLY_GenericMode) see another stream.
+// PyTorch is adding a C++ fake-tensor fallback on Fake: sp_fallback_install
+// then refuses in one line (hasBackendFallbackForDispatchKey) rather than
+// fail inside torch, and the parity tests compare the stream with a
+// TorchDispatchMode logger record by record on every supported torch.
 constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 
 // For threads that inherit the TLS key but started no pass (autograd's). It
