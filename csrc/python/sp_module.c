@@ -1,5 +1,7 @@
 /*
  * sp_module.c -- sgl_shapeprof._C, the CPython binding (plain C API).
+ * Docstrings carry text signatures ("name($self, ...)\n--\n\n"), which
+ * inspect.signature reads: tests/test_stub.py checks _C.pyi against them.
  *
  * One type, Profiler, owning one sp_profiler. This is the one place where
  * profiler errors become Python exceptions (OSError, ValueError,
@@ -179,19 +181,20 @@ static PyObject *Profiler_get_summary_path(PyObject *self_, void *c) {
 
 static PyMethodDef Profiler_methods[] = {
     {"pass_begin", Profiler_pass_begin, METH_VARARGS,
-     "pass_begin(phase=None) -> bool: start a forward pass; True if logged."},
+     "pass_begin($self, phase=None, /)\n--\n\nStart a forward pass; True if logged."},
     {"graph_begin", Profiler_graph_begin, METH_VARARGS,
-     "graph_begin(phase, key) -> bool: start recording the capture of graph key; True if logged."},
+     "graph_begin($self, phase, key, /)\n--\n\n"
+     "Start recording the capture of graph key; True if logged."},
     {"graph_replay", Profiler_graph_replay, METH_VARARGS,
-     "graph_replay(key, n=1) -> bool: count n replays of graph key; True if counted."},
+     "graph_replay($self, key, n=1, /)\n--\n\nCount n replays of graph key; True if counted."},
     {"pass_reopen", Profiler_pass_reopen, METH_NOARGS,
-     "pass_reopen() -> bool: reopen the pass that ended last; True if logged."},
+     "pass_reopen($self, /)\n--\n\nReopen the pass that ended last; True if logged."},
     {"pass_end", Profiler_pass_end, METH_NOARGS,
-     "End the forward pass."},
+     "pass_end($self, /)\n--\n\nEnd the forward pass."},
     {"close", Profiler_close, METH_NOARGS,
-     "Trim the records file and write the summary (idempotent)."},
+     "close($self, /)\n--\n\nTrim the records file and write the summary (idempotent)."},
     {"stats", Profiler_stats, METH_NOARGS,
-     "Counters so far, as a dict."},
+     "stats($self, /)\n--\n\nCounters so far, as a dict."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Profiler_getset[] = {
@@ -208,7 +211,7 @@ static PyTypeObject ProfilerType = {
     .tp_basicsize = sizeof(ProfilerObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Profiler(path, rank=0, skip_warmup=0, log_n_passes=0, "
-              "dedupe=False, phases=None, args=False): the native profiler.",
+              "dedupe=False, phases=None, args=False)\n--\n\nThe native profiler.",
     .tp_new = PyType_GenericNew,
     .tp_init = Profiler_init,
     .tp_dealloc = Profiler_dealloc,
@@ -243,12 +246,14 @@ static PyObject *mod_resume_thread(PyObject *m, PyObject *noargs) {
 
 static PyMethodDef module_methods[] = {
     {"pause_thread", mod_pause_thread, METH_NOARGS,
+     "pause_thread($module, /)\n--\n\n"
      "Stop logging on this thread until resume_thread() (compilers)."},
     {"resume_thread", mod_resume_thread, METH_NOARGS,
-     "Undo pause_thread() if this thread's pass is still logged."},
+     "resume_thread($module, /)\n--\n\nUndo pause_thread() if this thread's pass is still logged."},
     {"thread_enabled", mod_thread_enabled, METH_NOARGS,
-     "Whether the fallback's dispatch key is in this thread's TLS."},
+     "thread_enabled($module, /)\n--\n\nWhether the fallback's dispatch key is in this thread's TLS."},
     {"fallback_installed", mod_fallback_installed, METH_NOARGS,
+     "fallback_installed($module, /)\n--\n\n"
      "Whether the dispatcher fallback is registered in this process."},
     {NULL, NULL, 0, NULL}};
 
