@@ -35,8 +35,8 @@ typedef struct sp_config {
   long long skip_warmup;   /* passes 1..skip_warmup are not logged */
   long long log_n_passes;  /* logged passes at most; 0 = unlimited */
   int dedupe;              /* write each signature once (FORMAT.md: its
-                              operation, inputs, outputs, the arguments that
-                              decide them, its phase and graph) */
+                              operation, inputs, outputs, arguments but
+                              floats where recorded, phase and graph) */
   const char *phases;      /* comma list of phases to log; NULL/"" = all */
   int args;                /* record non-tensor arguments and each input
                               tensor's strides, offset and device too */
@@ -139,8 +139,8 @@ int sp_set_names(int table, const char *const *names, int n);
  *              SP_ENC_TENSOR, <tensor> | SP_ENC_LIST, n, <entry> x n |
  *              SP_ENC_NONE
  *   <tensor> = dtype_code, ndim, size x ndim;  <entry> = <tensor> or -1 (None)
- * The inputs part, float values left out, and the outputs make the
- * signature (deduplication's key).
+ * The inputs part, float values left out, and the outputs are a call's part
+ * of its signature (deduplication's key; with its pass's phase and graph).
  *
  * With arguments (SP_LOGGING_ARGS), input tensors are "strided":
  *   dtype_code | SP_ENC_STRIDED, ndim, size x ndim, stride x ndim, offset,

@@ -102,7 +102,7 @@ struct sp_thread {
   long prim;       /* the record of its inputs (first outputs seen), or -1 */
   int counted;     /* a deduplicated repeat, already counted at begin */
   sp_enc expect;   /* ...whose outputs must be these (checked at the end) */
-  long sig;        /* the call's signature record (inputs and outputs), or -1 */
+  long sig;        /* the record of the call's signature, or -1 */
   size_t head_at;  /* where '"operation"' starts in prefix */
   int spec;        /* our prefix sits speculatively at the file's tail */
   size_t spec_at;  /* where it starts */
@@ -126,9 +126,10 @@ typedef struct sp_file {
   const sp_thread *spec_owner;
 } sp_file;
 
-/* A signature: what makes a call distinct to a reader of the file (its
- * operation, inputs, outputs, the arguments that decide them where they are
- * recorded, and its pass's phase and graph). Records are found by index and
+/* A signature (FORMAT.md; the one meaning of the word here): what makes a
+ * call distinct to a reader of the file. Its operation, its inputs' and
+ * outputs' shapes and dtypes, its arguments where they are recorded (all but
+ * float values), and its pass's phase and graph. Records are found by index and
  * never move. The first outputs seen with some inputs make the inputs'
  * "primary" record, found by the inputs alone (slots): most calls are its
  * repeats. Other outputs with the same inputs make "variant" records, found
@@ -271,7 +272,7 @@ struct sp_profiler {
   size_t slot_cap, n_prims;
   uint32_t *vslots; /* variants by inputs and outputs */
   size_t vslot_cap, n_variants;
-  int64_t *arena;  /* signature and outputs words */
+  int64_t *arena;  /* inputs keys and outputs words */
   size_t arena_n, arena_cap;
   char *text;      /* cached JSON text */
   size_t text_n, text_cap;
