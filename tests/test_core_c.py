@@ -83,3 +83,19 @@ def test_the_amalgamation_compiles_with_its_parts_reversed(tmp_path):
     r = subprocess.run([cc, *FLAGS, "-O2", "-iquote", CORE, "-c", "-o", os.devnull, str(src)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_each_layer_includes_only_what_it_may():
+    """csrc/core knows neither Python nor torch; csrc/torch (the fallback)
+    knows c10 and the core, not Python."""
+    banned = {
+        "core": ("Python.h", "pybind11/", "torch/", "c10/", "ATen/", "python/"),
+        "torch": ("Python.h", "pybind11/", "torch/csrc/", "python/"),
+    }
+    for layer, names in banned.items():
+        folder = os.path.join(CSRC, layer)
+        for f in sorted(os.listdir(folder)):
+            includes = re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]',
+                                  open(os.path.join(folder, f)).read(), re.M)
+            bad = [i for i in includes if i.startswith(names) and i != "torch/sp_fallback.h"]
+            assert not bad, f"csrc/{layer}/{f} includes {bad}"
