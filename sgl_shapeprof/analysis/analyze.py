@@ -328,17 +328,17 @@ def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
         "forward_passes": total_covered,
         "logged_forward_passes": total_logged,
         "passes_with_records": total_with_records,
-        "errors": [_sig_json(s) for s in a.errors],
+        "errors": [sig_json(s) for s in a.errors],
         "operations": [
             {"operation": o.operation, "calls": o.calls, "records": o.records, "errors": o.errors,
              "output_elements": o.out_elements, "by_file": o.by_source,
-             "signatures": [_sig_json(s) for s in o.signatures]}
+             "signatures": [sig_json(s) for s in o.signatures]}
             for o in a.ranked(top)
         ],
     }
 
 
-def _sig_json(s: Signature) -> dict:
+def sig_json(s: Signature) -> dict:
     d = {"inputs": s.inputs, "outputs": s.outputs, "count": s.count, "records": s.records,
          "first_call_id": s.first_call, "output_elements": s.out_elements}
     if s.phase is not None:

@@ -23,7 +23,7 @@ class ReadReport:
     zero_padding: int = 0             # bytes of zero padding skipped
 
 
-def _recover(text: str) -> Optional[dict]:
+def recover(text: str) -> Optional[dict]:
     """A cut record: complete it if its inputs are whole."""
     for tail in ("}", "}}", "]}}", "}]}}"):
         try:
@@ -84,7 +84,7 @@ class LineParser:
             return None
         rep = self.report
         rep.cut_last_line = True
-        rep.recovered = _recover(self.pending.decode("utf-8", "replace"))
+        rep.recovered = recover(self.pending.decode("utf-8", "replace"))
         return rep.recovered
 
 

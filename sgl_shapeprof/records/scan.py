@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, Iterable, List, Optional, Tuple
 
-from .reader import LineParser, ReadReport, _recover
+from .reader import LineParser, ReadReport, recover
 
 
 class InputError(Exception):
@@ -200,7 +200,7 @@ def check_records(path: str, f: IO[bytes]) -> None:
     try:
         rec = json.loads(first)
     except ValueError:
-        rec = _recover(first.rstrip(b"\0").decode("utf-8", "replace"))
+        rec = recover(first.rstrip(b"\0").decode("utf-8", "replace"))
         if rec is None:
             printable = sum(32 <= b < 127 or b in (9, 10, 13) for b in first[:256])
             what = ("binary data" if printable < 0.9 * min(len(first), 256)
