@@ -127,6 +127,30 @@ def test_reader_on_zero_padded_file(tmp_path):
     assert reader.report.zero_padding == 5000
 
 
+@pytest.mark.parametrize("ext", ["", ".gz", ".zst"])
+def test_reader_reads_what_the_cli_reads(tmp_path, ext):
+    """RecordReader and read_records read .jsonl.gz and .jsonl.zst as the
+    commands do (they once yielded 0 records from a .gz, silently)."""
+    import gzip
+    recs = [{"call_id": i, "forward_pass": 1, "operation": "aten.relu.default",
+             "inputs": {}, "outputs": None} for i in (1, 2, 3)]
+    data = "".join(json.dumps(r) + "\n" for r in recs).encode()
+    if ext == ".gz":
+        data = gzip.compress(data)
+    elif ext == ".zst":
+        zstandard = pytest.importorskip("zstandard")
+        data = zstandard.ZstdCompressor().compress(data)
+    path = tmp_path / f"c.jsonl{ext}"
+    path.write_bytes(data)
+    reader = RecordReader(path)
+    assert list(reader) == recs
+    assert reader.report.records == 3 and not reader.report.bad_lines
+    from sgl_shapeprof import read_records
+    assert read_records(str(path)) == recs
+    with open(path, "rb") as f:  # an open file of compressed bytes too
+        assert list(RecordReader(f)) == recs
+
+
 FULL_DISK = r'''
 import json, resource, signal, sys, torch
 from sgl_shapeprof import ShapeProfiler

@@ -12,8 +12,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, TextIO, Tuple
 
-from ..records.scan import (Filter, Signature, Source, close_names, format_inputs, format_value,
-                   load_summary, open_records, check_records, summary_path_for)
+from ..records.reader import SummaryError, open_records, read_summary, summary_path_for
+from ..records.scan import Filter, Signature, Source, close_names
+from ..records.values import format_inputs, format_value
 
 
 @dataclass
@@ -376,13 +377,15 @@ class Timeline:
 def quick_counts(path: str) -> Tuple[Dict[str, int], str]:
     """--quick: operation counts without reading signatures -- the summary's
     when it is there (true counts), else one pass over the operation names."""
-    s, _ = load_summary(path)
+    try:
+        s: Optional[dict] = read_summary(summary_path_for(path))
+    except SummaryError:
+        s = None
     if s and isinstance(s.get("operation_counts"), dict):
         return dict(s["operation_counts"]), f"from {summary_path_for(path)}"
     counts: Dict[str, int] = defaultdict(int)
     f = open_records(path)
     try:
-        check_records(path, f)
         for line in f:
             i = line.find(b'"operation": "')
             if i < 0:

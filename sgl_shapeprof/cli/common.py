@@ -9,7 +9,8 @@ import re
 import sys
 from typing import IO, Iterator, List, Optional
 
-from ..records.scan import Filter, InputError, Source, expand_paths, parse_passes, scan
+from ..records.reader import InputError
+from ..records.scan import Filter, Source, expand_paths, parse_passes, scan
 
 
 class CommandFailed(Exception):

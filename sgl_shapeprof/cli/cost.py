@@ -8,7 +8,7 @@ import sys
 
 from ..analysis.analyze import build
 from ..analysis.cost import by_op, costs, device_for, format_time, peaks_text
-from ..records.scan import format_inputs, format_value, human
+from ..records.values import format_inputs, format_value, human
 from .common import fail, scan_files
 
 

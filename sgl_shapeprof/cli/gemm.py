@@ -11,7 +11,7 @@ from typing import List
 from ..analysis.analyze import build
 from ..analysis.gemm import FIELDS, GEMM_OPS, Gemm, custom_ops, gemms
 from ..analysis.tunableop import untuned
-from ..records.scan import human
+from ..records.values import human
 from .common import fail, open_new, scan_files
 
 

@@ -15,7 +15,8 @@ from .common import CommandFailed, fail, open_new, scan_files
 def _analyze(args: argparse.Namespace) -> int:
     from ..analysis.analyze import Sections, Timeline, analysis_json, build, print_analysis, quick_counts
     if args.quick:
-        from ..records.scan import InputError, expand_paths
+        from ..records.reader import InputError
+        from ..records.scan import expand_paths
         try:
             for path in expand_paths(args.files):
                 counts, how = quick_counts(path)

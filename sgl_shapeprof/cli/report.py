@@ -7,7 +7,7 @@ import os
 from ..analysis.analyze import build
 from ..analysis.cost import device_for
 from ..analysis.report import render
-from ..records.scan import human
+from ..records.values import human
 from .common import fail, new_output, scan_files
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 
-from ..records.scan import Source, format_value, short_dtype
+from ..records.scan import Source
+from ..records.values import format_value, short_dtype
 
 WARMUP = 3
 MIN_ITERATIONS = 10

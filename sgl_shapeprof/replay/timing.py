@@ -6,7 +6,7 @@ import math
 import os
 import time
 from typing import Callable, List, Optional, Tuple
-from ..records.scan import format_value
+from ..records.values import format_value
 from .calls import (MAX_COPIES, MAX_ITERATIONS, MIN_ITERATIONS, TARGET_NS, WARMUP, Call, NotReplayable, Replayed,
                     first_line, check)
 
