@@ -151,6 +151,24 @@ def test_reader_reads_what_the_cli_reads(tmp_path, ext):
         assert list(RecordReader(f)) == recs
 
 
+def test_one_summary_lookup(tmp_path):
+    """read_summary takes the summary or the records file beside it, and says
+    why there is none with one error type (a ValueError)."""
+    from sgl_shapeprof import read_summary
+    from sgl_shapeprof.records.reader import SummaryError
+    (tmp_path / "s_summary.json").write_text('{"total_operations": 3}')
+    for p in ("s_summary.json", "s.jsonl", "s.jsonl.gz"):
+        assert read_summary(tmp_path / p) == {"total_operations": 3}
+    with pytest.raises(SummaryError, match="no summary beside it"):
+        read_summary(tmp_path / "t.jsonl")
+    (tmp_path / "u_summary.json").write_text("[1]")
+    with pytest.raises(ValueError, match="not a summary"):
+        read_summary(tmp_path / "u_summary.json")
+    (tmp_path / "v_summary.json").write_text("{")
+    with pytest.raises(SummaryError, match="unreadable"):
+        read_summary(tmp_path / "v.jsonl")
+
+
 FULL_DISK = r'''
 import json, resource, signal, sys, torch
 from sgl_shapeprof import ShapeProfiler
