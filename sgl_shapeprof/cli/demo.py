@@ -14,4 +14,5 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..demo import run_demo
-    return run_demo(args.dir, decode_steps=args.decode_steps, diffusion_steps=args.steps)
+    run_demo(args.dir, decode_steps=args.decode_steps, diffusion_steps=args.steps)
+    return 0
