@@ -8,7 +8,8 @@ sources' syntax trees, imports inside functions included:
 - integrations/ uses only public names of the rest of the package;
 - no module imports another's private names (`from .x import _y`, `x._y`);
 - no module outside cli/ exits the process or prints the CLI's
-  `sgl-shapeprof CMD: ...` messages.
+  `sgl-shapeprof CMD: ...` messages;
+- cli/ has one module per command; cli/main.py only assembles and dispatches.
 
 Each rule is also run on a copy of the tree with one offence added, to show
 that the checker sees it.
@@ -245,6 +246,24 @@ def exits_outside_cli(mods: Dict[str, Module]) -> List[str]:
     return out
 
 
+def commands_outside_their_modules(mods: Dict[str, Module]) -> List[str]:
+    """cli/main.py assembles the parser and dispatches, nothing else; every
+    other cli/ module but common.py is one command: add_parser() and run()."""
+    out = []
+    main = mods[f"{PKG}.cli.main"]
+    for node in main.tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in ("build_parser", "main"):
+            out.append(f"{_where(main, node.lineno)}: cli/main.py defines {node.name}: a command's code")
+    for m in mods.values():
+        if not _inside(m.name, f"{PKG}.cli") or m.name.rpartition(".")[2] in ("cli", "main", "common"):
+            continue
+        defs = {n.name for n in m.tree.body if isinstance(n, ast.FunctionDef)}
+        missing = {"add_parser", "run"} - defs
+        if missing:
+            out.append(f"{_where(m, 1)}: {m.name} is not a command module (no {', '.join(sorted(missing))})")
+    return out
+
+
 RULES = {
     "recording imports neither analysis nor cli":
         lambda mods: forbidden_imports(mods, f"{PKG}.recording", [f"{PKG}.analysis", f"{PKG}.cli"]),
@@ -256,6 +275,7 @@ RULES = {
         lambda mods: private_uses(mods, f"{PKG}.integrations", PKG),
     "no private names cross modules": private_uses,
     "only cli exits or prints the CLI's messages": exits_outside_cli,
+    "one module per command": commands_outside_their_modules,
 }
 
 
@@ -292,6 +312,7 @@ BREAKAGES = {
     "no private names cross modules": ("analysis/gemm.py", "from .cost import _private_thing\n"),
     "only cli exits or prints the CLI's messages":
         ("replay/output.py", "def _f(cmd):\n    print(f\"sgl-shapeprof {cmd}: no\")\n    sys.exit(2)\n"),
+    "one module per command": ("cli/main.py", "def _stats(args):\n    return 0\n"),
 }
 
 
