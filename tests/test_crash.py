@@ -127,6 +127,48 @@ def test_reader_on_zero_padded_file(tmp_path):
     assert reader.report.zero_padding == 5000
 
 
+@pytest.mark.parametrize("ext", ["", ".gz", ".zst"])
+def test_reader_reads_what_the_cli_reads(tmp_path, ext):
+    """RecordReader and read_records read .jsonl.gz and .jsonl.zst as the
+    commands do (they once yielded 0 records from a .gz, silently)."""
+    import gzip
+    recs = [{"call_id": i, "forward_pass": 1, "operation": "aten.relu.default",
+             "inputs": {}, "outputs": None} for i in (1, 2, 3)]
+    data = "".join(json.dumps(r) + "\n" for r in recs).encode()
+    if ext == ".gz":
+        data = gzip.compress(data)
+    elif ext == ".zst":
+        zstandard = pytest.importorskip("zstandard")
+        data = zstandard.ZstdCompressor().compress(data)
+    path = tmp_path / f"c.jsonl{ext}"
+    path.write_bytes(data)
+    reader = RecordReader(path)
+    assert list(reader) == recs
+    assert reader.report.records == 3 and not reader.report.bad_lines
+    from sgl_shapeprof import read_records
+    assert read_records(str(path)) == recs
+    with open(path, "rb") as f:  # an open file of compressed bytes too
+        assert list(RecordReader(f)) == recs
+
+
+def test_one_summary_lookup(tmp_path):
+    """read_summary takes the summary or the records file beside it, and says
+    why there is none with one error type (a ValueError)."""
+    from sgl_shapeprof import read_summary
+    from sgl_shapeprof.records.reader import SummaryError
+    (tmp_path / "s_summary.json").write_text('{"total_operations": 3}')
+    for p in ("s_summary.json", "s.jsonl", "s.jsonl.gz"):
+        assert read_summary(tmp_path / p) == {"total_operations": 3}
+    with pytest.raises(SummaryError, match="no summary beside it"):
+        read_summary(tmp_path / "t.jsonl")
+    (tmp_path / "u_summary.json").write_text("[1]")
+    with pytest.raises(ValueError, match="not a summary"):
+        read_summary(tmp_path / "u_summary.json")
+    (tmp_path / "v_summary.json").write_text("{")
+    with pytest.raises(SummaryError, match="unreadable"):
+        read_summary(tmp_path / "v.jsonl")
+
+
 FULL_DISK = r'''
 import json, resource, signal, sys, torch
 from sgl_shapeprof import ShapeProfiler

@@ -12,8 +12,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, TextIO, Tuple
 
-from ..records.scan import (Filter, Signature, Source, close_names, format_inputs, format_value,
-                   load_summary, open_records, check_records, summary_path_for)
+from ..records.reader import SummaryError, open_records, read_summary, summary_path_for
+from ..records.scan import Filter, Signature, Source, close_names
+from ..records.values import format_inputs, format_value
 
 
 @dataclass
@@ -328,17 +329,17 @@ def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
         "forward_passes": total_covered,
         "logged_forward_passes": total_logged,
         "passes_with_records": total_with_records,
-        "errors": [_sig_json(s) for s in a.errors],
+        "errors": [sig_json(s) for s in a.errors],
         "operations": [
             {"operation": o.operation, "calls": o.calls, "records": o.records, "errors": o.errors,
              "output_elements": o.out_elements, "by_file": o.by_source,
-             "signatures": [_sig_json(s) for s in o.signatures]}
+             "signatures": [sig_json(s) for s in o.signatures]}
             for o in a.ranked(top)
         ],
     }
 
 
-def _sig_json(s: Signature) -> dict:
+def sig_json(s: Signature) -> dict:
     d = {"inputs": s.inputs, "outputs": s.outputs, "count": s.count, "records": s.records,
          "first_call_id": s.first_call, "output_elements": s.out_elements}
     if s.phase is not None:
@@ -376,13 +377,15 @@ class Timeline:
 def quick_counts(path: str) -> Tuple[Dict[str, int], str]:
     """--quick: operation counts without reading signatures -- the summary's
     when it is there (true counts), else one pass over the operation names."""
-    s, _ = load_summary(path)
+    try:
+        s: Optional[dict] = read_summary(summary_path_for(path))
+    except SummaryError:
+        s = None
     if s and isinstance(s.get("operation_counts"), dict):
         return dict(s["operation_counts"]), f"from {summary_path_for(path)}"
     counts: Dict[str, int] = defaultdict(int)
     f = open_records(path)
     try:
-        check_records(path, f)
         for line in f:
             i = line.find(b'"operation": "')
             if i < 0:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ..records.scan import Signature
+from ..records.values import broadcast_shape
 
 
 @dataclass(frozen=True)
@@ -125,13 +126,6 @@ def _composite(op: str, ins: dict, out: object) -> Optional[int]:
         if q and k and v and len(q) == 4:
             return int(fc.sdpa_flop_count(q, k, v))
     return None
-
-
-def broadcast_shape(a: Tuple[int, ...], b: Tuple[int, ...]) -> Tuple[int, ...]:
-    n = max(len(a), len(b))
-    a = (1,) * (n - len(a)) + a
-    b = (1,) * (n - len(b)) + b
-    return tuple(max(x, y) for x, y in zip(a, b))
 
 
 _OVERLOADS: Dict[str, object] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, TextIO, Tuple
 
-from .analyze import build, _sig_json
+from .analyze import build, sig_json
 from ..records.scan import Signature, Source
 
 
@@ -103,9 +103,9 @@ def diff_json(d: Diff) -> dict:
     return {
         "a": [s.path for s in d.a], "b": [s.path for s in d.b],
         "differs": d.differs,
-        "only_in_a": [dict(_sig_json(s), operation=s.operation) for s in d.only_a],
-        "only_in_b": [dict(_sig_json(s), operation=s.operation) for s in d.only_b],
-        "count_changes": [dict(_sig_json(s), operation=s.operation, count_a=x, count_b=y)
+        "only_in_a": [dict(sig_json(s), operation=s.operation) for s in d.only_a],
+        "only_in_b": [dict(sig_json(s), operation=s.operation) for s in d.only_b],
+        "count_changes": [dict(sig_json(s), operation=s.operation, count_a=x, count_b=y)
                           for s, x, y in d.changed],
         "operation_changes": [{"operation": op, "calls_a": x, "calls_b": y} for op, x, y in d.ops],
     }

@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from ..records.scan import Signature, short_dtype
+from ..records.scan import Signature
+from ..records.values import broadcast_shape, short_dtype
 
 # operation name (no namespace, no overload) -> names of its (A, B) inputs
 GEMM_OPS: Dict[str, Tuple[str, str]] = {
@@ -110,7 +111,6 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
             sa = [1] + sa
         if len(sb) == 1:
             sb = sb + [1]
-        from .cost import broadcast_shape
         batch = math.prod(broadcast_shape(tuple(sa[:-2]), tuple(sb[:-2])))
         m, k, n, layout = sa[-2], sa[-1], sb[-1], "KN"
     else:  # mm, addmm, _scaled_mm, _int_mm

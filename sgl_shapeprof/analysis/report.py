@@ -17,7 +17,8 @@ from typing import Dict, List, Tuple
 from .. import __version__
 from .analyze import Analysis, filters_text, passes_of
 from .cost import Cost, Device, format_time, peaks_text
-from ..records.scan import Source, format_inputs
+from ..records.scan import Source
+from ..records.values import format_inputs
 
 TOP = 30
 NO_PHASE = "(no phase)"

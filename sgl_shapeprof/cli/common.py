@@ -9,7 +9,8 @@ import re
 import sys
 from typing import IO, Iterator, List, Optional
 
-from ..records.scan import Filter, InputError, Source, expand_paths, parse_passes, scan
+from ..records.reader import InputError
+from ..records.scan import Filter, Source, expand_paths, parse_passes, scan
 
 
 class CommandFailed(Exception):
@@ -50,6 +51,18 @@ def new_output(path: str, force: bool, newline: Optional[str] = None) -> Iterato
         raise
     finally:
         f.close()
+
+
+def add_filters(p: argparse.ArgumentParser) -> None:
+    """The options filter_of reads: every command that scans takes them."""
+    p.add_argument("--filter-op", metavar="PATTERN",
+                   help="only operations matching PATTERN (case-insensitive; a word is a substring, "
+                        "a regex is searched)")
+    p.add_argument("--phase", metavar="LABEL", help="only calls in passes with this phase label")
+    p.add_argument("--passes", metavar="A-B", help="only calls in forward passes A to B (also A, A-)")
+    p.add_argument("--min-elements", type=int, default=0, metavar="N",
+                   help="only calls whose outputs have at least N elements")
+    p.add_argument("--max-entries", type=int, default=0, metavar="N", help="read at most N records per file")
 
 
 def filter_of(args: argparse.Namespace) -> Filter:

@@ -8,8 +8,22 @@ import sys
 
 from ..analysis.analyze import build
 from ..analysis.cost import by_op, costs, device_for, format_time, peaks_text
-from ..records.scan import format_inputs, format_value, human
-from .common import fail, scan_files
+from ..records.values import format_inputs, format_value, human
+from .common import add_filters, fail, scan_files
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> None:
+    c = sub.add_parser("cost", help="FLOPs and bytes per signature (torch's formulas), roofline time with --gpu")
+    c.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    add_filters(c)
+    c.add_argument("--gpu", metavar="NAME", help="roofline on this GPU: H100, H200, B200, A100, MI300X")
+    c.add_argument("--peak-tflops", type=float, metavar="T", help="dense peak TFLOP/s (instead of --gpu)")
+    c.add_argument("--bandwidth", type=float, metavar="TB/s", help="memory bandwidth TB/s (instead of --gpu)")
+    c.add_argument("--top", type=int, metavar="N", help="only the N costliest signatures")
+    c.add_argument("--by-op", action="store_true", help="one row per operator instead of per signature")
+    c.add_argument("--csv", action="store_true", help="CSV on stdout")
+    c.add_argument("--json", action="store_true", help="JSON on stdout")
+    c.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

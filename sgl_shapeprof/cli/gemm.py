@@ -11,8 +11,24 @@ from typing import List
 from ..analysis.analyze import build
 from ..analysis.gemm import FIELDS, GEMM_OPS, Gemm, custom_ops, gemms
 from ..analysis.tunableop import untuned
-from ..records.scan import human
-from .common import fail, open_new, scan_files
+from ..records.values import human
+from .common import add_filters, fail, open_new, scan_files
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> None:
+    g = sub.add_parser("gemm", help="every matrix multiply as M, N, K, batch, dtypes, count, FLOPs")
+    g.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    add_filters(g)
+    g.add_argument("--op", action="append", default=[], metavar="NAME[:A,B]",
+                   help="also a custom GEMM op: its name, optionally its two matrix inputs' names "
+                        "(default: the first two 2-D+ tensor inputs)")
+    g.add_argument("--top", type=int, metavar="N", help="only the N GEMMs with the most FLOPs")
+    g.add_argument("--csv", action="store_true", help="CSV on stdout")
+    g.add_argument("--json", action="store_true", help="JSON on stdout")
+    g.add_argument("--tunableop", metavar="FILE.csv",
+                   help="write the GEMMs as TunableOp untuned entries (torch.cuda.tunable.tune_gemm_in_file)")
+    g.add_argument("--force", action="store_true", help="let --tunableop replace an existing file")
+    g.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

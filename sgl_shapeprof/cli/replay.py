@@ -10,7 +10,7 @@ from typing import List
 
 from ..records.scan import Source
 from ..replay import as_json, compare, default_max_bytes, distinct_calls, print_table, replay, write_csv
-from .common import fail, new_output, scan_files
+from .common import add_filters, fail, new_output, scan_files
 
 
 def _bar(label: str):
@@ -26,6 +26,36 @@ def _bar(label: str):
         print(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} {what}\033[K",
               end="", file=sys.stderr, flush=True)
     return show
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> None:
+    rl = sub.add_parser("replay", help="run each distinct recorded call again (files recorded with --args) "
+                                       "and time it: where the operator time goes on this device")
+    rl.add_argument("files", nargs="*", metavar="FILE", help="records files (or globs) recorded with --args")
+    add_filters(rl)
+    rl.add_argument("--top", type=int, metavar="N", help="only the N distinct calls that ran most often")
+    rl.add_argument("--device", metavar="DEV", help="replay every call on DEV (cpu, cuda, cuda:1) instead "
+                                                    "of where it was recorded")
+    rl.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N) first")
+    rl.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                    help="import MODULE first: it registers operators the file calls (sgl_kernel, ...)")
+    rl.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed runs per call (default 3)")
+    rl.add_argument("--iterations", type=int, metavar="N",
+                    help="timed runs per call (default: 10 to 1000, about 10 ms)")
+    rl.add_argument("--warm-cache", action="store_true",
+                    help="run each call on one set of inputs, which stays cached from run to run "
+                         "(default: rotate among copies that together exceed the L2 cache)")
+    rl.add_argument("--max-memory", type=float, metavar="GIB",
+                    help="skip calls whose inputs in host memory need more (default: half of "
+                         "this machine's memory)")
+    rl.add_argument("--csv", nargs="?", const="-", metavar="FILE",
+                    help="CSV per distinct call, to FILE (the table is printed too) or stdout")
+    rl.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                    help="JSON list, one object per distinct call, to FILE or stdout")
+    rl.add_argument("--force", action="store_true", help="let --csv/--json replace an existing file")
+    rl.add_argument("--compare", nargs=2, metavar=("A.csv", "B.csv"),
+                    help="per-call speed-up of B over A, from two replays' CSVs (before/after, two devices)")
+    rl.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

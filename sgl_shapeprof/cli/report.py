@@ -7,8 +7,18 @@ import os
 from ..analysis.analyze import build
 from ..analysis.cost import device_for
 from ..analysis.report import render
-from ..records.scan import human
-from .common import fail, new_output, scan_files
+from ..records.values import human
+from .common import add_filters, fail, new_output, scan_files
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> None:
+    rp = sub.add_parser("report", help="one self-contained HTML page of plots")
+    rp.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    add_filters(rp)
+    rp.add_argument("-o", "--output", default="shapes_report.html", help="the HTML file (default shapes_report.html)")
+    rp.add_argument("--gpu", metavar="NAME", default="H100", help="GPU for estimated times (default H100)")
+    rp.add_argument("--force", action="store_true", help="replace an existing output file")
+    rp.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

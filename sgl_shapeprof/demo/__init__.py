@@ -6,7 +6,7 @@ import sys
 import time
 
 
-def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> int:
+def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> None:
     import torch
 
     from .. import ShapeProfiler
@@ -45,4 +45,3 @@ def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> i
     print("Next: sgl-shapeprof analyze FILE --show-shapes [--filter-op PATTERN]; gemm FILE; cost FILE --gpu H100; "
           "report FILE; replay FILE")
     sys.stdout.flush()
-    return 0

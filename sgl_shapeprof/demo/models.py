@@ -1,4 +1,6 @@
-"""Tiny models with random weights for the demo, the tests and the benchmarks.
+"""The demo's tiny models, with random weights (`sgl-shapeprof demo` runs all
+of this file; the tests and benchmarks run the same models, on other
+devices and sizes through the parameters).
 
 A Llama-style decoder (RMSNorm, rotary embeddings, grouped-query attention
 with a KV cache, SwiGLU) run as one prefill pass and several decode passes,

@@ -12,7 +12,7 @@ from .config import (DEFAULT_FILE, ENV_ENABLE, ENV_FILE, ENV_LOG_N_PASSES, ENV_P
                      ConfigError, env_rank, read_env)
 from .messages import say, say_once
 from .on_request import OnRequestProfiler
-from .profiler import ShapeProfiler, _check_count
+from .profiler import ShapeProfiler, check_count
 
 _env_profiler: Optional[ShapeProfiler] = None
 _env_lock = threading.Lock()
@@ -28,7 +28,7 @@ def env_profiler() -> Optional[ShapeProfiler]:
 def resolve_rank(rank: Optional[int] = None) -> int:
     """rank, else $RANK, else $LOCAL_RANK, else torch.distributed's rank, else 0."""
     if rank is not None:
-        return _check_count("rank", rank)
+        return check_count("rank", rank)
     r = env_rank()
     if r is not None:
         return r

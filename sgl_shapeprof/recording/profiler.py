@@ -45,7 +45,7 @@ def _here() -> _ThreadPass:
     except AttributeError:
         st = _tls.state = _ThreadPass()
         return st
-def _check_count(name: str, value: int) -> int:
+def check_count(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 0:
@@ -134,9 +134,9 @@ class ShapeProfiler(PassContext):
         path = os.fspath(output)
         if not isinstance(path, str) or not path:
             raise ValueError("output must be a non-empty path")
-        _check_count("rank", rank)
-        _check_count("skip_warmup", skip_warmup)
-        _check_count("log_n_passes", log_n_passes)
+        check_count("rank", rank)
+        check_count("skip_warmup", skip_warmup)
+        check_count("log_n_passes", log_n_passes)
         selected = phase_filter(phases, "phases")
         phase_list = ",".join(sorted(selected)) if selected else None
         from ._native import load

@@ -1,4 +1,9 @@
-"""Streaming reader for records files, including ones a crash left behind.
+"""Reading records files: the one place that opens them (plain, .gz, .zst),
+tells a records file from something else, parses their lines, and finds
+their summaries. RecordReader is the public reader; the scan under every
+command uses the same opening, check and line parser.
+
+Files a crash left behind are read too.
 
 A process that died while profiling can leave (a) the half record of the call
 that was running -- its inputs, without outputs -- and (b) zero bytes after the
@@ -8,10 +13,57 @@ with "outputs": null and "incomplete": true.
 """
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
 from dataclasses import dataclass, field
 from typing import IO, Any, Iterator, List, Optional, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class InputError(ValueError):
+    """A file that cannot be read as records: the message says what it is."""
+
+
+class SummaryError(InputError):
+    """No readable summary: the message says why (missing, unreadable, not a
+    summary)."""
+
+
+def summary_path_for(records_path: PathLike) -> str:
+    """shapes.jsonl -> shapes_summary.json, as the profiler names it (a
+    compressed copy, shapes.jsonl.gz, maps to the same summary)."""
+    d, base = os.path.split(os.fspath(records_path))
+    for ext in (".gz", ".zst"):
+        if base.endswith(ext) and len(base) > len(ext):
+            base = base[: -len(ext)]
+            break
+    for ext in (".jsonl", ".json"):
+        if base.endswith(ext) and len(base) > len(ext):
+            base = base[: -len(ext)]
+            break
+    return os.path.join(d, base + "_summary.json")
+
+
+def read_summary(path: PathLike) -> dict:
+    """The summary: `path` is the summary file itself (..._summary.json) or
+    the records file it is beside. SummaryError says why there is none."""
+    path = os.fspath(path)
+    beside = not path.endswith("_summary.json")
+    sp = summary_path_for(path) if beside else path
+    try:
+        with open(sp, "rb") as f:
+            s = json.load(f)
+    except FileNotFoundError:
+        raise SummaryError(f"no summary beside it ({os.path.basename(sp)})" if beside
+                           else f"no such file: {sp}") from None
+    except (OSError, ValueError) as e:
+        raise SummaryError(f"its summary {sp} is unreadable ({e})") from None
+    if not isinstance(s, dict):
+        raise SummaryError(f"its summary {sp} is not a summary")
+    return s
 
 
 @dataclass
@@ -23,7 +75,7 @@ class ReadReport:
     zero_padding: int = 0             # bytes of zero padding skipped
 
 
-def _recover(text: str) -> Optional[dict]:
+def recover(text: str) -> Optional[dict]:
     """A cut record: complete it if its inputs are whole."""
     for tail in ("}", "}}", "]}}", "}]}}"):
         try:
@@ -84,7 +136,7 @@ class LineParser:
             return None
         rep = self.report
         rep.cut_last_line = True
-        rep.recovered = _recover(self.pending.decode("utf-8", "replace"))
+        rep.recovered = recover(self.pending.decode("utf-8", "replace"))
         return rep.recovered
 
 
@@ -95,16 +147,18 @@ class RecordReader:
     reader.report then says what was cut or skipped.
     """
 
-    def __init__(self, source: Union[str, "os.PathLike[str]", IO[bytes]]):
+    def __init__(self, source: Union[PathLike, IO[bytes]]):
         self.source = source
         self.report = ReadReport()
 
     def __iter__(self) -> Iterator[dict]:
-        f = open(self.source, "rb") if isinstance(self.source, (str, os.PathLike)) else self.source
+        f = open_records(self.source)
         try:
             yield from self._read(f)
+        except (OSError, EOFError) as e:  # a corrupt .gz, say
+            raise InputError(f"cannot read {_name(self.source)}: {e}") from None
         finally:
-            if f is not self.source:
+            if isinstance(self.source, (str, os.PathLike)):
                 f.close()
 
     def _read(self, f: IO[bytes]) -> Iterator[dict]:
@@ -120,11 +174,92 @@ class RecordReader:
             yield recovered
 
 
-def read_records(path: Union[str, "os.PathLike[str]"]) -> List[dict]:
+def read_records(path: PathLike) -> List[dict]:
     """All records of a (small) file as a list; see RecordReader for big ones."""
     return list(RecordReader(path))
 
 
-def read_summary(path: Union[str, "os.PathLike[str]"]) -> dict:
-    with open(path, "r", encoding="utf-8") as f:
-        return json.load(f)
+_GZIP = b"\x1f\x8b"
+_ZSTD = b"\x28\xb5\x2f\xfd"
+
+
+def _name(source: Union[PathLike, IO[bytes]]) -> str:
+    return os.fspath(source) if isinstance(source, (str, os.PathLike)) else str(getattr(source, "name", source))
+
+
+def open_records(source: Union[PathLike, IO[bytes]], check: bool = True) -> IO[bytes]:
+    """The records' bytes, decompressed if they are .gz or .zst (told by their
+    first bytes, not the name): a path is opened, an open binary file is
+    wrapped. With check, what is plainly not a records file is refused
+    (check_records). InputError with one line saying what is wrong."""
+    path = _name(source)
+    owned = isinstance(source, (str, os.PathLike))  # opened here: closed here on failure
+    if owned:
+        if os.path.isdir(source):
+            raise InputError(f"{path} is a directory, not a records file "
+                             "(give the .jsonl file, or a glob such as 'dir/shapes*.jsonl')")
+        try:
+            f: IO[bytes] = open(source, "rb")
+        except FileNotFoundError:
+            raise InputError(f"no such file: {path}") from None
+        except OSError as e:
+            raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+    else:
+        f = source if hasattr(source, "peek") else io.BufferedReader(source)  # type: ignore[arg-type]
+    head = f.peek(4)[:4]  # type: ignore[attr-defined]
+    if head.startswith(_GZIP):
+        f = gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[assignment]
+    elif head.startswith(_ZSTD):
+        try:
+            import zstandard
+        except ImportError:
+            if owned:
+                f.close()
+            raise InputError(f"{path} is zstd-compressed: pip install zstandard to read it "
+                             "(or zstd -d it first)") from None
+        f = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f, closefd=owned))
+    if check:
+        try:
+            check_records(path, f)
+        except BaseException:
+            if owned:
+                f.close()
+            raise
+    return f
+
+
+def _first_line(f: IO[bytes]) -> bytes:
+    head = f.peek(65536) if hasattr(f, "peek") else b""
+    return head.lstrip(b"\0 \t\r\n").split(b"\n", 1)[0]
+
+
+def check_records(path: str, f: IO[bytes]) -> None:
+    """Raises InputError when f is plainly not a records file: a summary,
+    some other JSON, or not text at all. An empty file is a records file
+    with no records."""
+    first = _first_line(f)
+    if not first:
+        return
+    if first.strip() == b"{":  # pretty-printed JSON: is it a summary?
+        try:
+            data = json.loads(f.peek(1 << 20)) if hasattr(f, "peek") else None
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and "total_operations" in data:
+            rec = data.get("records_file")
+            hint = f"; its records file is {rec}" if rec else ""
+            raise InputError(f"{path} is a summary file, not a records file{hint}")
+        raise InputError(f"{path} is not a records file: it holds pretty-printed JSON, "
+                         "not one record per line")
+    try:
+        rec = json.loads(first)
+    except ValueError:
+        rec = recover(first.rstrip(b"\0").decode("utf-8", "replace"))
+        if rec is None:
+            printable = sum(32 <= b < 127 or b in (9, 10, 13) for b in first[:256])
+            what = ("binary data" if printable < 0.9 * min(len(first), 256)
+                    else f"its first line is not JSON: {first[:60].decode('utf-8', 'replace')!r}")
+            raise InputError(f"{path} is not a records file (JSON Lines of operator calls): {what}")
+    if not isinstance(rec, dict) or "operation" not in rec:
+        raise InputError(f"{path} is not a records file: its first line is JSON but not an "
+                         "operator record (no \"operation\" field)")

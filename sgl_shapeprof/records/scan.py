@@ -13,67 +13,14 @@ calls its summary's `signature_counts` gives (see docs/FORMAT.md).
 from __future__ import annotations
 
 import glob
-import gzip
-import io
 import json
 import os
 import re
 from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, Iterable, List, Optional, Tuple
 
-from .reader import LineParser, ReadReport, _recover
-
-
-class InputError(Exception):
-    """A file that cannot be read as records: the message says what it is."""
-
-
-def summary_path_for(records_path: str) -> str:
-    """shapes.jsonl -> shapes_summary.json, as the profiler names it (a
-    compressed copy, shapes.jsonl.gz, maps to the same summary)."""
-    d, base = os.path.split(records_path)
-    for ext in (".gz", ".zst"):
-        if base.endswith(ext) and len(base) > len(ext):
-            base = base[: -len(ext)]
-            break
-    for ext in (".jsonl", ".json"):
-        if base.endswith(ext) and len(base) > len(ext):
-            base = base[: -len(ext)]
-            break
-    return os.path.join(d, base + "_summary.json")
-
-
-def elements(value: object) -> int:
-    """Elements in a tensor value as recorded (a list: the sum over its tensors)."""
-    if isinstance(value, dict):
-        n = 1
-        for s in value.get("shape") or []:
-            n *= int(s)
-        return n
-    if isinstance(value, list):
-        return sum(elements(v) for v in value)
-    return 0
-
-
-def short_dtype(d: object) -> str:
-    s = str(d)
-    return s[6:] if s.startswith("torch.") else s
-
-
-def format_value(v: object) -> str:
-    """{"shape": [4, 8], "dtype": "torch.float32"} -> "[4, 8] float32"."""
-    if v is None:
-        return "None"
-    if isinstance(v, dict):
-        return f"{list(v.get('shape', []))} {short_dtype(v.get('dtype'))}"
-    if isinstance(v, list):
-        return "[" + ", ".join(format_value(x) for x in v) + "]"
-    return str(v)
-
-
-def format_inputs(inputs: Optional[dict]) -> str:
-    inputs = inputs or {}
-    return ", ".join(f"{k}={format_value(v)}" for k, v in inputs.items()) or "(no tensor inputs)"
+from .reader import InputError, LineParser, ReadReport, SummaryError, open_records, read_summary
+from .values import elements, format_inputs, format_value
 
 
 @dataclass
@@ -142,88 +89,6 @@ class Source:
         for s in self.signatures.values():
             ops[s.operation] = ops.get(s.operation, 0) + s.count
         return ops
-
-
-_GZIP = b"\x1f\x8b"
-_ZSTD = b"\x28\xb5\x2f\xfd"
-
-
-def open_records(path: str) -> IO[bytes]:
-    """The file's bytes, decompressed if it is .gz or .zst; InputError with one
-    line saying what is wrong otherwise."""
-    if os.path.isdir(path):
-        raise InputError(f"{path} is a directory, not a records file "
-                         "(give the .jsonl file, or a glob such as 'dir/shapes*.jsonl')")
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise InputError(f"no such file: {path}") from None
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
-    head = f.peek(4)[:4] if hasattr(f, "peek") else b""
-    if head.startswith(_GZIP):
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
-    if head.startswith(_ZSTD):
-        try:
-            import zstandard
-        except ImportError:
-            f.close()
-            raise InputError(f"{path} is zstd-compressed: pip install zstandard to read it "
-                             "(or zstd -d it first)") from None
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(f, closefd=True))
-    return f
-
-
-def _first_line(f: IO[bytes]) -> bytes:
-    head = f.peek(65536) if hasattr(f, "peek") else b""
-    return head.lstrip(b"\0 \t\r\n").split(b"\n", 1)[0]
-
-
-def check_records(path: str, f: IO[bytes]) -> None:
-    """Raises InputError when f is plainly not a records file: a summary,
-    some other JSON, or not text at all. An empty file is a records file
-    with no records."""
-    first = _first_line(f)
-    if not first:
-        return
-    if first.strip() == b"{":  # pretty-printed JSON: is it a summary?
-        try:
-            data = json.loads(f.peek(1 << 20)) if hasattr(f, "peek") else None
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and "total_operations" in data:
-            rec = data.get("records_file")
-            hint = f"; its records file is {rec}" if rec else ""
-            raise InputError(f"{path} is a summary file, not a records file{hint}")
-        raise InputError(f"{path} is not a records file: it holds pretty-printed JSON, "
-                         "not one record per line")
-    try:
-        rec = json.loads(first)
-    except ValueError:
-        rec = _recover(first.rstrip(b"\0").decode("utf-8", "replace"))
-        if rec is None:
-            printable = sum(32 <= b < 127 or b in (9, 10, 13) for b in first[:256])
-            what = ("binary data" if printable < 0.9 * min(len(first), 256)
-                    else f"its first line is not JSON: {first[:60].decode('utf-8', 'replace')!r}")
-            raise InputError(f"{path} is not a records file (JSON Lines of operator calls): {what}")
-    if not isinstance(rec, dict) or "operation" not in rec:
-        raise InputError(f"{path} is not a records file: its first line is JSON but not an "
-                         "operator record (no \"operation\" field)")
-
-
-def load_summary(records_path: str) -> Tuple[Optional[dict], Optional[str]]:
-    """The summary beside a records file, or (None, why not)."""
-    sp = summary_path_for(records_path)
-    try:
-        with open(sp, "rb") as f:
-            s = json.load(f)
-    except FileNotFoundError:
-        return None, f"no summary beside it ({os.path.basename(sp)})"
-    except (OSError, ValueError) as e:
-        return None, f"its summary {sp} is unreadable ({e})"
-    if not isinstance(s, dict):
-        return None, f"its summary {sp} is not a summary"
-    return s, None
 
 
 _RANK_IN_NAME = re.compile(r"rank(\d+)")
@@ -351,7 +216,10 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
     """Reads one records file. on_record(call_id, signature, count) is called
     for each kept record in file order (for timelines)."""
     flt = flt or Filter()
-    summary, note = load_summary(path)
+    try:
+        summary, note = read_summary(path), None
+    except SummaryError as e:
+        summary, note = None, str(e)
     rank = summary.get("rank") if summary else None
     if rank is None:
         m = _RANK_IN_NAME.search(os.path.basename(path))
@@ -371,7 +239,6 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
     src.graphs = graph_replays(summary)
     f = open_records(path)
     try:
-        check_records(path, f)
         _scan_lines(f, src, flt, counts, on_record, progress)
     except (OSError, EOFError) as e:  # a corrupt .gz, say
         raise InputError(f"cannot read {path}: {e}") from None
@@ -553,11 +420,3 @@ def close_names(pattern: str, names: Iterable[str], n: int = 6) -> List[str]:
             if shorts[m] not in hits:
                 hits.append(shorts[m])
     return hits[:n]
-
-
-def human(n: float) -> str:
-    """1234567 -> '1.23M'."""
-    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= div:
-            return f"{n / div:.3g}{unit}"
-    return f"{n:.3g}" if isinstance(n, float) and not n.is_integer() else str(int(n))

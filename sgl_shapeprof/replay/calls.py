@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 
-from ..records.scan import Source, format_value, short_dtype
+from ..records.scan import Source
+from ..records.values import format_value, short_dtype
 
 WARMUP = 3
 MIN_ITERATIONS = 10
@@ -116,7 +117,7 @@ def distinct_calls(srcs: List[Source]) -> List[Call]:
     return sorted(calls.values(), key=lambda c: -c.count)
 
 
-def _tensor_specs(value: object):
+def tensor_specs(value: object):
     """The recorded tensors in an input (a list's too)."""
     if isinstance(value, dict):
         yield value
@@ -207,7 +208,7 @@ def resolve(operation: str):
                             "that registers it)") from None
 
 
-def _first_line(text: str, limit: int = 160) -> str:
+def first_line(text: str, limit: int = 160) -> str:
     line = text.strip().split("\n", 1)[0]
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
@@ -217,13 +218,13 @@ def check(call: Call):
     if call.error is not None:
         e = call.error
         raise NotReplayable(f"raised when recorded ({e.get('error_type')}: "
-                            f"{_first_line(str(e.get('error_message', '')))})")
+                            f"{first_line(str(e.get('error_message', '')))})")
     if call.incomplete:
         raise NotReplayable("cut by a crash while it ran (incomplete record)")
     ns, name, _ = _split(call.operation)
     if ns in COLLECTIVE_NAMESPACES:
         raise NotReplayable("collective: needs the process group it ran in")
-    specs = [s for v in call.inputs.values() for s in _tensor_specs(v)]
+    specs = [s for v in call.inputs.values() for s in tensor_specs(v)]
     if call.args is None and not any("stride" in s for s in specs):  # files from before "args": {}
         raise NotReplayable("no recorded arguments (record with --args)")
     base = name.rstrip("_")
@@ -233,7 +234,7 @@ def check(call: Call):
         if isinstance(v, dict) and "unsupported" in v:
             raise NotReplayable(f"argument {k} is a {v['unsupported']}, which records do not hold")
     for k, v in call.inputs.items():
-        if any("stride" not in s for s in _tensor_specs(v)):
+        if any("stride" not in s for s in tensor_specs(v)):
             raise NotReplayable(f"input {k} is not a strided tensor (its layout is not recorded)")
     op = resolve(call.operation)
     unknown = (set(call.inputs) | set(call.args or {})) - {a.name for a in op._schema.arguments}
@@ -244,7 +245,7 @@ def check(call: Call):
         if "Generator" in str(arg.type):
             raise NotReplayable("random op: its work depends on a generator's state")
         if arg.alias_info is not None and arg.alias_info.is_write:
-            for spec in _tensor_specs(call.inputs.get(arg.name)):
+            for spec in tensor_specs(call.inputs.get(arg.name)):
                 if _is_view(spec):
                     raise NotReplayable(f"in-place on a view ({arg.name}): what else shares "
                                         "its memory is not recorded")

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 from .calls import (ADVANCED_INDEX_OPS, ALIGN_BYTES, ALONG_DIM_OPS, LOSS_TARGET_OPS, SMALL_INT_HIGH, Call, Fill,
-                    NotReplayable, _tensor_specs)
+                    NotReplayable, tensor_specs)
 
 
 
@@ -216,7 +216,7 @@ def build(op, call: Call, target: Optional[str] = None, max_bytes: Optional[int]
     import torch
     name = call.operation.split(".")[1].strip("_")  # _embedding_bag, index_put_: their families
     rules = _value_rules(name, call)
-    specs = [s for v in call.inputs.values() for s in _tensor_specs(v)]
+    specs = [s for v in call.inputs.values() for s in tensor_specs(v)]
     need = sum(_storage(s)[0] * _dtype(s["dtype"]).itemsize for s in specs)
     # a GPU says when its memory runs out; the host may meet the OOM killer instead
     on_cpu = sum(_storage(s)[0] * _dtype(s["dtype"]).itemsize for s in specs

@@ -6,9 +6,9 @@ import math
 import os
 import time
 from typing import Callable, List, Optional, Tuple
-from ..records.scan import format_value
+from ..records.values import format_value
 from .calls import (MAX_COPIES, MAX_ITERATIONS, MIN_ITERATIONS, TARGET_NS, WARMUP, Call, NotReplayable, Replayed,
-                    _first_line, check)
+                    first_line, check)
 
 from .inputs import build
 
@@ -140,7 +140,7 @@ def replay_call(call: Call, target: Optional[str] = None, warmup: int = WARMUP,
     except NotReplayable as e:
         r.reason = str(e)
     except Exception as e:  # the op's own failure on these inputs: said, and the others go on
-        r.reason = f"replay raised {type(e).__name__}: {_first_line(str(e))}"
+        r.reason = f"replay raised {type(e).__name__}: {first_line(str(e))}"
     return r
 
 

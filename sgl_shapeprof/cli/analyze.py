@@ -1,0 +1,66 @@
+"""`sgl-shapeprof analyze`: per-operator counts, shapes, errors of records files."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import add_filters, fail, open_new, scan_files
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> None:
+    a = sub.add_parser("analyze", help="per-operator counts, shapes, errors of records files")
+    a.add_argument("files", nargs="+", metavar="FILE",
+                   help="records files (.jsonl, .jsonl.gz, .jsonl.zst; a glob such as 'shapes.rank*.jsonl')")
+    add_filters(a)
+    a.add_argument("--quick", action="store_true",
+                   help="operation counts only, from the summary when there is one")
+    a.add_argument("--top", type=int, metavar="N", help="only the N most called operators (and N rows per section)")
+    a.add_argument("--show-shapes", action="store_true", help="list each operator's distinct shapes")
+    a.add_argument("--max-shapes", type=int, metavar="N", help="with --show-shapes, at most N per operator")
+    a.add_argument("--by-phase", action="store_true",
+                   help="each operator's shapes per phase side by side (prefill vs decode)")
+    a.add_argument("--timeline", metavar="FILE.csv",
+                   help="write call_id, operation, op_count, output_elements, output_shape per record")
+    a.add_argument("--force", action="store_true", help="let --timeline replace an existing file")
+    a.add_argument("--no-summary", action="store_true", help="leave out the summary statistics")
+    a.add_argument("--no-largest", action="store_true", help="leave out the largest operations")
+    a.add_argument("--no-diversity", action="store_true", help="leave out shape diversity")
+    a.add_argument("--json", action="store_true",
+                   help="machine-readable: each operator's distinct input/output shapes with true counts")
+    a.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..analysis.analyze import Sections, Timeline, analysis_json, build, print_analysis, quick_counts
+    if args.quick:
+        from ..records.reader import InputError
+        from ..records.scan import expand_paths
+        try:
+            for path in expand_paths(args.files):
+                counts, how = quick_counts(path)
+                print(f"{path}: {sum(counts.values()):,} calls, {len(counts)} operations ({how})")
+                for op, n in sorted(counts.items(), key=lambda kv: -kv[1])[:args.top or None]:
+                    print(f"{n:>12,}  {op}")
+        except InputError as e:
+            raise fail(str(e)) from None
+        return 0
+    timeline = None
+    if args.timeline:
+        tfile = open_new(args.timeline, args.force, newline="")
+        timeline = Timeline(tfile)
+    try:
+        srcs = scan_files("analyze", args, args.files, on_record=timeline)
+    finally:
+        if timeline is not None:
+            tfile.close()
+    a = build(srcs)
+    if args.json:
+        import json
+        json.dump(analysis_json(a, top=args.top), sys.stdout, indent=1)
+        print()
+    else:
+        print_analysis(a, sys.stdout, Sections(
+            summary=not args.no_summary, largest=not args.no_largest,
+            diversity=not args.no_diversity, show_shapes=args.show_shapes,
+            by_phase=args.by_phase, top=args.top, max_shapes=args.max_shapes))
+    return 0

@@ -1,0 +1,34 @@
+"""`sgl-shapeprof diff`: signatures only in A, only in B, and count changes; exit 1 if they differ."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import add_filters, scan_files
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> None:
+    df = sub.add_parser("diff", help="signatures only in A, only in B, and count changes; exit 1 if they differ")
+    df.add_argument("a", nargs=1, metavar="A", help="records file (or a glob of rank files)")
+    df.add_argument("b", nargs=1, metavar="B", help="records file (or a glob of rank files)")
+    add_filters(df)
+    df.add_argument("--by-phase", action="store_true", help="a signature in another phase counts as different")
+    df.add_argument("--shapes-only", action="store_true",
+                    help="differ only on signatures (exit 1 on a new or missing shape, not on counts)")
+    df.add_argument("--top", type=int, metavar="N", help="at most N rows per section")
+    df.add_argument("--json", action="store_true", help="machine-readable")
+    df.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..analysis.diff import diff, diff_json, print_diff
+    a = scan_files("diff", args, args.a)
+    b = scan_files("diff", args, args.b)
+    d = diff(a, b, by_phase=args.by_phase, shapes_only=args.shapes_only)
+    if args.json:
+        import json
+        json.dump(diff_json(d), sys.stdout, indent=1)
+        print()
+    else:
+        print_diff(d, sys.stdout, top=args.top)
+    return 1 if d.differs else 0

@@ -1,0 +1,63 @@
+"""`sgl-shapeprof record`: profile a Python script."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from typing import List
+
+from .common import fail
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> None:
+    r = sub.add_parser("record", help="profile a Python script: record [-o FILE] -- python script.py ARGS")
+    r.add_argument("-o", "--output", default="shapes.jsonl", help="records file (default shapes.jsonl)")
+    r.add_argument("--dedupe", action="store_true", help="write each signature once")
+    r.add_argument("--skip-warmup", type=int, default=0, metavar="N", help="passes not logged first")
+    r.add_argument("--log-n-passes", type=int, default=0, metavar="N", help="logged passes at most (0: all)")
+    r.add_argument("--args", action="store_true",
+                   help="record every argument, strides and devices too (what `replay` needs)")
+    r.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
+    r.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd: List[str] = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise fail("give the command after --, e.g. sgl-shapeprof record -o shapes.jsonl -- python script.py")
+    exe = os.path.basename(cmd[0])
+    if exe.endswith(".py"):
+        target = cmd
+    elif exe.startswith("python"):
+        target = cmd[1:]
+        if not target:
+            raise fail("python needs a script, -m module or -c code")
+    else:
+        raise fail(f"{cmd[0]!r} is not a Python command; record runs "
+                   "'python script.py ...', 'python -m module ...' or 'script.py ...'")
+    out = os.path.abspath(args.output)
+    if not os.path.isdir(os.path.dirname(out)):
+        raise fail(f"directory of {args.output} does not exist")
+    from ..recording import config
+    try:
+        config.env_rank()  # the program's own rank variables: a bad one is said here, once
+    except config.ConfigError as e:
+        raise fail(str(e)) from None
+    env = dict(os.environ)
+    env.update({
+        config.ENV_ENABLE: "1",
+        config.ENV_FILE: out,
+        config.ENV_DEDUPE: "1" if args.dedupe else "0",
+        config.ENV_SKIP_WARMUP: str(args.skip_warmup),
+        config.ENV_LOG_N_PASSES: str(args.log_n_passes),
+        config.ENV_ARGS: "1" if args.args else "0",
+    })
+    python = cmd[0] if exe.startswith("python") else sys.executable
+    python = shutil.which(python) or python
+    argv = [python, "-m", "sgl_shapeprof.recording._record", *target]
+    sys.stdout.flush()
+    os.execve(python, argv, env)  # the script gets this process: pid, signals, exit code
+    return 0  # not reached

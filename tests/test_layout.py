@@ -1,0 +1,338 @@
+"""The rules the package layout makes visible (issue 19), checked on the
+sources' syntax trees, imports inside functions included:
+
+- recording/ imports neither analysis/ nor cli/;
+- nothing outside cli/ imports cli/ (but __main__.py, which runs it);
+- argparse only in cli/;
+- no import cycle between modules;
+- integrations/ uses only public names of the rest of the package;
+- no module imports another's private names (`from .x import _y`, `x._y`);
+- no module outside cli/ exits the process or prints the CLI's
+  `sgl-shapeprof CMD: ...` messages;
+- cli/ has one module per command; cli/main.py only assembles and dispatches.
+
+Each rule is also run on a copy of the tree with one offence added, to show
+that the checker sees it.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Set, Tuple
+
+import pytest
+
+PKG = "sgl_shapeprof"
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), PKG)
+NATIVE = {f"{PKG}._C", f"{PKG}._build"}  # the C-API module and the build's record: not Python sources
+# Programs, not library code: `python -m sgl_shapeprof` and the runner that
+# `sgl-shapeprof record` execs (it keeps the script's process light: no cli/)
+ENTRY_POINTS = {f"{PKG}.__main__", f"{PKG}.recording._record"}
+
+
+@dataclass
+class Import:
+    module: str               # the module imported (a package's __init__ is the package)
+    names: Tuple[str, ...]    # the names taken from it (from M import a, b), else ()
+    line: int
+
+
+@dataclass
+class Module:
+    name: str
+    path: str
+    tree: ast.Module
+    imports: List[Import]
+
+
+def _module_name(root: str, path: str) -> Tuple[str, bool]:
+    rel = os.path.relpath(path, os.path.dirname(root))[:-3].split(os.sep)
+    if rel[-1] == "__init__":
+        return ".".join(rel[:-1]), True
+    return ".".join(rel), False
+
+
+def _type_checking_nodes(tree: ast.AST) -> Set[int]:
+    """ids of the nodes under `if TYPE_CHECKING:` (never run)."""
+    skip: Set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for sub in node.body:
+                skip.update(id(n) for n in ast.walk(sub))
+    return skip
+
+
+def load_package(root: str = ROOT) -> Dict[str, Module]:
+    files = []
+    for d, _, names in os.walk(root):
+        files += [os.path.join(d, n) for n in names if n.endswith(".py")]
+    known = {_module_name(root, f)[0] for f in files} | NATIVE
+    mods: Dict[str, Module] = {}
+    for path in sorted(files):
+        name, is_pkg = _module_name(root, path)
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        skip = _type_checking_nodes(tree)
+        here = name if is_pkg else name.rpartition(".")[0]
+        imports: List[Import] = []
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                imports += [Import(a.name, (), node.lineno) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here.split(".")
+                    base = base[:len(base) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                plain = tuple(a.name for a in node.names if f"{target}.{a.name}" not in known)
+                imports += [Import(f"{target}.{a.name}", (), node.lineno)
+                            for a in node.names if f"{target}.{a.name}" in known]
+                if plain or not node.names:
+                    imports.append(Import(target, plain, node.lineno))
+        mods[name] = Module(name, path, tree, imports)
+    return mods
+
+
+def _inside(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _ours(name: str) -> bool:
+    return _inside(name, PKG)
+
+
+def _where(m: Module, line: int) -> str:
+    return f"{os.path.relpath(m.path, os.path.dirname(ROOT))}:{line}"
+
+
+# -- the rules: each returns its offences, one line each ----------------------
+
+def forbidden_imports(mods: Dict[str, Module], importer: str, imported: List[str],
+                      exempt: Set[str] = frozenset()) -> List[str]:
+    """Modules inside `importer` (or, with importer "", outside every
+    `imported`) that import a module inside one of `imported`."""
+    out = []
+    for m in mods.values():
+        if m.name in exempt:
+            continue
+        if importer:
+            if not _inside(m.name, importer):
+                continue
+        elif any(_inside(m.name, p) for p in imported):
+            continue
+        for imp in m.imports:
+            if any(_inside(imp.module, p) for p in imported):
+                out.append(f"{_where(m, imp.line)}: {m.name} imports {imp.module}")
+    return out
+
+
+def argparse_outside_cli(mods: Dict[str, Module]) -> List[str]:
+    return [f"{_where(m, imp.line)}: {m.name} imports argparse"
+            for m in mods.values() if not _inside(m.name, f"{PKG}.cli")
+            for imp in m.imports if imp.module == "argparse"]
+
+
+def import_cycle(mods: Dict[str, Module]) -> Optional[List[str]]:
+    """One cycle of imports between the package's modules, or None."""
+    graph = {n: sorted({i.module for i in m.imports if i.module in mods and i.module != n})
+             for n, m in mods.items()}
+    state: Dict[str, int] = {}  # 1: on the path, 2: done
+    path: List[str] = []
+
+    def visit(n: str) -> Optional[List[str]]:
+        state[n] = 1
+        path.append(n)
+        for t in graph[n]:
+            if state.get(t) == 1:
+                return path[path.index(t):] + [t]
+            if t not in state:
+                found = visit(t)
+                if found:
+                    return found
+        path.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def _module_aliases(m: Module) -> Dict[str, str]:
+    """Local names bound to modules of the package: `from . import x`,
+    `import sgl_shapeprof.x as y`."""
+    out: Dict[str, str] = {}
+    here = m.name if m.path.endswith("__init__.py") else m.name.rpartition(".")[0]
+    for node in ast.walk(m.tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if _ours(a.name) and a.asname:
+                    out[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom):
+            base = here.split(".")
+            target = (".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+                      if node.level else node.module or "")
+            for a in node.names:
+                out[a.asname or a.name] = f"{target}.{a.name}"
+    return out
+
+
+def private_uses(mods: Dict[str, Module], who: str = PKG, what: str = PKG,
+                 allowed: Set[str] = frozenset(NATIVE)) -> List[str]:
+    """Modules inside `who` that take a private name (`_x`) from another
+    module inside `what`: `from M import _x`, `import M._x`, or `M._x` on
+    a name bound to a module. allowed: modules that may be taken whole."""
+    out = []
+    for m in mods.values():
+        if not _inside(m.name, who):
+            continue
+        for imp in m.imports:
+            if not _inside(imp.module, what) or imp.module == m.name:
+                continue
+            owner = imp.module.rpartition(".")[0]  # a private module is its package's
+            if imp.module not in allowed and not _inside(m.name, owner) and any(
+                    p.startswith("_") and not p.startswith("__") for p in imp.module.split(".")):
+                out.append(f"{_where(m, imp.line)}: {m.name} imports the private module {imp.module}")
+            for n in imp.names:
+                if n.startswith("_") and not n.startswith("__"):
+                    out.append(f"{_where(m, imp.line)}: {m.name} imports {imp.module}.{n}")
+        aliases = {k: v for k, v in _module_aliases(m).items() if v in mods and _inside(v, what)}
+        for node in ast.walk(m.tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases and node.attr.startswith("_")
+                    and not node.attr.startswith("__")):
+                out.append(f"{_where(m, node.lineno)}: {m.name} uses {aliases[node.value.id]}.{node.attr}")
+    return out
+
+
+def _cli_message(node: ast.AST) -> bool:
+    """A string that starts like the CLI's failure line: 'sgl-shapeprof CMD: '."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        text = str(node.values[0].value)
+        if text == "sgl-shapeprof " and len(node.values) > 1:
+            return True  # f"sgl-shapeprof {cmd}: ..."
+    else:
+        return False
+    head = text.split(":", 1)[0]
+    return text.startswith("sgl-shapeprof ") and ":" in text and len(head.split()) == 2
+
+
+def exits_outside_cli(mods: Dict[str, Module]) -> List[str]:
+    out = []
+    for m in mods.values():
+        if _inside(m.name, f"{PKG}.cli") or m.name in ENTRY_POINTS:
+            continue
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = (f.id if isinstance(f, ast.Name) else
+                        f"{f.value.id}.{f.attr}" if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                        else "")
+                if name in ("sys.exit", "exit", "quit", "os._exit", "SystemExit"):
+                    out.append(f"{_where(m, node.lineno)}: {m.name} calls {name}")
+            if isinstance(node, (ast.Constant, ast.JoinedStr)) and _cli_message(node):
+                out.append(f"{_where(m, node.lineno)}: {m.name} has the CLI's message "
+                           f"{ast.unparse(node)[:60]}")
+    return out
+
+
+def commands_outside_their_modules(mods: Dict[str, Module]) -> List[str]:
+    """cli/main.py assembles the parser and dispatches, nothing else; every
+    other cli/ module but common.py is one command: add_parser() and run()."""
+    out = []
+    main = mods[f"{PKG}.cli.main"]
+    for node in main.tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in ("build_parser", "main"):
+            out.append(f"{_where(main, node.lineno)}: cli/main.py defines {node.name}: a command's code")
+    for m in mods.values():
+        if not _inside(m.name, f"{PKG}.cli") or m.name.rpartition(".")[2] in ("cli", "main", "common"):
+            continue
+        defs = {n.name for n in m.tree.body if isinstance(n, ast.FunctionDef)}
+        missing = {"add_parser", "run"} - defs
+        if missing:
+            out.append(f"{_where(m, 1)}: {m.name} is not a command module (no {', '.join(sorted(missing))})")
+    return out
+
+
+RULES = {
+    "recording imports neither analysis nor cli":
+        lambda mods: forbidden_imports(mods, f"{PKG}.recording", [f"{PKG}.analysis", f"{PKG}.cli"]),
+    "nothing outside cli imports cli":
+        lambda mods: forbidden_imports(mods, "", [f"{PKG}.cli"], exempt={f"{PKG}.__main__"}),
+    "argparse only in cli": argparse_outside_cli,
+    "no import cycle": lambda mods: [" -> ".join(c)] if (c := import_cycle(mods)) else [],
+    "integrations use public names only":
+        lambda mods: private_uses(mods, f"{PKG}.integrations", PKG),
+    "no private names cross modules": private_uses,
+    "only cli exits or prints the CLI's messages": exits_outside_cli,
+    "one module per command": commands_outside_their_modules,
+}
+
+
+@pytest.fixture(scope="module")
+def package() -> Dict[str, Module]:
+    return load_package()
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_rule_holds(package, rule):
+    offences = RULES[rule](package)
+    assert not offences, f"{rule}:\n" + "\n".join(offences)
+
+
+def test_the_package_was_read(package):
+    assert len(package) > 30
+    assert f"{PKG}.recording.profiler" in package and f"{PKG}.cli.main" in package
+    # imports inside functions count
+    assert any(i.module == f"{PKG}.recording._native"
+               for i in package[f"{PKG}.recording.profiler"].imports)
+
+
+# -- the checker itself: each rule fails on a tree with one offence added -----
+
+BREAKAGES = {
+    "recording imports neither analysis nor cli":
+        ("recording/switch.py", "def _late():\n    from ..analysis import analyze\n"),
+    "nothing outside cli imports cli":
+        ("records/reader.py", "def _late():\n    from ..cli.common import fail\n"),
+    "argparse only in cli": ("analysis/diff.py", "import argparse\n"),
+    "no import cycle": ("records/reader.py", "def _late():\n    from . import scan\n"),
+    "integrations use public names only":
+        ("integrations/sglang/workers.py", "from ...recording import env as _e\n_x = _e._env_profiler\n"),
+    "no private names cross modules": ("analysis/gemm.py", "from .cost import _private_thing\n"),
+    "only cli exits or prints the CLI's messages":
+        ("replay/output.py", "def _f(cmd):\n    print(f\"sgl-shapeprof {cmd}: no\")\n    sys.exit(2)\n"),
+    "one module per command": ("cli/main.py", "def _stats(args):\n    return 0\n"),
+}
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_rule_fails_on_a_broken_tree(tmp_path, rule):
+    copy = tmp_path / PKG
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    rel, code = BREAKAGES[rule]
+    with open(copy / rel, "a", encoding="utf-8") as f:
+        f.write("\n\n" + code)
+    offences = RULES[rule](load_package(str(copy)))
+    assert offences, f"{rule}: not seen in {rel}"
+    assert any(rel.replace("/", os.sep) in o or "->" in o for o in offences), offences
+
+
+def test_a_cycle_is_reported_as_a_path(tmp_path):
+    copy = tmp_path / PKG
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    with open(copy / "records" / "reader.py", "a", encoding="utf-8") as f:
+        f.write("\n\ndef _late():\n    from .scan import scan\n")
+    cycle = import_cycle(load_package(str(copy)))
+    assert cycle is not None and cycle[0] == cycle[-1]
+    assert {f"{PKG}.records.reader", f"{PKG}.records.scan"} <= set(cycle)
