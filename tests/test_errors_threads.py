@@ -1,5 +1,6 @@
 """Calls that raise, threads, fork and torch.compile: the host sees what it
 would without us, and the records say what happened."""
+import os
 import threading
 
 import pytest
@@ -199,6 +200,29 @@ def test_a_live_forked_child_does_not_keep_the_file_locked(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == path
     assert "in use" not in r.stderr
+
+
+def test_a_closed_file_is_free_while_a_copy_of_its_descriptor_lives(tmp_path):
+    """A forked child shares the records file's open file description (and its
+    flock) until its at-fork handler closes its copy, which it may not have
+    run yet when the parent closes and reopens the path (this race made the
+    test above fail under load). A dup()ed descriptor is such a copy, kept
+    on purpose: after close() the path must still be free."""
+    path = str(tmp_path / "d.jsonl")
+    prof = ShapeProfiler(path)
+    with prof.forward_pass():
+        torch.ones(2).neg()
+    fds = [int(fd) for fd in os.listdir("/proc/self/fd")
+           if os.path.realpath(f"/proc/self/fd/{fd}") == os.path.realpath(path)]
+    assert len(fds) == 1
+    copy = os.dup(fds[0])
+    try:
+        prof.close()
+        again = ShapeProfiler(path)
+        assert again.path == path
+        again.close()
+    finally:
+        os.close(copy)
 
 
 def test_nested_passes_never_lose_the_outer_pass(tmp_path, capsys):

@@ -43,9 +43,16 @@ int sp_close(sp_profiler *p) {
     set_err(p, "cannot trim records file ", p->path, errno);
     rc = SP_IOERR;
   }
-  release_file(&file);
+  if (file.map) munmap(file.map, file.map_len);
+  file.map = NULL;
   int e = write_summary_now(p, NULL);
   if (e) summary_failed(p, e); /* the records are kept */
+  /* The file is another profiler's to take only now, summary written. The
+   * lock belongs to the open file description, which a forked child's copy
+   * of the descriptor shares until the child closes it (at_fork_child, when
+   * it gets to run): unlock it explicitly, closing is not enough. */
+  if (file.fd >= 0) flock(file.fd, LOCK_UN);
+  release_file(&file);
   pthread_mutex_unlock(&p->summary_mu);
   tell_failure(p);
   unlink_open(p);
