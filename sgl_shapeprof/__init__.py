@@ -41,15 +41,6 @@ def thread_logging() -> bool:
     return native is not None and native.thread_enabled()
 
 
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sgl_shapeprof' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+from .lazy import lazy_attributes  # noqa: E402  (plain Python, imports nothing)
 
-
-def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

@@ -27,15 +27,6 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+from ...lazy import lazy_attributes  # noqa: E402
 
-
-def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
