@@ -1,5 +1,5 @@
 """Files that are never stale: soon after passes end (the flusher thread's
-work: SP_FLUSH_QUIET = 5 ms after the last pass end) the records file holds exactly its
+work: SP_FLUSH_QUIET = 1 ms after the last pass end) the records file holds exactly its
 records (no NUL tail of the pre-extended window) and the summary on disk
 agrees with them, even when the process is then SIGKILLed (SGLang ends its
 workers that way)."""

@@ -29,13 +29,14 @@ static double now_seconds(void) {
 }
 
 /* Writes p's summary, and cuts the records file to its records when no pass
- * is open. A busy flush (passes kept ending) never waits for the pass lock:
- * in a tight loop of passes it would contend with every begin and end and
- * seldom find a gap; it writes the summary mid-pass instead (its counts and
- * records_bytes agree: one snapshot under the spinlock) and leaves the cut
- * to a quiet flush after the last pass end. Returns 1 if the cut is still
- * owed (then a quiet flush is asked for). The open profilers' lock held
- * (open_each). */
+ * is open (a gap). A quiet flush (no pass ended for SP_FLUSH_QUIET) takes
+ * the pass lock; a busy one only tries it: in a tight loop of passes,
+ * waiting for it would contend with every begin and end. Without a gap the
+ * summary is written mid-pass (one snapshot under the spinlock: its counts
+ * and records_bytes agree), at most every SP_SUMMARY_EVERY, and the cut
+ * waits for a flush after the open pass ends (its end asks). Returns 1 if
+ * the pass lock was busy or the cut came too early (then another flush is
+ * asked for). The open profilers' lock held (open_each). */
 static int flush_one(sp_profiler *p, int busy) {
   if (!atomic_exchange(&p->flush_wanted, 0)) return 0;
   pthread_mutex_lock(&p->summary_mu);
@@ -43,16 +44,15 @@ static int flush_one(sp_profiler *p, int busy) {
     pthread_mutex_unlock(&p->summary_mu);
     return 0;
   }
-  int gap = busy ? pthread_mutex_trylock(&p->pass_mu) == 0 : pthread_mutex_lock(&p->pass_mu) == 0;
-  if (gap && p->open_passes) { /* in a pass: that pass's end asks again */
-    pthread_mutex_unlock(&p->pass_mu);
-    gap = 0;
-    if (!busy) {
-      pthread_mutex_unlock(&p->summary_mu);
-      return 0;
-    }
-  }
+  int locked = busy ? pthread_mutex_trylock(&p->pass_mu) == 0 : pthread_mutex_lock(&p->pass_mu) == 0;
+  double now = now_seconds();
+  /* At most one cut per SP_CUT_EVERY: each drops the allocated tail, which
+   * the next pass allocates and faults in again. */
+  int early = now - p->cut_at < SP_CUT_EVERY;
+  int gap = locked && !p->open_passes && !early;
+  if (locked && !gap) pthread_mutex_unlock(&p->pass_mu);
   if (gap) {
+    p->cut_at = now;
     pthread_mutex_lock(&p->grow_mu); /* no growth in flight while we cut */
     lock_acquire(&p->lock);
     off_t cut = file_forget_tail(&p->file);
@@ -66,22 +66,25 @@ static int flush_one(sp_profiler *p, int busy) {
     }
     pthread_mutex_unlock(&p->grow_mu);
   }
-  summary_src s;
-  int ok = snapshot(p, &s);
-  if (gap) pthread_mutex_unlock(&p->pass_mu);
-  if (ok) {
-    s.ended_by = "running";
-    int e = write_summary(p, &s);
-    if (e) summary_failed(p, e);
+  if (gap || now - p->summary_at >= SP_SUMMARY_EVERY) {
+    summary_src s;
+    int ok = snapshot(p, &s);
+    if (gap) pthread_mutex_unlock(&p->pass_mu);
+    if (ok) {
+      s.ended_by = "running";
+      int e = write_summary(p, &s);
+      if (e) summary_failed(p, e);
+      p->summary_at = now;
+    }
   }
   pthread_mutex_unlock(&p->summary_mu);
   tell_failure(p);
-  if (gap) return 0;
+  if (locked && !early) return 0;
   atomic_store(&p->flush_wanted, 1);
   return 1;
 }
 
-/* Returns 1 if some profiler is still owed a cut. */
+/* Returns 1 if some profiler's pass lock was busy. */
 static int flush_all(int busy) { return open_each(flush_one, busy); }
 
 static void sleep_seconds(double s) {
@@ -99,10 +102,10 @@ static void *flusher_main(void *arg) {
     pthread_mutex_lock(&g_flush_mu);
     while (!atomic_load(&g_flush_pending)) pthread_cond_wait(&g_flush_cv, &g_flush_mu);
     pthread_mutex_unlock(&g_flush_mu);
-    /* Debounced: a flush once no pass has ended for SP_FLUSH_QUIET (passes
-     * stopped: the files are exact soon after), or a busy one SP_FLUSH_BUSY
-     * after the first ask while passes keep ending (a busy server: a
-     * summary at most that old). */
+    /* Debounced: a flush once no pass has ended for SP_FLUSH_QUIET (between
+     * passes, or passes stopped: the files are exact soon after, before a
+     * SIGKILL at shutdown), or a busy one SP_FLUSH_BUSY after the first ask
+     * while passes keep ending faster than that (a tight loop). */
     double first = now_seconds();
     int busy = 0;
     for (;;) {
@@ -115,7 +118,7 @@ static void *flusher_main(void *arg) {
       }
     }
     atomic_store(&g_flush_pending, 0);
-    if (flush_all(busy)) atomic_store(&g_flush_pending, 1); /* a quiet flush cuts */
+    if (flush_all(busy)) atomic_store(&g_flush_pending, 1); /* again, quietly */
   }
   return NULL;
 }

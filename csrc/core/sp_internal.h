@@ -37,12 +37,14 @@
  * grows in small steps: what is allocated and faulted in ahead of the writer
  * is thrown away at the next cut. */
 #define SP_FILE_GROW ((size_t)1 << 20)     /* allocated 1 MiB at a time */
-#define SP_PREFAULT ((size_t)1 << 20)      /* faulted in 1 MiB at a time */
+#define SP_PREFAULT ((size_t)256 << 10)    /* faulted in 256 KiB at a time */
 #define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
-#define SP_FLUSH_QUIET 0.005 /* s: a flush this long after the last pass end */
-#define SP_FLUSH_BUSY 0.1    /* s: at most this long after the first ask */
+#define SP_FLUSH_QUIET 0.001   /* s: a flush this long after the last pass end */
+#define SP_FLUSH_BUSY 0.1      /* s: at most this long after the first ask */
+#define SP_SUMMARY_EVERY 0.05  /* s: a summary alone (mid-pass) at most this often */
+#define SP_CUT_EVERY 0.005     /* s: the records file cut at most this often */
 
 #ifdef SP_AMALGAMATION
 #define SP_PRIVATE static
@@ -221,6 +223,7 @@ struct sp_profiler {
    * pass_mu, before the spinlock. */
   pthread_mutex_t grow_mu;
   atomic_int flush_wanted; /* a pass ended since the last flush */
+  double summary_at, cut_at; /* the flusher's last summary and cut (summary_mu) */
   sp_config cfg;
   char *path, *summary_path, *phases;
   char errmsg[SP_ERRMSG_CAP];
