@@ -98,7 +98,13 @@ static void *flusher_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the host's threads' */
+  double active = now_seconds(); /* the last flush */
   for (;;) {
+    /* Soon after a flush, poll for the next ask instead of waiting on the
+     * condition: a pass end then wakes nobody, so it makes no syscall
+     * (pthread_cond_signal without a waiter). Idle for SP_FLUSH_IDLE: wait. */
+    while (!atomic_load(&g_flush_pending) && now_seconds() - active < SP_FLUSH_IDLE)
+      sleep_seconds(SP_FLUSH_QUIET);
     pthread_mutex_lock(&g_flush_mu);
     while (!atomic_load(&g_flush_pending)) pthread_cond_wait(&g_flush_cv, &g_flush_mu);
     pthread_mutex_unlock(&g_flush_mu);
@@ -119,6 +125,7 @@ static void *flusher_main(void *arg) {
     }
     atomic_store(&g_flush_pending, 0);
     if (flush_all(busy)) atomic_store(&g_flush_pending, 1); /* again, quietly */
+    active = now_seconds();
   }
   return NULL;
 }

@@ -45,6 +45,7 @@
 #define SP_FLUSH_BUSY 0.1      /* s: at most this long after the first ask */
 #define SP_SUMMARY_EVERY 0.05  /* s: a summary alone (mid-pass) at most this often */
 #define SP_CUT_EVERY 0.005     /* s: the records file cut at most this often */
+#define SP_FLUSH_IDLE 0.1      /* s: the flusher polls this long after a flush */
 
 #ifdef SP_AMALGAMATION
 #define SP_PRIVATE static
