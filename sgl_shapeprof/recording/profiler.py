@@ -223,30 +223,21 @@ class ShapeProfiler(PassContext):
             phase = _label(phase)
         if self._phase_filter is not None and len(self._phases_seen) < 16:
             self._phases_seen.add(phase)
-        try:  # _begin, inlined
-            _pause_while_compiling()
-            try:
-                logged = self._native.pass_begin(phase)
-            except ValueError:  # a NUL byte or a lone surrogate in the phase label
-                logged = self._native.pass_begin(_label(phase))
-        except Exception as e:  # never into the model
-            self._give_up(e)
-            return False
-        st.owner, st.depth, st.logged, st.plain, st.implicit = self, 1, logged, plain, False
+        logged = self._begin(st, self._native.pass_begin, phase)
+        st.plain = plain
         return logged
 
-    def _begin(self, native_begin, *args) -> bool:
+    def _begin(self, st: _ThreadPass, native_begin, *args) -> bool:
+        """Opens this thread's pass st with native_begin (which returns a bool)."""
         try:
             _pause_while_compiling()
             try:
-                logged = bool(native_begin(*args))
+                logged = native_begin(*args)
             except ValueError:  # a NUL byte or a lone surrogate in the phase label
-                args = tuple(_label(a) if isinstance(a, str) else a for a in args)
-                logged = bool(native_begin(*args))
+                logged = native_begin(*(_label(a) if isinstance(a, str) else a for a in args))
         except Exception as e:  # never into the model
             self._give_up(e)
             return False
-        st = _here()
         st.owner, st.depth, st.logged, st.plain, st.implicit = self, 1, logged, False, False
         return logged
 
@@ -270,7 +261,7 @@ class ShapeProfiler(PassContext):
         if st.depth and st.owner is self:  # a pass is open: nothing to reopen
             st.depth += 1
             return st.logged
-        return self._begin(self._native.pass_reopen)
+        return self._begin(st, self._native.pass_reopen)
 
     # -- graph captures (CUDA graphs): capture_graph() is PassContext's ------
     def _start_capture(self, key: int, phase: Optional[str]) -> bool:
@@ -283,7 +274,7 @@ class ShapeProfiler(PassContext):
                                          "recorded as part of that pass")
             st.depth += 1
             return st.logged
-        return self._begin(self._native.graph_begin, _label(phase), key)
+        return self._begin(st, self._native.graph_begin, _label(phase), key)
 
     def graph_replayed(self, key: int, n: int = 1) -> bool:
         """Counts n replays of graph key; counted (True) inside a logged
