@@ -45,6 +45,8 @@ def _here() -> _ThreadPass:
     except AttributeError:
         st = _tls.state = _ThreadPass()
         return st
+
+
 def check_count(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
@@ -199,10 +201,7 @@ class ShapeProfiler(PassContext):
     def _start_pass(self, phase: Optional[str], plain: bool) -> bool:
         if self._off:
             return self._usable()
-        try:
-            st = _tls.state
-        except AttributeError:
-            st = _here()
+        st = _here()
         depth = st.depth
         owner = st.owner
         if depth and owner is self:
@@ -295,10 +294,7 @@ class ShapeProfiler(PassContext):
         """Ends this thread's pass (the innermost, when they nest)."""
         if self._off:
             return
-        try:
-            st = _tls.state
-        except AttributeError:
-            st = _here()
+        st = _here()
         if st.owner is self:
             depth = st.depth
             if depth > 1:  # the end of a nested pass: the outer one goes on
