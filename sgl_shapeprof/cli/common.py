@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import re
 import sys
@@ -105,3 +106,17 @@ def scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=N
         for s in srcs:
             s.label = os.path.basename(s.path)
     return srcs
+
+
+def add_imports(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first: it registers operators the file calls (sgl_kernel, ...)")
+
+
+def import_modules(modules: List[str]) -> None:
+    """--import: the libraries that register the file's custom operators."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as e:
+            raise fail(f"--import {module}: {type(e).__name__}: {e}")

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import json
 import sys
 from typing import List
 
 from ..records.scan import Source
 from ..replay import as_json, compare, default_max_bytes, distinct_calls, print_table, replay, write_csv
-from .common import add_filters, fail, new_output, scan_files
+from .common import add_filters, add_imports, fail, import_modules, new_output, scan_files
 
 
 def _bar(label: str):
@@ -37,8 +36,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     rl.add_argument("--device", metavar="DEV", help="replay every call on DEV (cpu, cuda, cuda:1) instead "
                                                     "of where it was recorded")
     rl.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N) first")
-    rl.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                    help="import MODULE first: it registers operators the file calls (sgl_kernel, ...)")
+    add_imports(rl)
     rl.add_argument("--warmup", type=int, default=3, metavar="N", help="untimed runs per call (default 3)")
     rl.add_argument("--iterations", type=int, metavar="N",
                     help="timed runs per call (default: 10 to 1000, about 10 ms)")
@@ -73,11 +71,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.files:
         raise fail("give a records file recorded with --args (or --compare A.csv B.csv)")
-    for module in args.imports:  # libraries whose operators the file calls (sgl_kernel, ...)
-        try:
-            importlib.import_module(module)
-        except Exception as e:
-            raise fail(f"--import {module}: {type(e).__name__}: {e}")
+    import_modules(args.imports)
     if args.device:
         import torch
         try:

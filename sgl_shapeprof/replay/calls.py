@@ -28,8 +28,6 @@ MIN_ITERATIONS = 10
 MAX_ITERATIONS = 1000
 TARGET_NS = 10_000_000    # timed iterations aim at 10 ms per call (between the two bounds)
 MAX_COPIES = 32           # input sets a call's runs rotate among, at most
-ALIGN_BYTES = 4096        # a storage offset is kept modulo this: the alignment is what a
-                          # kernel sees, and a slice of a huge pool would need all of it
 SMALL_INT_HIGH = 16       # integer inputs of calls without floating-point tensors: [0, 16)
 
 # Operators whose results come from a random generator (dropout only while training).
@@ -87,13 +85,15 @@ class Replayed:
 @dataclass(frozen=True)
 class Fill:
     """How an input's values are made."""
-    kind: str      # normal | randint | bool | nonzero | sorted | offsets
-    high: int = 0  # randint: values in [0, high); nonzero: how many; offsets: the largest
+    kind: str      # one of tensors.FILLS: normal | randint | outside | bool | nonzero | sorted | offsets
+    high: int = 0  # randint: values in [0, high); outside: in [high, 2 high); nonzero: how many;
+                   # offsets: the largest
     why: str = ""
 
     @property
     def note(self) -> str:
-        text = {"normal": "normal", "randint": f"randint[0,{self.high})", "bool": "random bool",
+        text = {"normal": "normal", "randint": f"randint[0,{self.high})",
+                "outside": f"randint[{self.high},{2 * max(self.high, 1)})", "bool": "random bool",
                 "nonzero": f"exactly {self.high} nonzero", "sorted": "sorted normal",
                 "offsets": f"sorted offsets from 0 up to {self.high}"}[self.kind]
         return f"{text} ({self.why})" if self.why else text

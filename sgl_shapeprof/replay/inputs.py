@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
-from .calls import (ADVANCED_INDEX_OPS, ALIGN_BYTES, ALONG_DIM_OPS, LOSS_TARGET_OPS, SMALL_INT_HIGH, Call, Fill,
+from .calls import (ADVANCED_INDEX_OPS, ALONG_DIM_OPS, LOSS_TARGET_OPS, SMALL_INT_HIGH, Call, Fill,
                     NotReplayable, tensor_specs)
 
 
@@ -107,11 +107,11 @@ def _index_rules(self_shape: List[int], indices: object, out: Optional[List[int]
 
 
 def _dtype(name: str):
-    import torch
-    d = getattr(torch, name[6:], None) if name.startswith("torch.") else None
-    if not isinstance(d, torch.dtype):
-        raise NotReplayable(f"dtype {name} is not in this torch ({torch.__version__})")
-    return d
+    from .tensors import dtype_of
+    try:
+        return dtype_of(name)
+    except ValueError as e:
+        raise NotReplayable(str(e)) from None
 
 
 def _default_fill(dtype, integers: Fill) -> Fill:
@@ -125,45 +125,8 @@ def _default_fill(dtype, integers: Fill) -> Fill:
 
 def _storage(spec: dict) -> Tuple[int, int]:
     """(storage elements, offset) a tensor of this layout needs."""
-    shape, stride = spec["shape"], spec["stride"]
-    offset = int(spec.get("offset") or 0) % max(1, ALIGN_BYTES // _dtype(spec["dtype"]).itemsize)
-    if any(n == 0 for n in shape):
-        return offset, offset
-    return offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride)), offset
-
-
-def _values(fill: Fill, n: int, dtype, device):
-    """n values for a 1-D storage."""
-    import torch
-    if fill.kind in ("normal", "sorted"):
-        draw = dtype if dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64) or \
-            dtype.is_complex else torch.float32  # float8 and others: no randn of their own
-        return torch.randn(n, dtype=draw, device=device).to(dtype)
-    if fill.kind == "bool":
-        return (torch.rand(n, device=device) < 0.5).to(dtype)
-    if fill.kind == "randint":
-        high = fill.high
-        if not dtype.is_floating_point and dtype != torch.bool:
-            high = min(high, torch.iinfo(dtype).max + 1)
-        return torch.randint(0, high, (n,), device=device).to(dtype)
-    return torch.zeros(n, dtype=dtype, device=device)  # nonzero, offsets: set on the view
-
-
-def _make_tensor(spec: dict, fill: Fill, device: str):
-    import torch
-    dtype = _dtype(spec["dtype"])
-    n, offset = _storage(spec)
-    t = _values(fill, n, dtype, device).as_strided(spec["shape"], spec["stride"], offset)
-    if fill.kind == "nonzero":
-        flat = torch.zeros(t.numel(), dtype=dtype, device=device)
-        flat[torch.randperm(t.numel(), device=device)[:fill.high]] = 1
-        t.copy_(flat.view(t.shape))
-    elif fill.kind == "sorted" and t.dim():
-        t.copy_(t.sort(-1).values)
-    elif fill.kind == "offsets":
-        t.copy_(torch.randint(0, fill.high + 1, t.shape, device=device).sort().values)
-        t[:1] = 0
-    return t
+    from .tensors import storage_layout
+    return storage_layout(spec["shape"], spec["stride"], spec.get("offset"), _dtype(spec["dtype"]))
 
 
 def _device_of(recorded: str, target: Optional[str]) -> str:
@@ -180,13 +143,14 @@ def _device_of(recorded: str, target: Optional[str]) -> str:
     return str(dev)
 
 
-def _arg_value(value: object, typ: str, name: str, target: Optional[str]):
-    """A recorded argument as the operator takes it (FORMAT.md spells them)."""
+def _arg_value(value: object, typ: str, name: str, target: Optional[str], here: bool = True):
+    """A recorded argument as the operator takes it (FORMAT.md spells them);
+    a device must exist in this process when here."""
     import torch
     if isinstance(value, dict) and set(value) == {"real", "imag"}:
         return complex(float(value["real"]), float(value["imag"]))
     if isinstance(value, list):
-        return [_arg_value(v, typ, name, target) for v in value]
+        return [_arg_value(v, typ, name, target, here) for v in value]
     if isinstance(value, str):
         if value in ("inf", "-inf", "nan") and any(t in typ for t in ("float", "number", "Scalar")):
             return float(value)
@@ -196,8 +160,105 @@ def _arg_value(value: object, typ: str, name: str, target: Optional[str]):
                 raise NotReplayable(f"argument {name}={value} is not in this torch ({torch.__version__})")
             return v
         if "Device" in typ:
-            return torch.device(_device_of(value, target))
+            return torch.device(_device_of(value, target) if here else (target or value))
     return value
+
+
+@dataclass
+class TensorPlan:
+    """An input tensor to make: its recorded layout, where, and its values."""
+    spec: dict     # shape, dtype, stride, offset as recorded
+    device: str
+    fill: Fill
+    where: str     # the input's name ("indices[1]" for a list's element)
+
+
+@dataclass
+class ArgPlan:
+    """One schema argument: a TensorPlan, a list of them (None for an absent
+    element), or the value the operator takes; passed by keyword or not."""
+    name: str
+    value: object
+    keyword: bool
+    written: bool  # the operator writes it (in place)
+
+
+@dataclass
+class Plan:
+    """How one call's arguments are made: what replay runs and repro writes."""
+    args: List[ArgPlan]
+    synthesised: Dict[str, str]  # input -> how its values were made, where not N(0, 1)
+    cuda: Optional[str]          # the CUDA device it runs on, if any
+    nbytes: int                  # its input tensors' storage
+
+
+def about_range(error: Optional[dict]) -> bool:
+    """The recorded error is about an index out of range: its values matter."""
+    text = f"{(error or {}).get('error_type', '')}: {(error or {}).get('error_message', '')}".lower()
+    return any(w in text for w in ("out of range", "out of bounds", "indexerror", "index_out_of",
+                                   "device-side assert"))
+
+
+def plan(op, call: Call, target: Optional[str] = None, max_bytes: Optional[int] = None,
+         here: bool = True) -> Plan:
+    """How to make call's arguments (on target, else where recorded). here:
+    the devices must exist in this process (replay); else they are taken
+    as recorded (a script to run elsewhere). A call recorded raising an
+    index error gets its index-like inputs out of range: tensor values are
+    not recorded, and valid ones would not raise."""
+    import torch
+    name = call.operation.split(".")[1].strip("_")  # _embedding_bag, index_put_: their families
+    rules = _value_rules(name, call)
+    if call.error is not None and about_range(call.error):
+        rules = {k: Fill("outside", f.high, f"{f.why}: out of range, as the recorded error needs")
+                 if f.kind == "randint" else f for k, f in rules.items()}
+
+    def device(recorded: str) -> str:
+        return _device_of(recorded, target) if here else (target or recorded)
+
+    specs = [s for v in call.inputs.values() for s in tensor_specs(v)]
+    need = sum(_storage(s)[0] * _dtype(s["dtype"]).itemsize for s in specs)
+    # a GPU says when its memory runs out; the host may meet the OOM killer instead
+    on_cpu = sum(_storage(s)[0] * _dtype(s["dtype"]).itemsize for s in specs
+                 if device(s.get("device", "cpu")) == "cpu")
+    if max_bytes is not None and on_cpu > max_bytes:
+        raise NotReplayable(f"its inputs need {on_cpu / 2**30:.1f} GiB (--max-memory "
+                            f"{max_bytes / 2**30:.1f})")
+    # other integer inputs: valid indices into any dim of the floating-point inputs
+    float_dims = [n for s in specs if _dtype(s["dtype"]).is_floating_point for n in s["shape"] if n > 0]
+    integers = (Fill("randint", min(float_dims), "smallest dim of the float inputs") if float_dims
+                else Fill("randint", SMALL_INT_HIGH, "no float inputs"))
+    p = Plan([], {}, None, need)
+
+    def tensor(spec: dict, where: str) -> TensorPlan:
+        fill = rules.get(where) or _default_fill(_dtype(spec["dtype"]), integers)
+        if fill.kind != "normal":
+            p.synthesised[where] = fill.note
+        dev = device(spec.get("device", "cpu"))
+        if dev.startswith("cuda"):
+            p.cuda = dev
+        return TensorPlan(spec, dev, fill, where)
+
+    skipped = False  # after an argument left to its default, the rest go by name
+    for arg in op._schema.arguments:
+        typ = str(getattr(arg, "real_type", arg.type))
+        if arg.name in call.inputs:
+            v = call.inputs[arg.name]
+            value: object = ([tensor(s, f"{arg.name}[{i}]") if isinstance(s, dict) else None
+                              for i, s in enumerate(v)] if isinstance(v, list) else tensor(v, arg.name))
+            written = arg.alias_info is not None and arg.alias_info.is_write and not arg.is_out
+        elif call.args is not None and arg.name in call.args:
+            value, written = _arg_value(call.args[arg.name], typ, arg.name, target if here else None,
+                                        here), False
+            if isinstance(value, torch.device) and value.type == "cuda":
+                p.cuda = str(value)
+        elif arg.has_default_value():
+            skipped = True
+            continue
+        else:
+            value, written = None, False  # an optional tensor not given
+        p.args.append(ArgPlan(arg.name, value, arg.kwarg_only or skipped, written))
+    return p
 
 
 @dataclass
@@ -211,58 +272,30 @@ class Built:
     nbytes: int            # its input tensors' storage
 
 
-def build(op, call: Call, target: Optional[str] = None, max_bytes: Optional[int] = None) -> Built:
-    """Tensors and arguments for one replay of call (on target, else where recorded)."""
+def make(p: Plan) -> Built:
+    """The tensors and arguments a plan says."""
     import torch
-    name = call.operation.split(".")[1].strip("_")  # _embedding_bag, index_put_: their families
-    rules = _value_rules(name, call)
-    specs = [s for v in call.inputs.values() for s in tensor_specs(v)]
-    need = sum(_storage(s)[0] * _dtype(s["dtype"]).itemsize for s in specs)
-    # a GPU says when its memory runs out; the host may meet the OOM killer instead
-    on_cpu = sum(_storage(s)[0] * _dtype(s["dtype"]).itemsize for s in specs
-                 if _device_of(s.get("device", "cpu"), target) == "cpu")
-    if max_bytes is not None and on_cpu > max_bytes:
-        raise NotReplayable(f"its inputs need {on_cpu / 2**30:.1f} GiB (--max-memory "
-                            f"{max_bytes / 2**30:.1f})")
-    # other integer inputs: valid indices into any dim of the floating-point inputs
-    float_dims = [n for s in specs if _dtype(s["dtype"]).is_floating_point for n in s["shape"] if n > 0]
-    integers = (Fill("randint", min(float_dims), "smallest dim of the float inputs") if float_dims
-                else Fill("randint", SMALL_INT_HIGH, "no float inputs"))
-    b = Built([], {}, {}, [], None, need)
+    from .tensors import tensor
 
-    def tensor(spec: dict, where: str):
-        fill = rules.get(where) or _default_fill(_dtype(spec["dtype"]), integers)
-        if fill.kind != "normal":
-            b.synthesised[where] = fill.note
-        t = _make_tensor(spec, fill, _device_of(spec.get("device", "cpu"), target))
-        if t.is_cuda:
-            b.cuda = str(t.device)
-        return t
+    def one(t: object):
+        if not isinstance(t, TensorPlan):
+            return t
+        s = t.spec
+        return tensor(s["shape"], s["dtype"], s["stride"], s.get("offset"), t.device, t.fill.kind, t.fill.high)
 
-    skipped = False  # after an argument left to its default, the rest go by name
-    for arg in op._schema.arguments:
-        typ = str(getattr(arg, "real_type", arg.type))
-        if arg.name in call.inputs:
-            v = call.inputs[arg.name]
-            value = ([tensor(s, f"{arg.name}[{i}]") if isinstance(s, dict) else None for i, s in enumerate(v)]
-                     if isinstance(v, list) else tensor(v, arg.name))
-            if arg.alias_info is not None and arg.alias_info.is_write and not arg.is_out:
-                b.mutated += [(t, t.clone()) for t in (value if isinstance(value, list) else [value])
-                              if isinstance(t, torch.Tensor)]
-        elif call.args is not None and arg.name in call.args:
-            value = _arg_value(call.args[arg.name], typ, arg.name, target)
-            if isinstance(value, torch.device) and value.type == "cuda":
-                b.cuda = str(value)
-        elif arg.has_default_value():
-            skipped = True
-            continue
-        else:
-            value = None  # an optional tensor not given
-        if arg.kwarg_only or skipped:
-            b.kwargs[arg.name] = value
+    b = Built([], {}, p.synthesised, [], p.cuda, p.nbytes)
+    for a in p.args:
+        value = [one(t) for t in a.value] if isinstance(a.value, list) else one(a.value)
+        if a.written:
+            b.mutated += [(t, t.clone()) for t in (value if isinstance(value, list) else [value])
+                          if isinstance(t, torch.Tensor)]
+        if a.keyword:
+            b.kwargs[a.name] = value
         else:
             b.args.append(value)
     return b
 
 
-# ---------------------------------------------------------------- timing
+def build(op, call: Call, target: Optional[str] = None, max_bytes: Optional[int] = None) -> Built:
+    """Tensors and arguments for one replay of call (on target, else where recorded)."""
+    return make(plan(op, call, target, max_bytes))
