@@ -41,6 +41,7 @@
 #define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
+#define SP_OPEN_SLOTS 64        /* open forward passes the summary can name */
 #define SP_FLUSH_QUIET 0.001   /* s: a flush this long after the last pass end */
 #define SP_FLUSH_BUSY 0.1      /* s: at most this long after the first ask */
 #define SP_SUMMARY_EVERY 0.05  /* s: a summary alone (mid-pass) at most this often */
@@ -209,6 +210,7 @@ typedef struct summary_src {
   long long n_recs;
   const char *ended_by;
   int failed;
+  long long open_nums[SP_OPEN_SLOTS]; /* a copy: the forward passes open (0: none) */
 } summary_src;
 
 struct sp_profiler {
@@ -241,6 +243,9 @@ struct sp_profiler {
   /* passes: each thread's own (struct sp_pass); these count them */
   long long passes, logged_passes;
   int open_passes, open_logged; /* open now, on all threads */
+  /* the numbers of the logged forward passes open now (0: a free slot), for
+   * the summary: the passes a crash interrupted (at most SP_OPEN_SLOTS) */
+  long long open_nums[SP_OPEN_SLOTS];
   struct phase_stat *phase_stats; /* every label a logged pass had */
   int n_phases, phase_cap;
   struct graph_stat *graphs;
@@ -291,6 +296,7 @@ struct sp_pass {
   sp_profiler *p;   /* whose pass is open here (a reference); NULL: none */
   int logged;
   int capture;      /* a graph capture, not a forward pass */
+  long long num;    /* its forward_pass number when logged (0: not, or a capture) */
   int phase;        /* p->phase_stats slot, or -1 */
   uint64_t salt;    /* signature salt: the phase and the graph */
   sp_buf header;    /* ', "forward_pass": N[, "phase": "p"][, "graph": K]' */

@@ -337,6 +337,11 @@ static int pass_close(sp_profiler *p, struct sp_pass *ps) {
   if (ps->p != p || !p) return 0;
   p->open_passes--;
   if (ps->logged) p->open_logged--;
+  for (int i = 0; ps->logged && ps->num && i < SP_OPEN_SLOTS; i++)
+    if (p->open_nums[i] == ps->num) {
+      p->open_nums[i] = 0;
+      break;
+    }
   atomic_store(&p->logging, logging_value(p));
   ps->last = p->serial;
   ps->last_logged = ps->logged && !ps->capture && !p->closed;
@@ -356,6 +361,11 @@ static int pass_opened(sp_profiler *p, struct sp_pass *ps, int logged, int captu
     p->open_passes++;
     if (logged) {
       p->open_logged++;
+      for (int i = 0; ps->num && i < SP_OPEN_SLOTS; i++)
+        if (!p->open_nums[i]) {
+          p->open_nums[i] = ps->num;
+          break;
+        }
       /* the latest logged pass: threads that inherited the key log into it */
       sp_buf *h = &p->pass_json;
       h->n = 0;
@@ -394,6 +404,7 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
   if (!p || atomic_load(&p->orphaned)) return 0;
   struct sp_pass *ps = pass_begin_locked(p);
   int logged = 0;
+  ps->num = 0;
   if (!p->closed && phase_wanted(p, phase) && !p->failed) {
     int g = graph_index(p, key);
     if (g < 0 || !set_pass_header(p, ps, 0, phase, &key)) {
@@ -428,6 +439,7 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
   if (!p || atomic_load(&p->orphaned)) return 0;
   struct sp_pass *ps = pass_begin_locked(p);
   int logged = 0;
+  ps->num = 0;
   if (!p->closed) {
     p->passes++;
     if (p->passes > p->cfg.skip_warmup && phase_wanted(p, phase) &&
@@ -435,6 +447,7 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
         !p->failed) {
       logged = 1;
       p->logged_passes++;
+      ps->num = p->passes;
       int ok = set_pass_header(p, ps, p->passes, phase, NULL);
       if (ps->phase >= 0) p->phase_stats[ps->phase].passes++;
       if (!ok) {

@@ -71,6 +71,7 @@ static void src_counters(const sp_profiler *p, summary_src *s) {
   s->n_phases = p->n_phases;
   s->ended_by = p->ended_by;
   s->failed = p->failed;
+  memcpy(s->open_nums, p->open_nums, sizeof s->open_nums);
 }
 
 /* Copies what the summary says; spinlock held. Returns 0, or 1 when the
@@ -307,6 +308,14 @@ SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
   fdw_json_str(&w, p->path);
   fdw_str(&w, ",\n  \"ended_by\": ");
   fdw_json_str(&w, s->ended_by);
+  /* the forward passes open as this was written (a crash: the threads it interrupted) */
+  fdw_str(&w, ",\n  \"open_passes\": [");
+  for (int i = 0, k = 0; i < SP_OPEN_SLOTS; i++)
+    if (s->open_nums[i]) {
+      if (k++) fdw_str(&w, ", ");
+      fdw_i64(&w, s->open_nums[i]);
+    }
+  fdw_str(&w, "]");
   fdw_str(&w, ",\n  \"profiler_failed\": ");
   fdw_str(&w, s->failed ? "true" : "false");
   fdw_str(&w, "\n}\n");

@@ -17,6 +17,7 @@
 typedef struct {
   PyObject_HEAD
   sp_profiler *p;
+  int sync; /* wait for the device after each recorded call (debug) */
 } ProfilerObject;
 
 static PyObject *raise_for(int rc, const char *msg) {
@@ -31,18 +32,18 @@ static PyObject *raise_for(int rc, const char *msg) {
 static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
   ProfilerObject *self = (ProfilerObject *)self_;
   static char *kwlist[] = {"path", "rank", "skip_warmup", "log_n_passes",
-                           "dedupe", "phases", "args", NULL};
+                           "dedupe", "phases", "args", "sync", NULL};
   PyObject *path_obj = NULL;
   long long rank = 0, skip = 0, limit = 0;
-  int dedupe = 0, with_args = 0;
+  int dedupe = 0, with_args = 0, sync = 0;
   const char *phases = NULL;
   if (self->p) {
     PyErr_SetString(PyExc_RuntimeError, "Profiler is already initialised");
     return -1;
   }
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzp", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzpp", kwlist,
                                    PyUnicode_FSConverter, &path_obj, &rank,
-                                   &skip, &limit, &dedupe, &phases, &with_args))
+                                   &skip, &limit, &dedupe, &phases, &with_args, &sync))
     return -1;
   sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases, with_args};
   int rc = sp_fallback_install();
@@ -65,6 +66,7 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
   }
   sp_install_signal_handlers();
   self->p = p;
+  self->sync = sync;
   return 0;
 }
 
@@ -87,10 +89,13 @@ static int check(ProfilerObject *self) {
   return 1;
 }
 
-/* A pass was opened on this thread: the fallback's key follows whether it is logged. */
-static PyObject *pass_opened(ProfilerObject *self, int logged) {
+/* A pass was opened on this thread: the fallback's key follows whether it
+ * is logged; sync mode too, but never for a graph's capture (waiting for the
+ * device while a stream captures breaks the capture). */
+static PyObject *pass_opened(ProfilerObject *self, int logged, int capture) {
   if (logged) sp_fallback_enable(self->p);
   else sp_fallback_disable(self->p);
+  sp_fallback_sync(logged && self->sync && !capture);
   return PyBool_FromLong(logged);
 }
 
@@ -98,7 +103,7 @@ static PyObject *Profiler_pass_begin(PyObject *self_, PyObject *args) {
   ProfilerObject *self = (ProfilerObject *)self_;
   const char *phase = NULL;
   if (!check(self) || !PyArg_ParseTuple(args, "|z", &phase)) return NULL;
-  return pass_opened(self, sp_pass_begin(self->p, phase));
+  return pass_opened(self, sp_pass_begin(self->p, phase), 0);
 }
 
 static PyObject *Profiler_graph_begin(PyObject *self_, PyObject *args) {
@@ -106,7 +111,7 @@ static PyObject *Profiler_graph_begin(PyObject *self_, PyObject *args) {
   const char *phase = NULL;
   long long key = 0;
   if (!check(self) || !PyArg_ParseTuple(args, "zL", &phase, &key)) return NULL;
-  return pass_opened(self, sp_graph_begin(self->p, phase, key));
+  return pass_opened(self, sp_graph_begin(self->p, phase, key), 1);
 }
 
 static PyObject *Profiler_graph_replay(PyObject *self_, PyObject *args) {
@@ -120,7 +125,7 @@ static PyObject *Profiler_pass_reopen(PyObject *self_, PyObject *noargs) {
   ProfilerObject *self = (ProfilerObject *)self_;
   (void)noargs;
   if (!check(self)) return NULL;
-  return pass_opened(self, sp_pass_reopen(self->p));
+  return pass_opened(self, sp_pass_reopen(self->p), 0);
 }
 
 static PyObject *Profiler_pass_end(PyObject *self_, PyObject *noargs) {
@@ -211,13 +216,20 @@ static PyTypeObject ProfilerType = {
     .tp_basicsize = sizeof(ProfilerObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Profiler(path, rank=0, skip_warmup=0, log_n_passes=0, "
-              "dedupe=False, phases=None, args=False)\n--\n\nThe native profiler.",
+              "dedupe=False, phases=None, args=False, sync=False)\n--\n\nThe native profiler.",
     .tp_new = PyType_GenericNew,
     .tp_init = Profiler_init,
     .tp_dealloc = Profiler_dealloc,
     .tp_methods = Profiler_methods,
     .tp_getset = Profiler_getset,
 };
+
+static PyObject *mod_stop_sync(PyObject *m, PyObject *noargs) {
+  (void)m;
+  (void)noargs;
+  sp_fallback_sync(0);
+  Py_RETURN_NONE;
+}
 
 static PyObject *mod_thread_enabled(PyObject *m, PyObject *noargs) {
   (void)m;
@@ -250,6 +262,9 @@ static PyMethodDef module_methods[] = {
      "Stop logging on this thread until resume_thread() (compilers)."},
     {"resume_thread", mod_resume_thread, METH_NOARGS,
      "resume_thread($module, /)\n--\n\nUndo pause_thread() if this thread's pass is still logged."},
+    {"stop_sync", mod_stop_sync, METH_NOARGS,
+     "stop_sync($module, /)\n--\n\n"
+     "No sync mode on this thread until its next pass (a graph is being captured)."},
     {"thread_enabled", mod_thread_enabled, METH_NOARGS,
      "thread_enabled($module, /)\n--\n\nWhether the fallback's dispatch key is in this thread's TLS."},
     {"fallback_installed", mod_fallback_installed, METH_NOARGS,

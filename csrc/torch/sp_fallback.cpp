@@ -51,6 +51,7 @@ struct ThreadState {
   bool paused;            // key taken out while a compiler runs
   bool saw_meta;          // the call being described has a meta tensor
   bool allow_meta;        // ...and is described anyway: it raised
+  bool sync;              // synchronise the device after each recorded call (sp_fallback_sync)
 };
 thread_local ThreadState t_state;
 
@@ -458,6 +459,30 @@ void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
 }
 
+// The device of a call's first tensor input that is not on the host (or the
+// CPU device: nothing to wait for).
+c10::Device device_of(const c10::IValue* args, size_t n) {
+  auto on_device = [](const at::Tensor& t) {
+    return t.defined() && t.device().type() != c10::DeviceType::CPU && t.device().type() != c10::DeviceType::Meta;
+  };
+  for (size_t i = 0; i < n; i++) {
+    if (args[i].isTensor()) {
+      if (on_device(args[i].toTensor())) return args[i].toTensor().device();
+    } else if (args[i].isTensorList()) {
+      for (const at::Tensor& t : args[i].toTensorList().vec())
+        if (on_device(t)) return t.device();
+    }
+  }
+  return c10::Device(c10::DeviceType::CPU);
+}
+
+// Waits for the device's work (sync mode): a kernel's asynchronous failure
+// raises here, as this call's error.
+void synchronize(c10::Device d) {
+  if (d.type() != c10::DeviceType::CPU)
+    c10::impl::getDeviceGuardImpl(d.type())->synchronizeDevice(d.index());
+}
+
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
               torch::jit::Stack* stack) {
   ThreadState& ts = t_state;
@@ -495,8 +520,14 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     if (ts.saw_meta) return redispatch_meta(p, t, op, ks, stack);
     return redispatch(op, ks, stack);
   }
+  c10::Device device(c10::DeviceType::CPU);
+  if (ts.sync) [[unlikely]] {
+    size_t n_args = op.schema().arguments().size();
+    if (stack->size() >= n_args) device = device_of(stack->data() + stack->size() - n_args, n_args);
+  }
   try {
     redispatch(op, ks, stack);
+    synchronize(device);
   } catch (...) {
     record_exception(p, t, std::current_exception());
     throw;
@@ -618,12 +649,15 @@ void sp_fallback_disable(sp_profiler* p) {
   if (t_state.profiler == p || !p) {
     set_thread_profiler(nullptr);
     set_key(false);
+    t_state.sync = false;
   }
   // Threads that inherited the key log into p's latest logged pass while
   // some thread's is open.
   sp_profiler* expected = p;
   if (p && !sp_logging(p) && g_inherited.compare_exchange_strong(expected, nullptr)) sp_unref(p);
 }
+
+void sp_fallback_sync(int on) { t_state.sync = on != 0; }
 
 int sp_fallback_pause(void) {
   if (!c10::impl::tls_is_dispatch_key_included(kKey)) return 0;

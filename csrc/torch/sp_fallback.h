@@ -21,6 +21,12 @@ void sp_fallback_enable(sp_profiler *p);
 /* Takes the key out of the calling thread's TLS (if it was enabled for p, or
  * p is NULL). */
 void sp_fallback_disable(sp_profiler *p);
+/* Sync mode on the calling thread until its pass ends (sp_fallback_disable):
+ * after each recorded call with an input on a device (CUDA), wait for the
+ * device, so that an asynchronous kernel failure is recorded as the error
+ * of the call that launched it. Never while a graph is captured (the
+ * caller's to know). */
+void sp_fallback_sync(int on);
 /* Takes the key out of this thread's TLS while something that is not the
  * model runs (a compiler); returns 1 if it was in. sp_fallback_resume puts it back
  * if this thread's pass is still logged. */

@@ -25,6 +25,10 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     a.add_argument("--no-summary", action="store_true", help="leave out the summary statistics")
     a.add_argument("--no-largest", action="store_true", help="leave out the largest operations")
     a.add_argument("--no-diversity", action="store_true", help="leave out shape diversity")
+    a.add_argument("--tail", type=int, default=20, metavar="N",
+                   help="when a file says its process died (a cut last record, or a summary that did not "
+                        "close): the last N calls of each pass running then, the call in flight first "
+                        "(default 20; 0: not shown)")
     a.add_argument("--json", action="store_true",
                    help="machine-readable: each operator's distinct input/output shapes with true counts")
     a.set_defaults(func=run)
@@ -32,8 +36,9 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis.analyze import Sections, Timeline, analysis_json, build, print_analysis, quick_counts
+    from ..analysis.tail import crash_tail, tail_json, write_tail
+    from ..records.reader import InputError
     if args.quick:
-        from ..records.reader import InputError
         from ..records.scan import expand_paths
         try:
             for path in expand_paths(args.files):
@@ -54,13 +59,22 @@ def run(args: argparse.Namespace) -> int:
         if timeline is not None:
             tfile.close()
     a = build(srcs)
+    try:
+        tails = [t for t in (crash_tail(s, args.tail) for s in srcs) if t is not None]
+    except InputError as e:
+        raise fail(str(e)) from None
     if args.json:
         import json
-        json.dump(analysis_json(a, top=args.top), sys.stdout, indent=1)
+        doc = analysis_json(a, top=args.top)
+        if tails:
+            doc["crash_tails"] = [tail_json(t) for t in tails]
+        json.dump(doc, sys.stdout, indent=1)
         print()
     else:
         print_analysis(a, sys.stdout, Sections(
             summary=not args.no_summary, largest=not args.no_largest,
             diversity=not args.no_diversity, show_shapes=args.show_shapes,
             by_phase=args.by_phase, top=args.top, max_shapes=args.max_shapes))
+        for t in tails:
+            write_tail(t, sys.stdout)
     return 0

@@ -18,6 +18,9 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     r.add_argument("--log-n-passes", type=int, default=0, metavar="N", help="logged passes at most (0: all)")
     r.add_argument("--args", action="store_true",
                    help="record every argument, strides and devices too (what `replay` needs)")
+    r.add_argument("--sync", action="store_true",
+                   help="wait for the device after each recorded CUDA call, so that an asynchronous kernel "
+                        "failure is the error of the call that launched it (debugging; slow)")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
     r.set_defaults(func=run)
 
@@ -54,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         config.ENV_SKIP_WARMUP: str(args.skip_warmup),
         config.ENV_LOG_N_PASSES: str(args.log_n_passes),
         config.ENV_ARGS: "1" if args.args else "0",
+        config.ENV_SYNC: "1" if args.sync else "0",
     })
     python = cmd[0] if exe.startswith("python") else sys.executable
     python = shutil.which(python) or python

@@ -19,6 +19,7 @@ ENV_LOG_N_PASSES = "SGLANG_PROFILE_SHAPES_LOG_N_PASSES"
 ENV_DEDUPE = "SGLANG_PROFILE_SHAPES_DEDUPE"
 ENV_PHASES = "SGLANG_PROFILE_SHAPES_PHASES"
 ENV_ARGS = "SGLANG_PROFILE_SHAPES_ARGS"
+ENV_SYNC = "SGLANG_PROFILE_SHAPES_SYNC"
 
 DEFAULT_FILE = "shapes.jsonl"
 _PHASE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -40,6 +41,7 @@ class EnvConfig:
     phases: Optional[FrozenSet[str]]
     on_request: bool = False  # armed: records nothing until a request
     args: bool = False  # record every argument, strides and devices too (replay)
+    sync: bool = False  # wait for the device after each recorded call (debugging)
 
     def profiles_rank(self, rank: int) -> bool:
         return self.ranks is None or rank in self.ranks
@@ -158,4 +160,5 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     dedupe = _flag(ENV_DEDUPE, env[ENV_DEDUPE]) if env.get(ENV_DEDUPE, "").strip() else None
     phases = parse_phases(env.get(ENV_PHASES, ""))
     args = _flag(ENV_ARGS, env[ENV_ARGS]) if env.get(ENV_ARGS, "").strip() else False
-    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args)
+    sync = _flag(ENV_SYNC, env[ENV_SYNC]) if env.get(ENV_SYNC, "").strip() else False
+    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args, sync)

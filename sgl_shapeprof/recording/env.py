@@ -46,7 +46,7 @@ def resolve_rank(rank: Optional[int] = None) -> int:
 _NOT_ARMED = (ENV_SKIP_WARMUP, ENV_LOG_N_PASSES, ENV_PHASES)
 
 
-def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False):
+def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False, sync: bool = False):
     """SGLANG_PROFILE_SHAPES=on_request: one armed profiler per process and
     rank; requests write beside SGLANG_PROFILE_SHAPES_FILE's folder unless
     they name a file."""
@@ -55,7 +55,7 @@ def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False):
         current = _env_profiler
         if isinstance(current, OnRequestProfiler) and not current.closed and current.rank == rank:
             return current
-        _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args,
+        _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args, sync=sync,
                                           output_dir=os.path.dirname(os.path.abspath(path)))
         if ENV_FILE in os.environ:
             _env_profiler.output_dir_from = f"{ENV_FILE}={os.environ[ENV_FILE]!r}"
@@ -86,7 +86,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
         path = cfg.path_for_rank(r)
         dedupe = dedupe_default if cfg.dedupe is None else cfg.dedupe
         if cfg.on_request:
-            return _armed_from_env(r, dedupe, path, cfg.args)
+            return _armed_from_env(r, dedupe, path, cfg.args, cfg.sync)
         with _env_lock:
             current = _env_profiler
             if current is not None and not current.closed and \
@@ -94,7 +94,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
                 return current
             _env_profiler = ShapeProfiler(
                 path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
-                dedupe=dedupe, phases=cfg.phases, args=cfg.args)
+                dedupe=dedupe, phases=cfg.phases, args=cfg.args, sync=cfg.sync)
             _env_profiler._phases_from = f"{ENV_PHASES}="
             return _env_profiler
     except (ConfigError, ValueError, TypeError, ImportError) as e:

@@ -81,10 +81,11 @@ class OnRequestProfiler(PassContext):
     """Armed: records nothing until request(); the same pass API as ShapeProfiler."""
 
     def __init__(self, rank: int = 0, dedupe: bool = False, output_dir: Optional[str] = None,
-                 control: bool = True, args: bool = False):
+                 control: bool = True, args: bool = False, sync: bool = False):
         self.rank = rank
         self.dedupe = dedupe
         self.args = args
+        self.sync = sync
         self.output_dir = output_dir or os.getcwd()
         self._lock = threading.Lock()
         self._pending: Optional[Request] = None
@@ -237,7 +238,7 @@ class OnRequestProfiler(PassContext):
                 req, self._pending = self._pending, None
                 try:
                     self._active = ShapeProfiler(
-                        req.output, rank=self.rank, dedupe=self.dedupe, args=self.args,
+                        req.output, rank=self.rank, dedupe=self.dedupe, args=self.args, sync=self.sync,
                         skip_warmup=req.skip,
                         log_n_passes=0 if req.per_phase else req.passes,
                         phases=sorted(req.phases) if req.phases else None)

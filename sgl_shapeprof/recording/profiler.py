@@ -104,7 +104,7 @@ class ShapeProfiler(PassContext):
     """Records every operator call of the logged forward passes.
 
     ShapeProfiler(output, *, rank=0, skip_warmup=0, log_n_passes=0,
-    dedupe=False, phases=None, args=False)
+    dedupe=False, phases=None, args=False, sync=False)
 
     output: the records file (JSON Lines, see FORMAT.md); the summary goes
     beside it (shapes.jsonl -> shapes_summary.json). Passes 1..skip_warmup are
@@ -115,7 +115,11 @@ class ShapeProfiler(PassContext):
     phase labels are logged (and counted against log_n_passes). args: also
     record every non-tensor argument and each input tensor's strides, storage
     offset and device (the records' "args"; what `sgl-shapeprof replay` needs),
-    and deduplicate on them too.
+    and deduplicate on them too. sync (a debugging mode): after each recorded
+    call with an input on a CUDA device, wait for the device, so that an
+    asynchronous kernel failure is recorded as the error of the call that
+    launched it rather than of a later synchronising call; never while a CUDA
+    graph is captured; on the CPU it does nothing.
 
     Passes are per thread: a pass records the calls of the thread that
     starts it (and of threads that inherit its dispatch state, such as
@@ -132,7 +136,7 @@ class ShapeProfiler(PassContext):
     def __init__(self, output: PathLike = "shapes.jsonl", *, rank: int = 0,
                  skip_warmup: int = 0, log_n_passes: int = 0,
                  dedupe: bool = False, phases: Optional[Iterable[str]] = None,
-                 args: bool = False):
+                 args: bool = False, sync: bool = False):
         path = os.fspath(output)
         if not isinstance(path, str) or not path:
             raise ValueError("output must be a non-empty path")
@@ -152,9 +156,10 @@ class ShapeProfiler(PassContext):
         self.rank = rank
         self.dedupe = bool(dedupe)
         self.args = bool(args)
+        self.sync = bool(sync)
         try:
             self._native = _C.Profiler(path, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
-                                       self.args)
+                                       self.args, self.sync)
         except BlockingIOError:
             # Another live profiler writes this file (two processes with the
             # same rank name, say): never share it, take a name of our own.
@@ -162,7 +167,7 @@ class ShapeProfiler(PassContext):
             own = f"{stem}.pid{os.getpid()}{ext}"
             say(f"{path} is in use by another process; writing {own} instead")
             self._native = _C.Profiler(own, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
-                                       self.args)
+                                       self.args, self.sync)
         self._closed = False
         self._broken = False
         self._forked = False
@@ -224,6 +229,8 @@ class ShapeProfiler(PassContext):
             self._phases_seen.add(phase)
         logged = self._begin(st, self._native.pass_begin, phase)
         st.plain = plain
+        if self.sync and logged:
+            _no_sync_while_capturing()
         return logged
 
     def _begin(self, st: _ThreadPass, native_begin, *args) -> bool:
@@ -273,6 +280,9 @@ class ShapeProfiler(PassContext):
                                          "recorded as part of that pass")
             st.depth += 1
             return st.logged
+        if self.sync:
+            say_once("sync-capture", "sync: not while a CUDA graph is captured (waiting for the device "
+                                     "would break the capture): the capture's calls are recorded without it")
         return self._begin(st, self._native.graph_begin, _label(phase), key)
 
     def graph_replayed(self, key: int, n: int = 1) -> bool:
@@ -397,6 +407,17 @@ def _label(phase) -> Optional[str]:
 
 
 _compile_callbacks_failed = False
+
+
+def _no_sync_while_capturing() -> None:
+    """Sync mode is refused on a thread whose stream is capturing a CUDA
+    graph by other means than capture_graph() (which never syncs)."""
+    import torch
+    if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+        from ._native import load
+        load().stop_sync()
+        say_once("sync-capture", "sync: not while a CUDA graph is captured (waiting for the device "
+                                 "would break the capture): the capture's calls are recorded without it")
 
 
 def _pause_for_compiler(_args=None) -> None:
