@@ -114,7 +114,10 @@ def add_imports(p: argparse.ArgumentParser) -> None:
 
 
 def import_modules(modules: List[str]) -> None:
-    """--import: the libraries that register the file's custom operators."""
+    """--import: the libraries that register the file's custom operators
+    (found in the current directory too, as `python -m` finds them)."""
+    if modules and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
     for module in modules:
         try:
             importlib.import_module(module)

@@ -183,6 +183,7 @@ def script(rec: dict, where: str, imports: Iterable[str] = (), deduplicated: boo
         raise NotReproducible(str(e)) from None
     ns = call.operation.split(".")[0]
     imports = list(dict.fromkeys(list(imports) + ([REGISTERING_MODULES[ns]] if ns in REGISTERING_MODULES else [])))
+    paths = [p for p in (_found_in(m) for m in imports) if p]
     notes = ["tensor values are not recorded: floating-point inputs are drawn from N(0, 1)"]
     notes += [f"{k}: {v}" for k, v in p.synthesised.items()]
     if call.error is not None and not p.synthesised and any(
@@ -241,7 +242,7 @@ Not in the record, so made up or assumed here:
 import sys
 
 import torch
-{"".join(f"import {m}{chr(10)}" for m in imports)}
+{"".join(f"sys.path.append({d!r})  # where it was imported from when this was written{chr(10)}" for d in paths)}{"".join(f"import {m}{chr(10)}" for m in imports)}
 RECORDED_ERROR = {_literal(recorded_error)}  # (type, message); None: it returned
 RECORDED_OUTPUTS = {rec.get("outputs")!r}  # shapes and dtypes, as recorded
 CRASHED = {bool(call.incomplete)}  # the process died in this call
@@ -263,6 +264,19 @@ def call():
             + f"\n\n# ---- {os.path.basename(_verdict_module.__file__)}: the call run and compared with the record\n"
             + _module_source(_verdict_module))
     return Script(script_name(rec), head + body + tail, notes)
+
+
+def _found_in(module: str) -> Optional[str]:
+    """The folder a module was imported from, when it is not an installed
+    package's (site-packages): the script looks there too."""
+    m = sys.modules.get(module.split(".")[0])
+    f = getattr(m, "__file__", None)
+    if not f:
+        return None
+    d = os.path.dirname(os.path.abspath(f))
+    if os.path.basename(f) == "__init__.py":
+        d = os.path.dirname(d)
+    return None if "site-packages" in d or "dist-packages" in d else d
 
 
 def _first(text: str) -> str:
