@@ -723,6 +723,60 @@ static void test_dropped_prefix_never_blanks_a_record(void) {
   g_passed++;
 }
 
+/* The summary names the forward passes open when it is written (a crash's
+ * interrupted passes): each thread's, not an ended one, not a capture. */
+struct open_pass_arg {
+  sp_profiler *p;
+  pthread_barrier_t *begun, *closed;
+};
+
+static void *open_pass_thread(void *arg) {
+  struct open_pass_arg *a = arg;
+  sp_pass_begin(a->p, "other");
+  pthread_barrier_wait(a->begun);
+  pthread_barrier_wait(a->closed);
+  sp_pass_end(a->p);
+  return NULL;
+}
+
+static void test_open_passes(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("open.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  CHECK(sp_pass_begin(p, NULL)); /* pass 1, ended */
+  sp_pass_end(p);
+  CHECK(sp_graph_begin(p, "decode", 8)); /* a capture: not named */
+  sp_pass_end(p);
+  CHECK(sp_pass_begin(p, NULL)); /* pass 2, open on this thread */
+  pthread_barrier_t begun, closed;
+  pthread_barrier_init(&begun, NULL, 2);
+  pthread_barrier_init(&closed, NULL, 2);
+  struct open_pass_arg a = {p, &begun, &closed};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, open_pass_thread, &a) == 0);
+  pthread_barrier_wait(&begun); /* pass 3, open on the other thread */
+  CHECK(sp_close(p) == SP_OK);
+  pthread_barrier_wait(&closed);
+  pthread_join(th, NULL);
+  pthread_barrier_destroy(&begun);
+  pthread_barrier_destroy(&closed);
+  char *s = slurp(path_in("open_summary.json"), NULL);
+  CHECK(s && strstr(s, "\"open_passes\": [2, 3]"));
+  free(s);
+  sp_pass_end(p);
+  sp_free(p);
+  /* all ended: none named */
+  p = open_prof("open2.jsonl", 0, 0, 0, NULL);
+  CHECK(p && sp_pass_begin(p, NULL));
+  sp_pass_end(p);
+  CHECK(sp_close(p) == SP_OK);
+  s = slurp(path_in("open2_summary.json"), NULL);
+  CHECK(s && strstr(s, "\"open_passes\": []"));
+  free(s);
+  sp_free(p);
+  g_passed++;
+}
+
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "%s", "/tmp/sp_core_test_XXXXXX");
   if (!mkdtemp(g_dir)) return 2;
@@ -743,6 +797,7 @@ int main(void) {
   test_forked_child_keeps_hands_off();
   test_protocol_is_checked();
   test_threads_write_at_once();
+  test_open_passes();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
   if (!getenv("KEEP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
