@@ -461,7 +461,7 @@ void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
 
 // The device of a call's first tensor input that is not on the host (or the
 // CPU device: nothing to wait for).
-c10::Device device_of(const c10::IValue* args, size_t n) {
+[[gnu::cold, gnu::noinline]] c10::Device device_of(const c10::IValue* args, size_t n) {
   auto on_device = [](const at::Tensor& t) {
     return t.defined() && t.device().type() != c10::DeviceType::CPU && t.device().type() != c10::DeviceType::Meta;
   };
@@ -478,9 +478,8 @@ c10::Device device_of(const c10::IValue* args, size_t n) {
 
 // Waits for the device's work (sync mode): a kernel's asynchronous failure
 // raises here, as this call's error.
-void synchronize(c10::Device d) {
-  if (d.type() != c10::DeviceType::CPU)
-    c10::impl::getDeviceGuardImpl(d.type())->synchronizeDevice(d.index());
+[[gnu::cold, gnu::noinline]] void synchronize(c10::Device d) {
+  c10::impl::getDeviceGuardImpl(d.type())->synchronizeDevice(d.index());
 }
 
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
@@ -527,7 +526,7 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
   try {
     redispatch(op, ks, stack);
-    synchronize(device);
+    if (device.type() != c10::DeviceType::CPU) [[unlikely]] synchronize(device);
   } catch (...) {
     record_exception(p, t, std::current_exception());
     throw;
