@@ -258,10 +258,14 @@ def other():
     with p.forward_pass(phase="other"):
         x = torch.randn(3, 3)
         ready.wait()
-        for i in range(10**9):
+        for i in range(20):
             x = torch.mul(x, 1)
-            if i == 10:
-                busy.set()
+        busy.set()
+        # its pass stays open, idle: a record of this thread written while
+        # the crasher's call runs would take the place of that call's
+        # inputs on disk (only the last-started thread's in-flight call is
+        # sure to be there: docs/how-it-works.md)
+        threading.Event().wait()
 def crasher():
     with p.forward_pass(phase="crasher"):
         x = torch.randn(4, 4)
@@ -269,7 +273,7 @@ def crasher():
             x = torch.add(x, 1)
         if nthreads > 1:
             ready.wait()
-            busy.wait()        # the other thread is writing
+            busy.wait()        # the other thread has written, and its pass is open
             for _ in range(200):
                 x = torch.sub(x, 1)
         torch.ops.reprotest.die(x[:2], how)

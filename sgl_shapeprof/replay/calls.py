@@ -218,9 +218,11 @@ def check(call: Call):
     if call.error is not None:
         e = call.error
         raise NotReplayable(f"raised when recorded ({e.get('error_type')}: "
-                            f"{first_line(str(e.get('error_message', '')))})")
+                            f"{first_line(str(e.get('error_message', '')))}): `sgl-shapeprof repro` "
+                            "writes a script that reproduces it")
     if call.incomplete:
-        raise NotReplayable("cut by a crash while it ran (incomplete record)")
+        raise NotReplayable("cut by a crash while it ran (incomplete record): `sgl-shapeprof repro` "
+                            "writes a script that runs it again")
     ns, name, _ = _split(call.operation)
     if ns in COLLECTIVE_NAMESPACES:
         raise NotReplayable("collective: needs the process group it ran in")
