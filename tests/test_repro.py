@@ -43,7 +43,12 @@ def _odd_message(x):
     raise OddError("line one: 'quoted' \\"double\\" \\\\ back\\nline two: \\u00e9\\u4e2d \\x00 nul")
 
 
+before_dying = None  # a test's hook: runs in the kernel, before it crashes
+
+
 def _die(x, how):
+    if before_dying is not None:
+        before_dying()
     if how == "segv":
         ctypes.string_at(0)
     os.abort()
@@ -253,19 +258,25 @@ import reprotest_ops
 how, nthreads, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 p = sp.ShapeProfiler(out, args=True)
 ready = threading.Barrier(nthreads)
-busy = threading.Event()
+busy, entered, overwritten = threading.Event(), threading.Event(), threading.Event()
+def in_the_kernel():  # the crasher's inputs are on disk: let the other thread write over them
+    entered.set()
+    overwritten.wait()
+if nthreads > 1:
+    reprotest_ops.before_dying = in_the_kernel
 def other():
     with p.forward_pass(phase="other"):
         x = torch.randn(3, 3)
         ready.wait()
-        for i in range(20):
-            x = torch.mul(x, 1)
-        busy.set()
-        # its pass stays open, idle: a record of this thread written while
-        # the crasher's call runs would take the place of that call's
-        # inputs on disk (only the last-started thread's in-flight call is
-        # sure to be there: docs/how-it-works.md)
-        threading.Event().wait()
+        after = 0
+        for i in range(10**9):  # writing all along: its records take the place of the
+            x = torch.mul(x, 1)  # crasher's inputs on disk, which the signal handler puts back
+            if i == 20:
+                busy.set()
+            if entered.is_set():
+                after += 1
+                if after == 5:
+                    overwritten.set()
 def crasher():
     with p.forward_pass(phase="crasher"):
         x = torch.randn(4, 4)
@@ -273,7 +284,7 @@ def crasher():
             x = torch.add(x, 1)
         if nthreads > 1:
             ready.wait()
-            busy.wait()        # the other thread has written, and its pass is open
+            busy.wait()        # the other thread is writing
             for _ in range(200):
                 x = torch.sub(x, 1)
         torch.ops.reprotest.die(x[:2], how)

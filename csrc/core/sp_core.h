@@ -253,6 +253,10 @@ void sp_emergency_close_all(void);
 /* Installs the fatal-signal handlers once (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
  * SIGABRT, and SIGTERM where nobody else handles it). */
 void sp_install_signal_handlers(void);
+/* How a fatal-signal handler finds the dying thread's sp_thread (the caller
+ * of sp_call_begin keeps them): its call in flight is put back on disk if
+ * another thread's record took its place. getter must be async-signal-safe. */
+void sp_set_thread_getter(sp_thread *(*getter)(void));
 
 #ifdef __cplusplus
 }

@@ -395,6 +395,9 @@ SP_PRIVATE size_t text_put(sp_profiler *p, const char *s, size_t n);
 SP_PRIVATE int count_op(sp_profiler *p, int id, int phase);
 SP_PRIVATE void uncount_op(sp_profiler *p, int id, int phase);
 
+/* ---- sp_record.c: the hot path (its API is sp_core.h's) ---- */
+SP_PRIVATE void rescue_in_flight(sp_profiler *p, sp_thread *t);
+
 /* ---- sp_summary.c: the summary file ---- */
 SP_PRIVATE void counters(const sp_profiler *p, sp_stats *o);
 SP_PRIVATE int snapshot(sp_profiler *p, summary_src *s);

@@ -535,6 +535,7 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     f->spec_owner = NULL;
     f->spec_end = f->len;
   }
+  t->spec = 0; /* no longer in flight (rescue_in_flight) */
   if (e) {
     fail(p, "cannot write records file ", e);
     return;
@@ -725,4 +726,27 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
     p->errors++;
   }
   lock_release(&p->lock);
+}
+
+/* A dying thread's call in flight whose inputs another thread's record
+ * wrote over (only the last prefix written stays at the tail): written again
+ * at the end of the records, under the next call_id, so that the crash's
+ * call is the file's cut last line. Async-signal-safe: memcpy into the
+ * mapping, no lock (the process is dying), no allocation. */
+SP_PRIVATE void rescue_in_flight(sp_profiler *p, sp_thread *t) {
+  sp_file *f = &p->file;
+  if (!t || !t->spec || t->prefix.failed || !t->pass || t->pass->p != p) return;
+  if (f->spec_owner == t && t->spec_at == f->len) return; /* on disk already */
+  char id[24];
+  size_t n = (size_t)(put_i64(id, p->records + 1) - id);
+  const char *b = t->prefix.p;
+  size_t head = t->id_digits_at, rest = t->prefix.n - t->id_digits_end;
+  size_t at = f->len;
+  if (!file_room(f, at, head + n + rest)) return;
+  file_write_at(f, at, b, head);
+  file_write_at(f, at + head, id, n);
+  file_write_at(f, at + head + n, b + t->id_digits_end, rest);
+  f->spec_owner = t;
+  t->spec_at = at;
+  f->spec_end = at + head + n + rest;
 }

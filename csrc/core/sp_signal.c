@@ -16,6 +16,9 @@ static const char *signal_name(int sig) {
 }
 
 static atomic_int g_emergency_sig;
+static sp_thread *(*_Atomic g_thread_getter)(void);
+
+void sp_set_thread_getter(sp_thread *(*getter)(void)) { atomic_store(&g_thread_getter, getter); }
 
 /* A profiler of this process, closed by a dying thread. */
 static void close_dying(sp_profiler *p) {
@@ -27,7 +30,10 @@ static void close_dying(sp_profiler *p) {
   atomic_store(&p->logging, 0);
   p->closed = 1;
   p->ended_by = sig ? signal_name(sig) : "emergency";
-  /* Keep an in-flight call's inputs: they are the point of a crash. */
+  /* Keep an in-flight call's inputs: they are the point of a crash. The
+   * dying thread's, if another thread's record took their place. */
+  sp_thread *(*getter)(void) = atomic_load(&g_thread_getter);
+  if (getter && p->file.map) rescue_in_flight(p, getter());
   if (p->file.fd >= 0 && ftruncate(p->file.fd, (off_t)file_tail(&p->file)) != 0) {
     /* nothing more to do */
   }

@@ -723,6 +723,51 @@ static void test_dropped_prefix_never_blanks_a_record(void) {
   g_passed++;
 }
 
+/* A crash on a thread whose call's inputs another thread's record wrote
+ * over: the dying thread's call is put back as the cut last line. */
+static sp_thread *g_dying;
+static sp_thread *dying_thread(void) { return g_dying; }
+
+static void test_dying_threads_call_is_put_back(void) {
+  g_test = __func__;
+  static int ka, kb;
+  int op_a = -1, op_b = -1;
+  CHECK(sp_op_intern(&ka, "aten::crashes", "", 0, NULL, 1, &op_a) == SP_OK);
+  CHECK(sp_op_intern(&kb, "aten::other", "", 0, NULL, 1, &op_b) == SP_OK);
+  sp_profiler *p = open_prof("rescue.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *ta = sp_thread_new(), *tb = sp_thread_new();
+  CHECK(sp_pass_begin(p, NULL) == 1);
+  sp_enc *ain = &sp_thread_enc(ta)->in, *bin = &sp_thread_enc(tb)->in, *bout = &sp_thread_enc(tb)->out;
+  sp_enc_reset(ain);
+  sp_enc_push(ain, op_a);
+  CHECK(sp_call_begin(p, ta) == SP_CALL_RECORDING); /* a's inputs at the tail; its kernel runs */
+  sp_enc_reset(bin);
+  sp_enc_push(bin, op_b);
+  sp_enc_reset(bout);
+  int64_t n = 4;
+  sp_enc_push(bout, SP_ENC_TENSOR);
+  sp_enc_tensor(bout, 6, 1, &n);
+  CHECK(sp_call_begin(p, tb) == SP_CALL_RECORDING);
+  sp_call_end(p, tb); /* b's record takes the place of a's inputs */
+  g_dying = ta;
+  sp_set_thread_getter(dying_thread);
+  sp_emergency_close_all(); /* a's thread dies in its kernel */
+  sp_set_thread_getter(NULL);
+  size_t len = 0;
+  char *s = slurp(path_in("rescue.jsonl"), &len);
+  CHECK(s && strlen(s) == len && count_lines(s) == 1);
+  CHECK(strstr(s, "{\"call_id\": 1, \"forward_pass\": 1, \"operation\": \"aten.other.default\""));
+  const char *cut = strchr(s, '\n') + 1; /* the last line, cut: a's inputs under the next id */
+  CHECK(strcmp(cut, "{\"call_id\": 2, \"forward_pass\": 1, \"operation\": \"aten.crashes.default\", "
+                    "\"inputs\": {}") == 0);
+  free(s);
+  sp_thread_free(ta);
+  sp_thread_free(tb);
+  sp_free(p);
+  g_passed++;
+}
+
 /* The summary names the forward passes open when it is written (a crash's
  * interrupted passes): each thread's, not an ended one, not a capture. */
 struct open_pass_arg {
@@ -798,6 +843,7 @@ int main(void) {
   test_protocol_is_checked();
   test_threads_write_at_once();
   test_open_passes();
+  test_dying_threads_call_is_put_back();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
   if (!getenv("KEEP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);

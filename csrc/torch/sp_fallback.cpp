@@ -607,9 +607,13 @@ int set_enum_names() {
 
 extern "C" {
 
+// This thread's scratch, for a fatal-signal handler (a thread_local read).
+sp_thread* thread_scratch() { return t_state.scratch; }
+
 int sp_fallback_install(void) {
   std::lock_guard<std::mutex> lock(g_install_mu);
   if (g_fallback_handle) return SP_OK;
+  sp_set_thread_getter(&thread_scratch);
   try {
     auto& d = c10::Dispatcher::singleton();
     if (d.hasBackendFallbackForDispatchKey(kKey)) {
