@@ -1,0 +1,30 @@
+"""vLLM's general plugin (entry point `vllm.general_plugins`: sgl_shapeprof):
+vLLM calls register() once in each of its processes (the API server,
+EngineCore, every worker). With SHAPEPROF (or SGLANG_PROFILE_SHAPES) unset
+or 0 it returns at once, having imported nothing. Otherwise it installs an
+import hook that patches vLLM's model runners and CUDA graph wrapper when
+they are imported -- which happens only where the model runs, the workers --
+so the API server and EngineCore stay untouched. Idempotent.
+"""
+from __future__ import annotations
+
+from ...recording.switch import loads_hook
+from .. import VLLM_CUDA_GRAPH, VLLM_MODEL_RUNNER, VLLM_MODEL_RUNNER_V2
+from ..on_import import PatchingFinder, install_finder
+
+# vLLM's module -> (our module, its patch function), imported when vLLM's is
+PATCHES = {
+    VLLM_MODEL_RUNNER: (f"{__package__}.workers", "patch_model_runner_module"),
+    VLLM_MODEL_RUNNER_V2: (f"{__package__}.workers", "patch_model_runner_module"),
+    VLLM_CUDA_GRAPH: (f"{__package__}.cuda_graphs", "patch_cuda_graph_module"),
+}
+
+
+class VllmFinder(PatchingFinder):
+    """vLLM's modules of PATCHES."""
+
+
+def register() -> None:
+    """The entry point: installs VllmFinder once per process when profiling is on."""
+    if loads_hook():
+        install_finder(VllmFinder(PATCHES))
