@@ -28,6 +28,9 @@ def main():
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    if a.tp > 1:  # vLLM's CPU backend binds each rank's threads; one core each here
+        ncpu = os.cpu_count() or 1
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "|".join(str(i % ncpu) for i in range(a.tp)))
 
     import vllm
 
