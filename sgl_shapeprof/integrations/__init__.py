@@ -24,3 +24,6 @@ SGLANG_CUSTOM_OP = "sglang.srt.utils.custom_op"
 VLLM_MODEL_RUNNER = "vllm.v1.worker.gpu_model_runner"
 VLLM_MODEL_RUNNER_V2 = "vllm.v1.worker.gpu.model_runner"
 VLLM_CUDA_GRAPH = "vllm.compilation.cuda_graph"
+# /start_profile and /stop_profile: the worker that takes them, and the routes
+VLLM_WORKER = "vllm.v1.worker.gpu_worker"
+VLLM_PROFILE_ROUTER = "vllm.entrypoints.serve.profile.api_router"

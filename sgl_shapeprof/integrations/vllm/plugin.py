@@ -2,14 +2,16 @@
 vLLM calls register() once in each of its processes (the API server,
 EngineCore, every worker). With SHAPEPROF (or SGLANG_PROFILE_SHAPES) unset
 or 0 it returns at once, having imported nothing. Otherwise it installs an
-import hook that patches vLLM's model runners and CUDA graph wrapper when
-they are imported -- which happens only where the model runs, the workers --
-so the API server and EngineCore stay untouched. Idempotent.
+import hook that patches vLLM's model runners, CUDA graph wrapper and
+worker when they are imported -- which happens only where the model runs,
+the workers -- so the API server and EngineCore stay untouched; with
+SHAPEPROF=on_request the API server's profile routes are mounted too
+(start_profile.py). Idempotent.
 """
 from __future__ import annotations
 
 from ...recording.switch import loads_hook
-from .. import VLLM_CUDA_GRAPH, VLLM_MODEL_RUNNER, VLLM_MODEL_RUNNER_V2
+from .. import VLLM_CUDA_GRAPH, VLLM_MODEL_RUNNER, VLLM_MODEL_RUNNER_V2, VLLM_PROFILE_ROUTER, VLLM_WORKER
 from ..on_import import PatchingFinder, install_finder
 
 # vLLM's module -> (our module, its patch function), imported when vLLM's is
@@ -17,6 +19,8 @@ PATCHES = {
     VLLM_MODEL_RUNNER: (f"{__package__}.workers", "patch_model_runner_module"),
     VLLM_MODEL_RUNNER_V2: (f"{__package__}.workers", "patch_model_runner_module"),
     VLLM_CUDA_GRAPH: (f"{__package__}.cuda_graphs", "patch_cuda_graph_module"),
+    VLLM_WORKER: (f"{__package__}.start_profile", "patch_worker_module"),
+    VLLM_PROFILE_ROUTER: (f"{__package__}.start_profile", "patch_profile_router_module"),
 }
 
 
