@@ -113,3 +113,30 @@ def test_the_patched_modules_and_classes_exist():
     assert issubclass(CPUModelRunner, gpu_model_runner.GPUModelRunner)
     for method in ("execute_model", "sample_tokens"):
         assert method not in vars(CPUModelRunner) and method in vars(gpu_model_runner.GPUModelRunner)
+
+
+def cli(*args, env=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "sgl_shapeprof", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_run_refuses_bad_arguments_in_one_line(tmp_path):
+    r = cli("run", "--server", "vllm", "--model-path", "m", "--engine-arg", "noequals", "-o", tmp_path / "a")
+    assert r.returncode == 2 and r.stderr == "sgl-shapeprof run: --engine-arg 'noequals' must be KEY=VALUE\n"
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "shapes.rank0.jsonl").write_text("")
+    r = cli("run", "--server", "vllm", "--model-path", "m", "-o", tmp_path / "b")
+    assert r.returncode == 2 and r.stderr == (f"sgl-shapeprof run: {tmp_path / 'b'} already holds "
+                                              "shapes.rank0.jsonl: give another --output-dir\n")
+    r = cli("run", "--server", "vllm", "--model-path", "m", "--tp", "0", "-o", tmp_path / "c")
+    assert r.returncode == 2 and "--tp, --prompts and --max-tokens must be at least 1" in r.stderr
+
+
+def test_run_says_when_the_engine_fails(tmp_path):
+    """A model folder that does not exist: the engine's own error (its log's
+    tail), then one line with the status and where the log is."""
+    r = cli("run", "--server", "vllm", "--model-path", tmp_path / "no-model", "-o", tmp_path / "out")
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.splitlines()[-1]
+    assert last.startswith("sgl-shapeprof run: the vllm engine exited with status 1 (its log: ")
+    assert os.path.exists(tmp_path / "out" / "engine.log")

@@ -172,3 +172,23 @@ def test_tp2_one_file_per_rank(tp2):
         qkv = gemm_rows(records, QKV // 2)                              # each rank: half the heads
         assert len(qkv) == summary["logged_forward_passes"]
         assert sum(v[0] for v in qkv.values()) == tokens
+
+
+def test_run_command(model, tmp_path):
+    """sgl-shapeprof run --server vllm: the engine with profiling on, then
+    the analysis of each rank's file."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    env.update({"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"})
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "vllm", "--model-path", str(model),
+                        "--prompts", "3", "--max-tokens", "5", "--engine-arg", "dtype=float32",
+                        "--engine-arg", "enforce_eager=true", "--engine-arg", "max_model_len=256",
+                        "-o", str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-5000:]
+    out = json.load(open(tmp_path / "run" / "outputs.json"))["outputs"]
+    assert [n for _, n in out] == [5, 5, 5]
+    records, summary = read_run(tmp_path / "run" / "shapes.rank0.jsonl", ended_by="close")
+    assert r.stdout.startswith(f"{tmp_path / 'run' / 'shapes.rank0.jsonl'}: {len(records):,} records, "
+                               f"{summary['logged_forward_passes']} forward passes logged, ended by close, rank 0\n")
+    assert "_C.onednn_mm.default" in r.stdout
+    qkv = gemm_rows(records, QKV)
+    assert sum(v[0] for v in qkv.values()) == sum(p + n - 1 for p, n in out)
