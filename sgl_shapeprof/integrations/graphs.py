@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..recording.messages import say_once
 
@@ -64,3 +64,12 @@ def new_graph_key(backend: Any, shape_key: Any, size: int, phase: Optional[str],
 def captured_key(backend: Any, shape_key: Any) -> Optional[int]:
     """The key new_graph_key gave backend's graph for shape_key, if any."""
     return vars(backend).get(_KEYS, {}).get(shape_key)
+
+
+def count_replay(backend: Any, shape_key: Any, profiler_of: Callable[[], Any]) -> None:
+    """A replay of backend's graph for shape_key, counted by the profiler
+    profiler_of() returns (asked only when that graph was recorded)."""
+    key = captured_key(backend, shape_key)
+    profiler = profiler_of() if key is not None else None
+    if profiler is not None:
+        profiler.graph_replayed(key)

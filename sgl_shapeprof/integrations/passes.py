@@ -46,15 +46,22 @@ def attach(worker: Any, methods: dict, rank: Optional[int], dedupe_default: bool
         return None
 
 
+def wrap_method(owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> None:
+    """owner.name = wrap(owner.name), once: the wrapper is marked, and a
+    marked one is left alone (both ways in at once, a plugin loaded twice)."""
+    original = getattr(owner, name)
+    if getattr(original, "__sgl_shapeprof_wrapped__", False):
+        return
+    wrapped = functools.wraps(original)(wrap(original))
+    wrapped.__sgl_shapeprof_wrapped__ = True
+    setattr(owner, name, wrapped)
+
+
 def wrap_init(cls: type, attach_one: Callable[[Any], Any]) -> None:
     """cls.__init__, then attach_one(self); once per class."""
-    init = cls.__init__
-    if getattr(init, "__sgl_shapeprof_wrapped__", False):
-        return
-
-    @functools.wraps(init)
-    def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        attach_one(self)
-    __init__.__sgl_shapeprof_wrapped__ = True
-    cls.__init__ = __init__
+    def wrap(init):
+        def __init__(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            attach_one(self)
+        return __init__
+    wrap_method(cls, "__init__", wrap)

@@ -11,7 +11,7 @@ from ... import thread_logging
 from ...recording.env import env_profiler
 from ...recording.messages import say_once
 from ...recording.pauses import pause_thread, paused, resume_thread
-from ..graphs import GRAPH_FAMILY, captured_key, new_graph_key
+from ..graphs import GRAPH_FAMILY, count_replay, new_graph_key
 from .workers import custom_ops_recorded
 
 
@@ -120,10 +120,7 @@ def _wrap_graph_backend(cls: type) -> None:
     def replay_counted(self, shape_key, *args, **kwargs):
         out = replay(self, shape_key, *args, **kwargs)
         try:
-            key = captured_key(self, shape_key)
-            prof = _graph_profiler() if key is not None else None
-            if prof is not None:
-                prof.graph_replayed(key)
+            count_replay(self, shape_key, _graph_profiler)
         except Exception as e:
             _graphs_failed(e)
         return out

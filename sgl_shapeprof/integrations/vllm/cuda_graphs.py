@@ -23,7 +23,8 @@ from ... import thread_logging
 from ...recording.env import env_profiler
 from ...recording.messages import say_once
 from ...recording.pauses import paused
-from ..graphs import captured_key, new_graph_key
+from ..graphs import count_replay, new_graph_key
+from ..passes import wrap_method
 
 
 def _graphs_failed(e: BaseException) -> None:
@@ -68,44 +69,39 @@ def patch_cuda_graph_module(module: Any) -> None:
     """vllm.compilation.cuda_graph: CUDAGraphWrapper.__call__ records each
     graph's capture run and counts its replays. Any failure of ours: vLLM's
     own behaviour (said once)."""
-    cls = module.CUDAGraphWrapper
-    call = cls.__call__
-    if getattr(call, "__sgl_shapeprof_wrapped__", False):
-        return
-
-    @functools.wraps(call)
-    def __call__(self, *args, **kwargs):
-        prof = env_profiler()
-        if prof is None:
-            return call(self, *args, **kwargs)
-        try:
-            descriptor, capture = _graph_of(module, self)
-            key = None
-            if capture:
-                size, phase = graph_size_phase(descriptor)
-                mode = getattr(self.runtime_mode, "name", None)
-                variant = (("mode", None if mode == "FULL" else mode),
-                           ("loras", getattr(descriptor, "num_active_loras", 0)
-                            if getattr(descriptor, "has_lora", False) else None))
-                key = new_graph_key(self, descriptor, size, phase, variant)
-        except Exception as e:
-            _graphs_failed(e)
-            return call(self, *args, **kwargs)
-        if capture and key is not None:
-            runnable = self.runnable
-            self.runnable = _recorded(runnable, prof, key, phase)
-            try:
+    def wrap(call: Callable) -> Callable:
+        def __call__(self, *args, **kwargs):
+            prof = env_profiler()
+            if prof is None:
                 return call(self, *args, **kwargs)
-            finally:
-                self.runnable = runnable
-        out = call(self, *args, **kwargs)
-        if descriptor is not None and not capture:
             try:
-                replayed: Optional[int] = captured_key(self, descriptor)
-                if replayed is not None:
-                    prof.graph_replayed(replayed)
+                descriptor, capture = _graph_of(module, self)
+                key = _new_key(self, descriptor) if capture else None
             except Exception as e:
                 _graphs_failed(e)
-        return out
-    __call__.__sgl_shapeprof_wrapped__ = True
-    cls.__call__ = __call__
+                return call(self, *args, **kwargs)
+            if key is not None:
+                runnable = self.runnable
+                self.runnable = _recorded(runnable, prof, key, graph_size_phase(descriptor)[1])
+                try:
+                    return call(self, *args, **kwargs)
+                finally:
+                    self.runnable = runnable
+            out = call(self, *args, **kwargs)
+            if descriptor is not None and not capture:
+                try:
+                    count_replay(self, descriptor, lambda: prof)
+                except Exception as e:
+                    _graphs_failed(e)
+            return out
+        return __call__
+    wrap_method(module.CUDAGraphWrapper, "__call__", wrap)
+
+
+def _new_key(wrapper: Any, descriptor: Any) -> Optional[int]:
+    size, phase = graph_size_phase(descriptor)
+    mode = getattr(wrapper.runtime_mode, "name", None)
+    variant = (("mode", None if mode == "FULL" else mode),
+               ("loras", getattr(descriptor, "num_active_loras", 0) if getattr(descriptor, "has_lora", False)
+                else None))
+    return new_graph_key(wrapper, descriptor, size, phase, variant)

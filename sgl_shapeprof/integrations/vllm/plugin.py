@@ -15,13 +15,12 @@ from .. import VLLM_CUDA_GRAPH, VLLM_MODEL_RUNNER, VLLM_MODEL_RUNNER_V2, VLLM_PR
 from ..on_import import PatchingFinder, install_finder
 
 # vLLM's module -> (our module, its patch function), imported when vLLM's is
-PATCHES = {
-    VLLM_MODEL_RUNNER: (f"{__package__}.workers", "patch_model_runner_module"),
-    VLLM_MODEL_RUNNER_V2: (f"{__package__}.workers", "patch_model_runner_module"),
-    VLLM_CUDA_GRAPH: (f"{__package__}.cuda_graphs", "patch_cuda_graph_module"),
-    VLLM_WORKER: (f"{__package__}.start_profile", "patch_worker_module"),
-    VLLM_PROFILE_ROUTER: (f"{__package__}.start_profile", "patch_profile_router_module"),
-}
+PATCHES = {module: (f"{__package__}.{ours}", function) for module, ours, function in (
+    (VLLM_MODEL_RUNNER, "workers", "patch_model_runner_module"),
+    (VLLM_MODEL_RUNNER_V2, "workers", "patch_model_runner_module"),
+    (VLLM_CUDA_GRAPH, "cuda_graphs", "patch_cuda_graph_module"),
+    (VLLM_WORKER, "start_profile", "patch_worker_module"),
+    (VLLM_PROFILE_ROUTER, "start_profile", "patch_profile_router_module"))}
 
 
 class VllmFinder(PatchingFinder):

@@ -12,14 +12,14 @@ alone starts no torch profiler.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ...recording.env import env_profiler
 from ...recording.on_request import OnRequestProfiler
 from ...recording.switch import armed_on_request
+from ..passes import wrap_method
 
 log = logging.getLogger("vllm.sgl_shapeprof")  # in vLLM's log, beside its own profiler's lines
 
@@ -37,14 +37,7 @@ def shapes_output(armed: OnRequestProfiler, prefix: Optional[str]) -> str:
     return os.path.join(armed.output_dir, f"{prefix + '-' if prefix else ''}shapes-rank{armed.rank}.jsonl")
 
 
-def patch_worker_module(module: Any) -> None:
-    """vllm.v1.worker.gpu_worker: Worker.profile (the CPU worker inherits it)."""
-    cls = module.Worker
-    profile = cls.profile
-    if getattr(profile, "__sgl_shapeprof_wrapped__", False):
-        return
-
-    @functools.wraps(profile)
+def _profile_with_shapes(profile: Callable) -> Callable:
     def profile_with_shapes(self, is_start: bool = True, profile_prefix: Optional[str] = None, *args, **kwargs):
         if not armed_on_request():
             return profile(self, is_start, profile_prefix, *args, **kwargs)
@@ -66,22 +59,22 @@ def patch_worker_module(module: Any) -> None:
             if armed is not None and is_start:  # vLLM's own refused: ours does not run alone
                 armed.stop()
             raise
-    profile_with_shapes.__sgl_shapeprof_wrapped__ = True
-    cls.profile = profile_with_shapes
+    return profile_with_shapes
+
+
+def patch_worker_module(module: Any) -> None:
+    """vllm.v1.worker.gpu_worker: Worker.profile (the CPU worker inherits it)."""
+    wrap_method(module.Worker, "profile", _profile_with_shapes)
 
 
 def patch_profile_router_module(module: Any) -> None:
     """vllm.entrypoints.serve.profile.api_router: an armed server mounts
     /start_profile and /stop_profile without a profiler configured."""
-    attach = module.attach_router
-    if getattr(attach, "__sgl_shapeprof_wrapped__", False):
-        return
-
-    @functools.wraps(attach)
-    def attach_router(app: Any) -> None:
-        attach(app)
-        config = getattr(getattr(app.state, "args", None), "profiler_config", None)
-        if armed_on_request() and not _vllm_profiler_on(config):
-            app.include_router(module.router)
-    attach_router.__sgl_shapeprof_wrapped__ = True
-    module.attach_router = attach_router
+    def wrap(attach: Callable) -> Callable:
+        def attach_router(app: Any) -> None:
+            attach(app)
+            config = getattr(getattr(app.state, "args", None), "profiler_config", None)
+            if armed_on_request() and not _vllm_profiler_on(config):
+                app.include_router(module.router)
+        return attach_router
+    wrap_method(module, "attach_router", wrap)

@@ -16,7 +16,6 @@ cuda_graphs.py).
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any, Callable, Optional
 
 from ..passes import attach, call_phase, wrap_init
@@ -47,21 +46,13 @@ def step_phase(scheduler_output: Any = None, *args, **kwargs) -> Optional[str]:
 
 
 def runner_rank(runner: Any = None) -> Optional[int]:
-    """The worker's global rank in vLLM's world group (tensor and pipeline
-    parallel ranks together: rank = pp_rank * tp_size + tp_rank), else
-    torch.distributed's, else None (then $RANK / $LOCAL_RANK / 0)."""
+    """The worker's rank in vLLM's world group (its tensor- and
+    pipeline-parallel workers), else None: from_env's own (resolve_rank)."""
     try:
         from vllm.distributed.parallel_state import get_world_group
         return int(get_world_group().rank)
     except Exception:
-        pass
-    dist = sys.modules.get("torch.distributed")
-    try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return int(dist.get_rank())
-    except Exception:
-        pass
-    return None
+        return None
 
 
 class _Steps:
