@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -75,6 +76,9 @@ def test_start_profile_records_max_iterations_steps(server):
 def test_start_until_stop_profile(server):
     port, d, model = server    # noqa: F811
     assert post(port, "/start_profile", {"profile_prefix": "open"})[0] == 200
+    with pytest.raises(urllib.error.HTTPError) as e:   # one session at a time; the engine lives on
+        post(port, "/start_profile", {"profile_prefix": "again"})
+    assert e.value.code == 409   # vLLM's own: a profiling session is active
     complete(port, model, 4)
     complete(port, model, 3)
     assert post(port, "/stop_profile")[0] == 200
