@@ -192,3 +192,29 @@ def test_run_command(model, tmp_path):
     assert "_C.onednn_mm.default" in r.stdout
     qkv = gemm_rows(records, QKV)
     assert sum(v[0] for v in qkv.values()) == sum(p + n - 1 for p, n in out)
+
+
+def test_same_stream_as_a_dispatch_mode_logger(model, tmp_path):
+    """The same steps (in-process engine, greedy) recorded by our plugin in
+    one run and by a TorchDispatchMode logger (the reference) in another:
+    record for record the same calls. Any vLLM path that skips the
+    dispatcher unless something watches would show here."""
+    from helpers import assert_same_stream, load
+    driver = os.path.join(ROOT, "tests", "vllm_env", "parity.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    for which, extra in (("ref", {}), ("ours", {"SHAPEPROF": "1", "SHAPEPROF_FILE": str(tmp_path / "ours.jsonl")})):
+        r = subprocess.run([sys.executable, driver, str(model), which, str(tmp_path / f"{which}.jsonl")],
+                           capture_output=True, text=True, env={**env, **extra}, cwd=str(tmp_path), timeout=600)
+        assert r.returncode == 0, r.stderr[-5000:]
+    ref, ours = load(tmp_path / "ref.jsonl"), load(tmp_path / "ours.jsonl")
+    assert {r["phase"] for r in ours} == {"prefill", "decode"}
+    # The one difference: the mode also sees an aten.detach.default per
+    # RMSNorm weight ([128]; 2 layers x 2 norms + the final one, each step),
+    # RMSNorm's `self.weight.data`, which reaches the dispatcher only while a
+    # dispatch mode is active. Without them the streams are the same, record
+    # for record (call ids renumbered).
+    steps = len({r["forward_pass"] for r in ours})
+    extra = [r for r in ref if r["operation"] == "aten.detach.default" and r["inputs"]["self"]["shape"] == [HIDDEN]]
+    assert len(extra) == 5 * steps
+    kept = [dict(r, call_id=i + 1) for i, r in enumerate(r for r in ref if not any(r is e for e in extra))]
+    assert_same_stream(kept, ours)
