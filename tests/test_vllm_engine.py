@@ -218,3 +218,20 @@ def test_same_stream_as_a_dispatch_mode_logger(model, tmp_path):
     assert len(extra) == 5 * steps
     kept = [dict(r, call_id=i + 1) for i, r in enumerate(r for r in ref if not any(r is e for e in extra))]
     assert_same_stream(kept, ours)
+
+
+def test_gemm_reads_vllms_cpu_linear_layers(eager):
+    """`sgl-shapeprof gemm` on the engine's file: _C.onednn_mm(c, a, handler)
+    as M x N x K (N from c: the weight is inside oneDNN's handler)."""
+    _, (records, summary), d = eager
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "gemm", str(d / "shapes.jsonl"), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    gs = json.loads(r.stdout)
+    assert {g["operation"] for g in gs} == {"_C.onednn_mm.default"}
+    assert sum(g["count"] for g in gs) == summary["operation_counts"]["_C.onednn_mm.default"]
+    # per layer: QKV (N 384), o_proj (128), gate_up (512), down (K 256); lm_head (N 1024)
+    assert {(g["n"], g["k"]) for g in gs} == {(QKV, HIDDEN), (HIDDEN, HIDDEN), (4 * HIDDEN, HIDDEN),
+                                              (HIDDEN, 2 * HIDDEN), (VOCAB, HIDDEN)}
+    qkv = gemm_rows(records, QKV)
+    assert sum(g["m"] * g["count"] for g in gs if g["n"] == QKV) == sum(sum(v) for v in qkv.values())
