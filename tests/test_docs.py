@@ -137,6 +137,14 @@ def test_every_environment_variable_is_documented():
     assert not missing, f"environment variables the code defines or reads, not in README.md or docs/: {missing}"
 
 
+def test_every_variable_s_neutral_spelling_is_documented():
+    """SHAPEPROF_X works wherever SGLANG_PROFILE_SHAPES_X does (switch.py)."""
+    from sgl_shapeprof.recording.switch import neutral_name
+    neutral = sorted({neutral_name(n) for n in variables() if n.startswith("SGLANG_PROFILE_SHAPES")})
+    assert "SHAPEPROF" in neutral and "SHAPEPROF_FILE" in neutral, neutral
+    assert not undocumented_variables(neutral, _all_docs()), undocumented_variables(neutral, _all_docs())
+
+
 def test_the_checks_would_fail():
     """The checks above catch what they are for: a name not in the docs."""
     docs = _all_docs()

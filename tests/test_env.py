@@ -333,6 +333,60 @@ def test_one_definition_of_the_variable_names():
     from sgl_shapeprof.recording import config
     pth = os.path.join(os.path.dirname(sgl_shapeprof.__file__), "sgl_shapeprof_autohook.pth")
     assert f'os.environ.get("{config.ENV_ENABLE}")' in open(pth).read()
+    assert f'(os.environ.get("{config.neutral_name(config.ENV_ENABLE)}") or os.environ.get(' in open(pth).read()
     assert config.phase_filter("prefill,decode") == {"prefill", "extend", "decode"}
     assert config.phase_filter(["decode"]) == config.parse_phases("decode")
     assert config.phase_filter(" , ") is None
+
+
+SGLANG_SPELLING = {"SGLANG_PROFILE_SHAPES": "1", "SGLANG_PROFILE_SHAPES_RANK": "0,2",
+                   "SGLANG_PROFILE_SHAPES_FILE": "/tmp/x.jsonl", "SGLANG_PROFILE_SHAPES_SKIP_WARMUP": "3",
+                   "SGLANG_PROFILE_SHAPES_LOG_N_PASSES": "5", "SGLANG_PROFILE_SHAPES_DEDUPE": "1",
+                   "SGLANG_PROFILE_SHAPES_PHASES": "decode", "SGLANG_PROFILE_SHAPES_ARGS": "1"}
+
+
+def test_neutral_names_read_as_sglangs():
+    """SHAPEPROF_X is SGLANG_PROFILE_SHAPES_X, for every variable."""
+    neutral = {"SHAPEPROF" + k[len("SGLANG_PROFILE_SHAPES"):]: v for k, v in SGLANG_SPELLING.items()}
+    assert sorted(neutral)[:2] == ["SHAPEPROF", "SHAPEPROF_ARGS"]
+    cfg = read_env(neutral)
+    assert cfg == read_env(SGLANG_SPELLING)
+    assert cfg.enabled and cfg.ranks == {0, 2} and cfg.skip_warmup == 3 and cfg.log_n_passes == 5
+    assert cfg.dedupe is True and cfg.phases == {"decode"} and cfg.args is True
+    half = {k: v for k, v in SGLANG_SPELLING.items() if "RANK" in k or "FILE" in k}
+    half.update({k: v for k, v in neutral.items() if k not in ("SHAPEPROF_RANK", "SHAPEPROF_FILE")})
+    assert read_env(half) == cfg                                   # mixed spellings
+    assert read_env(dict(SGLANG_SPELLING, SHAPEPROF_FILE="")) == cfg   # an empty neutral one: not read
+    assert read_env(dict(SGLANG_SPELLING, SHAPEPROF_FILE="/tmp/x.jsonl")) == cfg   # both, agreeing
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"SHAPEPROF": "1", "SHAPEPROF_FILE": "a.jsonl", "SGLANG_PROFILE_SHAPES_FILE": "b.jsonl"},
+     "SHAPEPROF_FILE='a.jsonl' and SGLANG_PROFILE_SHAPES_FILE='b.jsonl' disagree: set one of them"),
+    ({"SHAPEPROF": "1", "SGLANG_PROFILE_SHAPES": "0"},
+     "SHAPEPROF='1' and SGLANG_PROFILE_SHAPES='0' disagree: set one of them"),
+    ({"SHAPEPROF": "yes"}, "SHAPEPROF='yes' must be 0, 1 or on_request"),
+    ({"SHAPEPROF": "1", "SHAPEPROF_SKIP_WARMUP": "abc"}, "SHAPEPROF_SKIP_WARMUP='abc' is not an integer"),
+    ({"SHAPEPROF": "1", "SHAPEPROF_RANK": "-1"}, "SHAPEPROF_RANK='-1' must not be negative"),
+    ({"SHAPEPROF": "1", "SHAPEPROF_FILE": " "}, "SHAPEPROF_FILE=' ' is empty"),
+    ({"SHAPEPROF": "1", "SHAPEPROF_PHASES": "a b"}, "SHAPEPROF_PHASES='a b': phase 'a b' must be letters"),
+])
+def test_neutral_names_in_messages(env, message):
+    with pytest.raises(ConfigError) as e:
+        read_env(env)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_neutral_switch_turns_from_env_on(tmp_path, monkeypatch, capsys):
+    from sgl_shapeprof.recording import env as env_module
+    from sgl_shapeprof.recording.switch import armed_on_request, loads_hook
+    monkeypatch.setattr(env_module, "_env_profiler", None)
+    monkeypatch.setenv("SHAPEPROF", "1")
+    monkeypatch.setenv("SHAPEPROF_FILE", str(tmp_path / "n.jsonl"))
+    assert loads_hook() and not armed_on_request()
+    prof = sgl_shapeprof.from_env()
+    assert prof is not None and prof.path == str(tmp_path / "n.jsonl")
+    prof.close()
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(tmp_path / "other.jsonl"))
+    assert sgl_shapeprof.from_env() is None
+    assert capsys.readouterr().err.strip().endswith("disagree: set one of them; profiling is off")

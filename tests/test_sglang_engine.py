@@ -12,7 +12,7 @@ import sys
 import sysconfig
 
 import pytest
-from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree
+from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree, read_run
 
 SGLANG_VERSION = "0.5.23"
 ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")
@@ -64,33 +64,6 @@ def run(script, args, tmp_path, way, patched_tree=None, **profile_env):
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
     return r
-
-
-def read_run(path, ended_by="running"):
-    """Records and summary of a run, checked against each other: exact bytes,
-    no NUL tail, the same totals. The LLM engine SIGKILLs its workers (no
-    close runs: the summary is the one of the last pass end); the diffusion
-    runtime shuts its worker down, which closes the profiler."""
-    data = open(path, "rb").read()
-    assert b"\0" not in data and (not data or data.endswith(b"\n")), "records file has a tail"
-    records = [json.loads(line) for line in data.decode().splitlines()]
-    summary = json.load(open(str(path).replace(".jsonl", "_summary.json")))
-    assert summary["ended_by"] == ended_by
-    assert summary["total_operations"] == len(records)
-    assert summary["records_bytes"] == len(data)
-    assert summary["logged_forward_passes"] >= len({r["forward_pass"] for r in records})
-    counts = summary["operation_counts"]
-    assert sum(counts.values()) == summary["total_operations"] + summary["dedupe_skipped_count"]
-    if not summary["dedupe_enabled"]:
-        ops = {}
-        for r in records:
-            ops[r["operation"]] = ops.get(r["operation"], 0) + 1
-        assert ops == counts
-    phases = {}
-    for r in records:
-        phases.setdefault(r["phase"], set()).add(r["forward_pass"])
-    assert {k: len(v) for k, v in phases.items()}.items() <= summary["phase_passes"].items()
-    return records, summary
 
 
 def qkv_rows(records, out_features, hidden=64):

@@ -27,6 +27,7 @@ from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree
 
 from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof.recording import env as profiler_module
+from sgl_shapeprof.integrations import graphs as graph_keys
 from sgl_shapeprof.integrations.sglang import cuda_graphs as integration
 
 SGLANG_VERSION = "0.5.23"
@@ -92,9 +93,9 @@ class FakeBackend:
 
 @pytest.fixture
 def fresh_keys(monkeypatch):
-    monkeypatch.setattr(integration, "_graph_families", {})
-    monkeypatch.setattr(integration, "_graph_captured", set())
-    monkeypatch.setattr(integration, "_graph_backends", itertools.count(1))
+    monkeypatch.setattr(graph_keys, "_graph_families", {})
+    monkeypatch.setattr(graph_keys, "_graph_captured", set())
+    monkeypatch.setattr(graph_keys, "_graph_backends", itertools.count(1))
 
 
 def test_graph_phases():
@@ -124,7 +125,7 @@ def test_graph_keys(fresh_keys):
     again = FakeBackend(Runner(ForwardMode.DECODE))   # a new runner captures again (elastic EP)
     assert [key(again, ShapeKey(bs), "decode") for bs in (4, 2)] == [6 * FAMILY + 4, 6 * FAMILY + 2]
     assert key(decode, ShapeKey(4), "decode") == 7 * FAMILY + 4   # the same backend, again
-    assert vars(decode)[integration._KEYS][ShapeKey(4)] == 7 * FAMILY + 4   # replays count there now
+    assert graph_keys.captured_key(decode, ShapeKey(4)) == 7 * FAMILY + 4   # replays count there now
     assert key(decode, ShapeKey(FAMILY), "decode") is None
 
 

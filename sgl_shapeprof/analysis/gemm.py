@@ -14,6 +14,9 @@ GEMM_OPS: Dict[str, Tuple[str, str]] = {
     "mm": ("self", "mat2"), "addmm": ("mat1", "mat2"), "bmm": ("self", "mat2"),
     "baddbmm": ("batch1", "batch2"), "linear": ("input", "weight"), "matmul": ("self", "other"),
     "_scaled_mm": ("self", "mat2"), "_int_mm": ("self", "mat2"),
+    # vLLM's CPU linear layers: _C.onednn_mm(c, a, handler), c = a @ W.t() written
+    # into c; the weight is inside the oneDNN handler: N from c, its dtype taken as a's
+    "onednn_mm": ("a", "c"),
 }
 
 
@@ -89,7 +92,10 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
     if not sa or not sb:
         return None
     batch = 1
-    if kind in ("linear",):
+    if kind == "onednn_mm":
+        m, k, n, layout = math.prod(sa[:-1]), sa[-1], sb[-1], "NK"
+        b, sb = a, [n, k]
+    elif kind in ("linear",):
         if len(sb) != 2:
             return None
         m, k, n, layout = math.prod(sa[:-1]), sa[-1], sb[0], "NK"
@@ -117,7 +123,7 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
         if len(sa) != 2 or len(sb) != 2:
             return None
         m, k, n, layout = sa[0], sa[1], sb[1], "KN"
-    out = sig.outputs
+    out = sig.outputs if kind != "onednn_mm" else sig.inputs.get("c")
     out_dtype = out.get("dtype") if isinstance(out, dict) else (
         out[0].get("dtype") if isinstance(out, list) and out and isinstance(out[0], dict) else "")
     return Gemm(sig.operation, m, n, k, batch, short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),

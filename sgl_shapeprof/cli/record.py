@@ -49,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
         config.env_rank()  # the program's own rank variables: a bad one is said here, once
     except config.ConfigError as e:
         raise fail(str(e)) from None
-    env = dict(os.environ)
-    env.update({
+    settings = {
         config.ENV_ENABLE: "1",
         config.ENV_FILE: out,
         config.ENV_DEDUPE: "1" if args.dedupe else "0",
@@ -58,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
         config.ENV_LOG_N_PASSES: str(args.log_n_passes),
         config.ENV_ARGS: "1" if args.args else "0",
         config.ENV_SYNC: "1" if args.sync else "0",
-    })
+    }
+    # each under its neutral spelling, the environment's other one dropped
+    env = {k: v for k, v in os.environ.items() if k not in settings}
+    env.update({config.neutral_name(k): v for k, v in settings.items()})
     python = cmd[0] if exe.startswith("python") else sys.executable
     python = shutil.which(python) or python
     argv = [python, "-m", "sgl_shapeprof.recording._record", *target]

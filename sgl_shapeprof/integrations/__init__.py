@@ -1,7 +1,9 @@
 """Integrations with inference servers.
 
-The worker modules the SGLang integration patches are named here, where the
-start-up hook can read them without importing anything else.
+The modules the SGLang and vLLM integrations patch are named here, where the
+start-up hook and the vLLM plugin can read them without importing anything
+else. Shared by both: passes.py (a worker's profiler and its forward methods
+wrapped), on_import.py (a module patched where it is imported).
 """
 SGLANG_LLM_WORKER = "sglang.srt.managers.tp_worker"
 SGLANG_DIFFUSION_WORKER = "sglang.multimodal_gen.runtime.managers.gpu_worker"
@@ -16,3 +18,12 @@ SGLANG_FULL_GRAPH_BACKEND = "sglang.srt.model_executor.runner_backend.full_cuda_
 SGLANG_BREAKABLE_GRAPH_BACKEND = "sglang.srt.model_executor.runner_backend.breakable_cuda_graph_backend"
 # register_custom_op, whose ops skip the dispatcher on CUDA unless a gate fires
 SGLANG_CUSTOM_OP = "sglang.srt.utils.custom_op"
+
+# vLLM (0.32): the model runner whose execute_model is a step (V1; the CPU
+# runner inherits it), Model Runner V2's, and the CUDA graph wrapper
+VLLM_MODEL_RUNNER = "vllm.v1.worker.gpu_model_runner"
+VLLM_MODEL_RUNNER_V2 = "vllm.v1.worker.gpu.model_runner"
+VLLM_CUDA_GRAPH = "vllm.compilation.cuda_graph"
+# /start_profile and /stop_profile: the worker that takes them, and the routes
+VLLM_WORKER = "vllm.v1.worker.gpu_worker"
+VLLM_PROFILE_ROUTER = "vllm.entrypoints.serve.profile.api_router"

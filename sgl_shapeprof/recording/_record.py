@@ -11,6 +11,7 @@ import sys
 
 from .env import from_env, resolve_rank
 from .config import ENV_RANK, ConfigError
+from .switch import neutral_name
 
 
 def main() -> None:
@@ -20,7 +21,8 @@ def main() -> None:
     # This process is the one to profile, whatever its rank; the program's
     # own from_env() calls then get this same profiler.
     try:
-        os.environ[ENV_RANK] = str(resolve_rank())
+        os.environ[neutral_name(ENV_RANK)] = str(resolve_rank())
+        os.environ.pop(ENV_RANK, None)
     except ConfigError:
         pass  # from_env() says which variable is bad, and profiling is off
     prof = from_env()

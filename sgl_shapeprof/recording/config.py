@@ -1,4 +1,5 @@
-"""Configuration from SGLang's environment variables.
+"""Configuration from the environment variables (each read under its neutral
+spelling, SHAPEPROF_*, or SGLang's, SGLANG_PROFILE_SHAPES_*: switch.py).
 
 Every bad value becomes a ConfigError whose message is one line naming the
 variable and the value; from_env() prints it and leaves profiling off.
@@ -10,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import FrozenSet, Mapping, Optional
 
-from .switch import ARMED, ENV_ENABLE, OFF, ON_REQUEST, PHASE_ALIASES, parse_switch
+from .switch import ARMED, ENV_ENABLE, OFF, ON_REQUEST, PHASE_ALIASES, env_setting, neutral_name, parse_switch
 
 ENV_RANK = "SGLANG_PROFILE_SHAPES_RANK"
 ENV_FILE = "SGLANG_PROFILE_SHAPES_FILE"
@@ -143,22 +144,53 @@ def parse_phases(value: str, name: str = ENV_PHASES) -> Optional[FrozenSet[str]]
     return phase_filter(value, name)
 
 
+class _Settings:
+    """The variables of one environment, each under the spelling it is set
+    in (a bad value's message names that one)."""
+
+    def __init__(self, environ: Mapping[str, str]):
+        self.env = environ
+
+    def get(self, name: str) -> Optional[tuple]:
+        """(spelling, value) as env_setting reads it; two that disagree are an error."""
+        found = env_setting(name, self.env)
+        if found is not None:
+            other = name if found[0] != name else neutral_name(name)
+            value = (self.env.get(other) or "").strip()
+            if value and value != found[1].strip():
+                raise ConfigError(f"{found[0]}={found[1]!r} and {other}={self.env[other]!r} disagree: "
+                                  f"set one of them")
+        return found
+
+    def number(self, name: str) -> int:
+        found = self.get(name)
+        return _int(*found) if found and found[1].strip() else 0
+
+    def flag(self, name: str) -> Optional[bool]:
+        found = self.get(name)
+        return _flag(*found) if found and found[1].strip() else None
+
+
 def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     """Reads and checks every variable; raises ConfigError on the first bad one."""
-    env = os.environ if environ is None else environ
-    switch = env.get(ENV_ENABLE, "0")
+    env = _Settings(os.environ if environ is None else environ)
+    found = env.get(ENV_ENABLE)
+    switch = found[1] if found else "0"
     state = parse_switch(switch)
     if state is None:
-        raise ConfigError(f"{ENV_ENABLE}={switch!r} must be 0, 1 or {ON_REQUEST}")
+        raise ConfigError(f"{found[0] if found else ENV_ENABLE}={switch!r} must be 0, 1 or {ON_REQUEST}")
     enabled, on_request = state != OFF, state == ARMED
-    ranks = parse_ranks(env[ENV_RANK]) if ENV_RANK in env else frozenset({0})
-    path = env.get(ENV_FILE, DEFAULT_FILE)
+    rank = env.get(ENV_RANK)
+    ranks = parse_ranks(rank[1], rank[0]) if rank else frozenset({0})
+    file = env.get(ENV_FILE)
+    path = file[1] if file else DEFAULT_FILE
     if not path.strip():
-        raise ConfigError(f"{ENV_FILE}={path!r} is empty")
-    skip = _int(ENV_SKIP_WARMUP, env[ENV_SKIP_WARMUP]) if env.get(ENV_SKIP_WARMUP, "").strip() else 0
-    limit = _int(ENV_LOG_N_PASSES, env[ENV_LOG_N_PASSES]) if env.get(ENV_LOG_N_PASSES, "").strip() else 0
-    dedupe = _flag(ENV_DEDUPE, env[ENV_DEDUPE]) if env.get(ENV_DEDUPE, "").strip() else None
-    phases = parse_phases(env.get(ENV_PHASES, ""))
-    args = _flag(ENV_ARGS, env[ENV_ARGS]) if env.get(ENV_ARGS, "").strip() else False
-    sync = _flag(ENV_SYNC, env[ENV_SYNC]) if env.get(ENV_SYNC, "").strip() else False
+        raise ConfigError(f"{file[0]}={path!r} is empty")
+    skip = env.number(ENV_SKIP_WARMUP)
+    limit = env.number(ENV_LOG_N_PASSES)
+    dedupe = env.flag(ENV_DEDUPE)
+    phases_set = env.get(ENV_PHASES)
+    phases = parse_phases(phases_set[1], phases_set[0]) if phases_set else None
+    args = bool(env.flag(ENV_ARGS))
+    sync = bool(env.flag(ENV_SYNC))
     return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args, sync)

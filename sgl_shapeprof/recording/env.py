@@ -1,5 +1,6 @@
-"""The profiler SGLang's environment variables ask for: from_env(), one per
-process and records file, and this process's rank.
+"""The profiler the environment variables ask for (SHAPEPROF_* or
+SGLANG_PROFILE_SHAPES_*): from_env(), one per process and records file, and
+this process's rank.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Optional
 from .config import (DEFAULT_FILE, ENV_ENABLE, ENV_FILE, ENV_LOG_N_PASSES, ENV_PHASES, ENV_SKIP_WARMUP,
                      ConfigError, env_rank, read_env)
 from .messages import say, say_once
+from .switch import env_setting
 from .on_request import OnRequestProfiler
 from .profiler import ShapeProfiler, check_count
 
@@ -57,9 +59,10 @@ def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False, sync
             return current
         _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args, sync=sync,
                                           output_dir=os.path.dirname(os.path.abspath(path)))
-        if ENV_FILE in os.environ:
-            _env_profiler.output_dir_from = f"{ENV_FILE}={os.environ[ENV_FILE]!r}"
-        unused = [f"{n}={os.environ[n]!r}" for n in _NOT_ARMED if os.environ.get(n, "").strip()]
+        file = env_setting(ENV_FILE)
+        if file is not None:
+            _env_profiler.output_dir_from = "{}={!r}".format(*file)
+        unused = ["{}={!r}".format(*s) for s in map(env_setting, _NOT_ARMED) if s and s[1].strip()]
         if unused:
             say_once("armed-unused", f"{', '.join(unused)}: not used with {ENV_ENABLE}=on_request "
                                       "(each request gives its own passes, phases and skip)")
@@ -95,12 +98,13 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
             _env_profiler = ShapeProfiler(
                 path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
                 dedupe=dedupe, phases=cfg.phases, args=cfg.args, sync=cfg.sync)
-            _env_profiler._phases_from = f"{ENV_PHASES}="
+            _env_profiler._phases_from = f"{(env_setting(ENV_PHASES) or (ENV_PHASES,))[0]}="
             return _env_profiler
     except (ConfigError, ValueError, TypeError, ImportError) as e:
         say(f"{e}; profiling is off")
     except OSError as e:  # the records file: name the variable that chose it
-        where = (f"{ENV_FILE}={os.environ[ENV_FILE]!r}: " if ENV_FILE in os.environ
+        file = env_setting(ENV_FILE)
+        where = ("{}={!r}: ".format(*file) if file is not None
                  else f"{ENV_FILE} unset (default {DEFAULT_FILE!r}): ")
         say(f"{where}{e}; profiling is off")
     except Exception as e:  # the host must start anyway

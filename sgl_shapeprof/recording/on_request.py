@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Union
 
 from .config import phase_filter
-from .switch import same_phase
+from .switch import env_setting, same_phase
 from .messages import say, say_once
 from .profiler import PassContext, ShapeProfiler
 
@@ -35,12 +35,13 @@ class RequestError(ValueError):
 
 
 def control_dir(create: bool = False) -> str:
-    """Where request and reply files go: $SGLANG_PROFILE_SHAPES_CONTROL_DIR, or
+    """Where request and reply files go: $SHAPEPROF_CONTROL_DIR (or
+    $SGLANG_PROFILE_SHAPES_CONTROL_DIR), or
     <tmp>/sgl_shapeprof-<uid>. It must be ours and closed to others (0700):
     a request names a file to write, so nobody else may plant one."""
-    value = os.environ.get(ENV_CONTROL_DIR)
+    name, value = env_setting(ENV_CONTROL_DIR) or (ENV_CONTROL_DIR, "")
     d = value or os.path.join(tempfile.gettempdir(), f"sgl_shapeprof-{os.getuid()}")
-    where = f"{ENV_CONTROL_DIR}={value!r}: " if value else ""
+    where = f"{name}={value!r}: " if value else ""
     bad = f"{where}control folder {d} must be a directory owned by this user with mode 0700"
     if create:
         try:

@@ -1,6 +1,11 @@
-"""SGLANG_PROFILE_SHAPES, the on/off switch, and the phase names that mean
-one phase: the one definition of each. Imports nothing: the start-up hook
-reads it at Python start-up.
+"""SGLANG_PROFILE_SHAPES, the on/off switch, the variables' two spellings,
+and the phase names that mean one phase: the one definition of each. Imports
+nothing: the start-up hook reads it at Python start-up.
+
+Every variable has a neutral spelling for any server (vLLM, a script):
+SHAPEPROF for SGLANG_PROFILE_SHAPES, SHAPEPROF_FILE for
+SGLANG_PROFILE_SHAPES_FILE, and so on. Either works; the neutral one is read
+when it is set and not empty (config.read_env refuses two that disagree).
 
 The start-up hook's .pth line cannot import even this (it runs in every
 Python process, and must not load the package while the variable is unset),
@@ -20,8 +25,39 @@ def _environ(environ):
     return environ
 
 
+SGLANG_PREFIX, NEUTRAL_PREFIX = ENV_ENABLE, "SHAPEPROF"
+
+
+def neutral_name(name: str) -> str:
+    """SGLANG_PROFILE_SHAPES_X -> SHAPEPROF_X (the name every server reads)."""
+    if name.startswith(SGLANG_PREFIX):
+        return NEUTRAL_PREFIX + name[len(SGLANG_PREFIX):]
+    return name
+
+
+def env_setting(name: str, environ=None) -> "tuple[str, str] | None":
+    """(the spelling read, its value) of the variable `name`: the neutral
+    spelling when it is set and not empty, else the SGLang one if set; None
+    when neither is."""
+    env = _environ(environ)
+    neutral = neutral_name(name)
+    value = env.get(neutral)
+    if value:
+        return neutral, value
+    value = env.get(name)
+    if value is not None:
+        return name, value
+    return (neutral, "") if neutral in env else None
+
+
+def env_value(name: str, environ=None, default=None):
+    """The value of `name` under either spelling (see env_setting), else default."""
+    found = env_setting(name, environ)
+    return default if found is None else found[1]
+
+
 def switch_value(environ=None) -> str:
-    return _environ(environ).get(ENV_ENABLE) or ""
+    return env_value(ENV_ENABLE, environ) or ""
 
 
 def parse_switch(value) -> "str | None":

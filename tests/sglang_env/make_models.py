@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Write tiny random models for running SGLang's real engine on CPU.
 
-    python make_models.py OUTDIR [--only llm|sd]
+    python make_models.py OUTDIR [--only llm|sd|vllm]
 
 OUTDIR/tiny-llama : LlamaForCausalLM, 2 layers, hidden 64, random weights,
                     with an offline WordLevel tokenizer (tokenizer.json).
+OUTDIR/tiny-llama-vllm : the same with hidden 128 and 2 heads of 64 (vLLM's
+                    CPU attention rejects head_dim 16); only with --only vllm.
 OUTDIR/tiny-sd    : a StableDiffusionPipeline (UNet2DConditionModel,
                     AutoencoderKL, CLIPTextModel, CLIPTokenizer, DDIM scheduler),
                     all tiny, random weights, tokenizer vocab written offline.
@@ -62,7 +64,7 @@ def _bytes_to_unicode():
     return [chr(c) for c in cs]
 
 
-def make_llama(out):
+def make_llama(out, hidden=64, heads=4, kv_heads=2):
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -90,11 +92,11 @@ def make_llama(out):
     torch.manual_seed(0)
     cfg = LlamaConfig(
         vocab_size=VOCAB_SIZE,
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=512,
         bos_token_id=vocab["<s>"],
         eos_token_id=vocab["</s>"],
@@ -212,7 +214,7 @@ def make_sd(out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("outdir")
-    ap.add_argument("--only", choices=["llm", "sd"])
+    ap.add_argument("--only", choices=["llm", "sd", "vllm"])
     a = ap.parse_args()
     t0 = time.time()
     if a.only in (None, "llm"):
@@ -222,6 +224,9 @@ def main():
         t1 = time.time()
         make_sd(os.path.join(a.outdir, "tiny-sd"))
         print(f"tiny-sd written ({time.time() - t1:.1f}s)")
+    if a.only == "vllm":
+        make_llama(os.path.join(a.outdir, "tiny-llama-vllm"), hidden=128, heads=2, kv_heads=2)
+        print(f"tiny-llama-vllm written ({time.time() - t0:.1f}s)")
     print(f"make_models total {time.time() - t0:.1f}s -> {a.outdir}")
 
 

@@ -4,8 +4,6 @@ replay counted (see below), on the backends that capture and replay them.
 from __future__ import annotations
 
 import functools
-import itertools
-import logging
 import threading
 from typing import Any, Callable, Optional
 
@@ -13,6 +11,7 @@ from ... import thread_logging
 from ...recording.env import env_profiler
 from ...recording.messages import say_once
 from ...recording.pauses import pause_thread, paused, resume_thread
+from ..graphs import GRAPH_FAMILY, count_replay, new_graph_key
 from .workers import custom_ops_recorded
 
 
@@ -27,21 +26,11 @@ from .workers import custom_ops_recorded
 # (recorded with profiler.capture_graph). backend.replay(shape_key) counts a
 # replay (profiler.graph_replayed: one lock, no per-operator work).
 #
-# Graph keys (the records' "graph", the summary's "graphs"): family *
-# GRAPH_FAMILY + size, size being the shape key's size (padded batch size;
-# tokens for prefill and ragged verify). Family 0: the "decode" graphs of the
-# default variant, so a decode graph's key is its batch size. Every other
-# family (prefill graphs, draft and verify graphs, LoRA/attention/PDMux
-# variants, graphs captured again by a new runner) is numbered 1, 2, ... in
-# capture order and named once in the log: no key is ever captured twice, so
-# a record's count times its graph's replays is always true.
-GRAPH_FAMILY = 1_000_000
-
-_graph_families: dict = {}          # (backend, phase, variant, generation) -> family
-_graph_captured: set = set()        # keys captured in this process
-_graph_backends = itertools.count(1)
+# Graph keys: ../graphs.py, the size being the shape key's size (padded batch
+# size; tokens for prefill and ragged verify), the variant its stream_idx,
+# variant_label and attention_variant (LoRA/attention/PDMux variants).
+_VARIANT = ("stream_idx", "variant_label", "attention_variant")
 _graph_state = threading.local()    # active: a capture run is recorded; paused: in an eager break
-_KEYS = "_sgl_shapeprof_graph_keys"  # backend instance: {shape_key: graph key}
 
 
 def _graph_profiler() -> Any:
@@ -66,39 +55,11 @@ def graph_phase(backend: Any) -> Optional[str]:
 
 
 def graph_key(backend: Any, shape_key: Any, phase: Optional[str]) -> Optional[int]:
-    """The key of the graph backend captures for shape_key now (see above);
+    """The key of the graph backend captures for shape_key now (../graphs.py);
     None for a size that does not fit (said once)."""
     size = int(getattr(shape_key, "size", shape_key))
-    if not 0 <= size < GRAPH_FAMILY:
-        say_once("graph-size", f"a CUDA graph of size {size} is not recorded (sizes up to "
-                                f"{GRAPH_FAMILY - 1} fit the graph keys)")
-        return None
-    variant = tuple(getattr(shape_key, f, None) for f in ("stream_idx", "variant_label", "attention_variant"))
-    backend_id = vars(backend).get("_sgl_shapeprof_backend_id")
-    if backend_id is None:
-        backend_id = next(_graph_backends)
-        setattr(backend, "_sgl_shapeprof_backend_id", backend_id)
-    generation = 0
-    while True:
-        family_id = (backend_id, phase, variant, generation)
-        family = _graph_families.get(family_id)
-        if family is None:
-            default = phase == "decode" and variant == (None, None, None)
-            family = 0 if default and 0 not in _graph_families.values() else \
-                max(_graph_families.values(), default=0) + 1
-            _graph_families[family_id] = family
-            if family:
-                named = ", ".join(f"{f}={v}" for f, v in
-                                  zip(("stream_idx", "variant_label", "attention_variant"), variant) if v is not None)
-                logging.getLogger("sgl_shapeprof").info(
-                    "CUDA graph keys %d + size: %s graphs of %s%s", family * GRAPH_FAMILY, phase,
-                    type(backend).__name__, f" ({named})" if named else "")
-        key = family * GRAPH_FAMILY + size
-        if key not in _graph_captured:
-            _graph_captured.add(key)
-            vars(backend).setdefault(_KEYS, {})[shape_key] = key
-            return key
-        generation += 1  # captured before: this is another graph
+    variant = tuple((f, getattr(shape_key, f, None)) for f in _VARIANT)
+    return new_graph_key(backend, shape_key, size, phase, variant)
 
 
 def _graphs_failed(e: BaseException) -> None:
@@ -159,10 +120,7 @@ def _wrap_graph_backend(cls: type) -> None:
     def replay_counted(self, shape_key, *args, **kwargs):
         out = replay(self, shape_key, *args, **kwargs)
         try:
-            key = vars(self).get(_KEYS, {}).get(shape_key)
-            prof = _graph_profiler() if key is not None else None
-            if prof is not None:
-                prof.graph_replayed(key)
+            count_replay(self, shape_key, _graph_profiler)
         except Exception as e:
             _graphs_failed(e)
         return out

@@ -13,13 +13,11 @@ request for SHAPES gets an error naming the variable instead of SGLang's
 """
 from __future__ import annotations
 
-import importlib.machinery
-import sys
-
 from ...recording.switch import loads_hook
 from .. import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
                            SGLANG_HTTP_SERVER, SGLANG_LLM_WORKER, SGLANG_PROFILER_MANAGER,
                            SGLANG_TOKENIZER_CONTROL)
+from ..on_import import PatchingFinder, install_finder, patch_now, patching_spec
 
 # Not armed: only where /start_profile requests enter (the .pth names it too)
 UNARMED_TARGETS = (SGLANG_TOKENIZER_CONTROL,)
@@ -27,13 +25,13 @@ UNARMED_TARGETS = (SGLANG_TOKENIZER_CONTROL,)
 
 # module -> (our module, its patch function), imported when the module is
 PATCHES = {
-    SGLANG_LLM_WORKER: ("workers", "patch_llm_module"),
-    SGLANG_DIFFUSION_WORKER: ("workers", "patch_diffusion_module"),
-    SGLANG_PROFILER_MANAGER: ("start_profile", "patch_profiler_manager_module"),
-    SGLANG_TOKENIZER_CONTROL: ("start_profile", "patch_tokenizer_control_module"),
-    SGLANG_HTTP_SERVER: ("start_profile", "patch_http_server_module"),
-    SGLANG_FULL_GRAPH_BACKEND: ("cuda_graphs", "patch_full_graph_backend_module"),
-    SGLANG_BREAKABLE_GRAPH_BACKEND: ("cuda_graphs", "patch_breakable_graph_backend_module"),
+    SGLANG_LLM_WORKER: (f"{__package__}.workers", "patch_llm_module"),
+    SGLANG_DIFFUSION_WORKER: (f"{__package__}.workers", "patch_diffusion_module"),
+    SGLANG_PROFILER_MANAGER: (f"{__package__}.start_profile", "patch_profiler_manager_module"),
+    SGLANG_TOKENIZER_CONTROL: (f"{__package__}.start_profile", "patch_tokenizer_control_module"),
+    SGLANG_HTTP_SERVER: (f"{__package__}.start_profile", "patch_http_server_module"),
+    SGLANG_FULL_GRAPH_BACKEND: (f"{__package__}.cuda_graphs", "patch_full_graph_backend_module"),
+    SGLANG_BREAKABLE_GRAPH_BACKEND: (f"{__package__}.cuda_graphs", "patch_breakable_graph_backend_module"),
 }
 
 
@@ -43,62 +41,21 @@ TARGETS = tuple(PATCHES)
 
 
 def _patch(module) -> None:
-    import importlib
-    ours, function = PATCHES[module.__name__]
-    getattr(importlib.import_module(f"{__package__}.{ours}"), function)(module)
-
-
-class _PatchingLoader:
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        try:
-            _patch(module)
-        except Exception as e:  # never break the import
-            sys.stderr.write(f"sgl_shapeprof: cannot patch {module.__name__}: {e}\n")
-
-    def __getattr__(self, name):  # get_source, get_code, ... for tools
-        return getattr(self._loader, name)
-
-
-def _patching_spec(name, path):
-    spec = importlib.machinery.PathFinder.find_spec(name, path)
-    if spec is None or spec.loader is None:
-        return None
-    spec.loader = _PatchingLoader(spec.loader)
-    return spec
+    patch_now(PATCHES, module)
 
 
 def unarmed_spec(name, path):
     """For the .pth's finder (SGLANG_PROFILE_SHAPES unset): a spec that
     patches the module, for UNARMED_TARGETS."""
-    return _patching_spec(name, path) if name in UNARMED_TARGETS else None
+    return patching_spec(name, path, _patch) if name in UNARMED_TARGETS else None
 
 
-class _WorkerFinder:
-    """A meta path finder (the protocol only: importlib.abc costs 12 ms)."""
-
-    def find_spec(self, name, path, target=None):
-        if name not in TARGETS:
-            return None
-        return _patching_spec(name, path)
-
-    def invalidate_caches(self):
-        pass
+class _WorkerFinder(PatchingFinder):
+    """SGLang's modules of PATCHES."""
 
 
 def install_worker_patcher() -> None:
-    if any(isinstance(f, _WorkerFinder) for f in sys.meta_path):
-        return
-    for name in TARGETS:
-        if name in sys.modules:  # imported before us: patch in place
-            _patch(sys.modules[name])
-    sys.meta_path.insert(0, _WorkerFinder())
+    install_finder(_WorkerFinder(PATCHES))
 
 
 # the .pth's test (it imports this module only then); else unarmed_spec() is asked

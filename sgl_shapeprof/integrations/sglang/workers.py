@@ -20,13 +20,10 @@ import threading
 from typing import Any, Callable, Optional
 
 from ... import thread_logging
-from ...recording.env import from_env
-from ...recording.messages import say, say_once
+from ...recording.messages import say_once
 from ...recording.profiler import ShapeProfiler
 from .. import SGLANG_CUSTOM_OP
-
-_ATTACHED = "_sgl_shapeprof"
-
+from ..passes import attach, call_phase, wrap_init
 
 def llm_phase(batch: Any = None, forward_batch: Any = None) -> Optional[str]:
     """'extend', 'decode', 'idle', ... from the batch's ForwardMode."""
@@ -144,20 +141,13 @@ def _reopen_for(result: Any, profiler: ShapeProfiler) -> None:
         pass
 
 
-def _phase(phase_of: Callable[..., Optional[str]], args, kwargs) -> Optional[str]:
-    try:
-        return phase_of(*args, **kwargs)
-    except Exception:
-        return None
-
-
 def profile_calls(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[..., Optional[str]]) -> Callable:
     """fn, with each call made one forward pass (a forward inside a forward
     is part of the outer pass: the profiler nests passes itself)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         # a with-block pass: it nests (a plain start would end the outer pass)
-        with profiler.forward_pass(_phase(phase_of, args, kwargs)) as logged:
+        with profiler.forward_pass(call_phase(phase_of, args, kwargs)) as logged:
             with custom_ops_recorded(logged):
                 result = fn(*args, **kwargs)
         _reopen_for(result, profiler)
@@ -179,7 +169,7 @@ def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...
     instead of a pass of its own."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        phase = _phase(phase_of, args, kwargs)
+        phase = call_phase(phase_of, args, kwargs)
         try:
             expected = count_of(*args, **kwargs)
         except Exception:
@@ -204,28 +194,6 @@ def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...
     return wrapper
 
 
-def _attach(worker: Any, methods: dict, rank: Optional[int], dedupe_default: bool,
-            phase_of: Callable[..., Optional[str]]) -> Optional[ShapeProfiler]:
-    """methods: {name: profile_calls or profile_yields}; absent ones are skipped."""
-    # The instance's own dict: worker classes may answer any attribute.
-    attached = vars(worker).get(_ATTACHED)
-    if attached is not None:  # patched and zero-edit both
-        return attached
-    try:
-        profiler = from_env(rank=rank, dedupe_default=dedupe_default)
-        if profiler is None:
-            return None
-        for name, wrap in methods.items():
-            bound = getattr(worker, name, None)
-            if callable(bound):
-                setattr(worker, name, wrap(bound, profiler, phase_of))
-        setattr(worker, _ATTACHED, profiler)
-        return profiler
-    except Exception as e:  # never stop the server
-        say(f"cannot attach to {type(worker).__name__}: {e}; profiling is off")
-        return None
-
-
 # Every way SGLang 0.5.23 runs a model forward on a TpModelWorker: generation
 # (also speculative verify: batch None, forward_batch given), PD-multiplexed
 # split prefill (--enable-pdmux), and embedding/reward models.
@@ -247,7 +215,7 @@ def attach_llm_worker(worker: Any) -> Optional[ShapeProfiler]:
         phase = llm_phase(batch, forward_batch)
         return f"draft_{phase}" if draft and phase else phase
 
-    return _attach(worker, LLM_FORWARDS, llm_tp_rank(worker), False, phase_of)
+    return attach(worker, LLM_FORWARDS, llm_tp_rank(worker), False, phase_of)
 
 
 def is_warmup_request(req: Any) -> bool:
@@ -269,25 +237,12 @@ def attach_diffusion_worker(worker: Any) -> Optional[ShapeProfiler]:
         return "warmup" if any(is_warmup_request(r) for r in reqs) else "generate"
 
     rank = getattr(worker, "rank", None)
-    return _attach(worker, DIFFUSION_FORWARDS, rank if isinstance(rank, int) else None, True, phase_of)
-
-
-def _wrap_init(cls: type, attach: Callable[[Any], Any]) -> None:
-    init = cls.__init__
-    if getattr(init, "__sgl_shapeprof_wrapped__", False):
-        return
-
-    @functools.wraps(init)
-    def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        attach(self)
-    __init__.__sgl_shapeprof_wrapped__ = True
-    cls.__init__ = __init__
+    return attach(worker, DIFFUSION_FORWARDS, rank if isinstance(rank, int) else None, True, phase_of)
 
 
 def patch_llm_module(module: Any) -> None:
-    _wrap_init(module.TpModelWorker, attach_llm_worker)
+    wrap_init(module.TpModelWorker, attach_llm_worker)
 
 
 def patch_diffusion_module(module: Any) -> None:
-    _wrap_init(module.GPUWorker, attach_diffusion_worker)
+    wrap_init(module.GPUWorker, attach_diffusion_worker)

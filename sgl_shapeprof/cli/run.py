@@ -1,0 +1,94 @@
+"""`sgl-shapeprof run`: one command per server -- start its offline engine with
+profiling on (every rank), send the prompts, shut it down, analyze each
+rank's file."""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+
+from . import analyze
+from .common import fail
+
+SERVERS = ("sglang", "vllm")
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> None:
+    r = sub.add_parser("run", help="run a server's engine on a few prompts with profiling on, then analyze "
+                                   "every rank's file")
+    r.add_argument("--server", required=True, choices=SERVERS, help="the engine: sglang or vllm")
+    r.add_argument("--model-path", required=True, metavar="M", help="the model (a folder or a hub name)")
+    r.add_argument("--tp", type=int, default=1, metavar="N", help="tensor parallel size (default 1)")
+    r.add_argument("--prompts", type=int, default=3, metavar="N", help="prompts sent (default 3)")
+    r.add_argument("--max-tokens", type=int, default=50, metavar="N", help="tokens generated per prompt (default 50)")
+    r.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="an argument of vllm.LLM / sglang.Engine (VALUE read as JSON if it parses: "
+                        "dtype=float32, enforce_eager=true); repeatable")
+    r.add_argument("--dedupe", action="store_true", help="write each signature once")
+    r.add_argument("-o", "--output-dir", default="shapeprof-run", metavar="DIR",
+                   help="where the records files and engine.log go (default shapeprof-run)")
+    r.set_defaults(func=run)
+
+
+def _engine_args(pairs) -> dict:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise fail(f"--engine-arg {pair!r} must be KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
+def _analyze(path: str) -> None:
+    parser = argparse.ArgumentParser(prog="sgl-shapeprof")
+    analyze.add_parser(parser.add_subparsers())
+    analyze.run(parser.parse_args(["analyze", path, "--top", "10", "--no-diversity"]))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.tp < 1 or args.prompts < 1 or args.max_tokens < 1:
+        raise fail("--tp, --prompts and --max-tokens must be at least 1")
+    out_dir = os.path.abspath(args.output_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    stale = glob.glob(os.path.join(out_dir, "shapes*.jsonl"))
+    if stale:
+        raise fail(f"{out_dir} already holds {os.path.basename(stale[0])}: give another --output-dir")
+    spec = {"server": args.server, "model_path": args.model_path, "tp": args.tp, "prompts": args.prompts,
+            "max_tokens": args.max_tokens, "engine_args": _engine_args(args.engine_arg),
+            "output": os.path.join(out_dir, "outputs.json")}
+    with open(os.path.join(out_dir, "run.json"), "w") as f:
+        json.dump(spec, f)
+    from ..recording import config
+    settings = {config.ENV_ENABLE: "1", config.ENV_RANK: "all", config.ENV_DEDUPE: "1" if args.dedupe else "0",
+                config.ENV_FILE: os.path.join(out_dir, "shapes.jsonl")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(config.ENV_ENABLE) and not k.startswith(config.neutral_name(config.ENV_ENABLE) + "_")
+           and k != config.neutral_name(config.ENV_ENABLE)}
+    env.update({config.neutral_name(k): v for k, v in settings.items()})
+    log_path = os.path.join(out_dir, "engine.log")
+    print(f"running {args.server} on {args.model_path} (TP={args.tp}, {args.prompts} prompts x "
+          f"{args.max_tokens} tokens); engine log: {log_path}", file=sys.stderr)
+    with open(log_path, "w") as log:
+        rc = subprocess.call([sys.executable, "-m", "sgl_shapeprof.integrations.engines",
+                              os.path.join(out_dir, "run.json")], stdout=log, stderr=subprocess.STDOUT,
+                             env=env, cwd=out_dir)
+    if rc != 0:
+        with open(log_path, errors="replace") as f:
+            tail = f.read()[-3000:]
+        sys.stderr.write(tail)
+        raise fail(f"the {args.server} engine exited with status {rc} (its log: {log_path})")
+    files = sorted(glob.glob(os.path.join(out_dir, "shapes*.jsonl")))
+    if not files:
+        hint = " (is the start-up hook installed? sgl-shapeprof hook install)" if args.server == "sglang" else ""
+        raise fail(f"the {args.server} engine ran but recorded nothing{hint}; its log: {log_path}")
+    for path in files:
+        _analyze(path)
+        print()
+    return 0

@@ -1,0 +1,79 @@
+"""A server's modules patched where they are imported: a meta path finder
+whose loader runs the module, then our patch of it. Shared by the SGLang
+start-up hook and the vLLM plugin. Imports nothing heavy (both run in every
+process of a server): a patch function loads only when its module is
+imported, and any failure of a patch leaves the module as it is (said on
+stderr), never a failed import.
+"""
+from __future__ import annotations
+
+import importlib.machinery
+import sys
+
+
+def patch_now(patches: dict, module) -> None:
+    """patches: {module name: (our module, its function)}; runs the one for module."""
+    import importlib
+    ours, function = patches[module.__name__]
+    getattr(importlib.import_module(ours), function)(module)
+
+
+class PatchingLoader:
+    def __init__(self, loader, patch):
+        self._loader, self._patch = loader, patch
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        try:
+            self._patch(module)
+        except Exception as e:  # never break the import
+            sys.stderr.write(f"sgl_shapeprof: cannot patch {module.__name__}: {e}\n")
+
+    def __getattr__(self, name):  # get_source, get_code, ... for tools
+        return getattr(self._loader, name)
+
+
+def patching_spec(name, path, patch):
+    """The module's spec, with a loader that runs patch(module) after it."""
+    spec = importlib.machinery.PathFinder.find_spec(name, path)
+    if spec is None or spec.loader is None:
+        return None
+    spec.loader = PatchingLoader(spec.loader, patch)
+    return spec
+
+
+class PatchingFinder:
+    """A meta path finder (the protocol only: importlib.abc costs 12 ms) for
+    the modules of `patches` ({module name: (our module, its function)})."""
+
+    def __init__(self, patches: dict):
+        self.patches = patches
+
+    def patch(self, module) -> None:
+        patch_now(self.patches, module)
+
+    def find_spec(self, name, path, target=None):
+        if name not in self.patches:
+            return None
+        return patching_spec(name, path, self.patch)
+
+    def invalidate_caches(self):
+        pass
+
+
+def install_finder(finder: PatchingFinder) -> bool:
+    """Patches the modules already imported, and the others when they are;
+    once per finder class. True if installed now."""
+    if any(isinstance(f, type(finder)) for f in sys.meta_path):
+        return False
+    for name in finder.patches:
+        if name in sys.modules:  # imported before us: patch in place
+            try:
+                finder.patch(sys.modules[name])
+            except Exception as e:
+                sys.stderr.write(f"sgl_shapeprof: cannot patch {name}: {e}\n")
+    sys.meta_path.insert(0, finder)
+    return True

@@ -1,0 +1,67 @@
+"""What every server integration does to a worker: the profiler the
+environment asks for, made once per process with the worker's rank, and the
+worker's forward methods wrapped so that each call is a pass (the wrappers
+themselves are the server's: sglang/workers.py, vllm/workers.py).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+from ..recording.env import from_env
+from ..recording.messages import say
+from ..recording.profiler import ShapeProfiler
+
+ATTACHED = "_sgl_shapeprof"  # the worker's own attribute: its profiler
+
+
+def call_phase(phase_of: Callable[..., Optional[str]], args, kwargs) -> Optional[str]:
+    """phase_of(*args, **kwargs), or None if it fails (never the host's error)."""
+    try:
+        return phase_of(*args, **kwargs)
+    except Exception:
+        return None
+
+
+def attach(worker: Any, methods: dict, rank: Optional[int], dedupe_default: bool,
+           phase_of: Callable[..., Optional[str]]) -> Optional[ShapeProfiler]:
+    """methods: {name: wrap(bound method, profiler, phase_of)}; absent ones
+    are skipped. Once per worker; None when profiling is off for it."""
+    # The instance's own dict: worker classes may answer any attribute.
+    attached = vars(worker).get(ATTACHED)
+    if attached is not None:  # patched and zero-edit both
+        return attached
+    try:
+        profiler = from_env(rank=rank, dedupe_default=dedupe_default)
+        if profiler is None:
+            return None
+        for name, wrap in methods.items():
+            bound = getattr(worker, name, None)
+            if callable(bound):
+                setattr(worker, name, wrap(bound, profiler, phase_of))
+        setattr(worker, ATTACHED, profiler)
+        return profiler
+    except Exception as e:  # never stop the server
+        say(f"cannot attach to {type(worker).__name__}: {e}; profiling is off")
+        return None
+
+
+def wrap_method(owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> None:
+    """owner.name = wrap(owner.name), once: the wrapper is marked, and a
+    marked one is left alone (both ways in at once, a plugin loaded twice)."""
+    original = getattr(owner, name)
+    if getattr(original, "__sgl_shapeprof_wrapped__", False):
+        return
+    wrapped = functools.wraps(original)(wrap(original))
+    wrapped.__sgl_shapeprof_wrapped__ = True
+    setattr(owner, name, wrapped)
+
+
+def wrap_init(cls: type, attach_one: Callable[[Any], Any]) -> None:
+    """cls.__init__, then attach_one(self); once per class."""
+    def wrap(init):
+        def __init__(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            attach_one(self)
+        return __init__
+    wrap_method(cls, "__init__", wrap)

@@ -1,0 +1,27 @@
+"""The vLLM integration: vLLM's modules patched where they are imported,
+from vLLM's own plugin entry point (zero-edit: pip install, one variable).
+
+- plugin.py: register(), the `vllm.general_plugins` entry point;
+- workers.py: each model runner step one pass (execute_model, and the
+  sample_tokens that follows), its phase from the SchedulerOutput;
+- cuda_graphs.py: CUDAGraphWrapper's captures recorded, replays counted;
+- start_profile.py: /start_profile and /stop_profile record shapes on a
+  server armed with SHAPEPROF=on_request.
+
+Imports nothing here (vLLM loads the plugin in every process): the names
+below load on first use.
+"""
+_LAZY = {
+    "register": "plugin",
+    "step_phase": "workers", "runner_rank": "workers", "attach_model_runner": "workers",
+    "patch_model_runner_module": "workers",
+    "patch_cuda_graph_module": "cuda_graphs",
+    "patch_worker_module": "start_profile", "patch_profile_router_module": "start_profile",
+    "shapes_output": "start_profile",
+}
+__all__ = sorted(_LAZY)
+
+
+from ...lazy import lazy_attributes  # noqa: E402
+
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

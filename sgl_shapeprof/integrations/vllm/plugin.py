@@ -1,0 +1,33 @@
+"""vLLM's general plugin (entry point `vllm.general_plugins`: sgl_shapeprof):
+vLLM calls register() once in each of its processes (the API server,
+EngineCore, every worker). With SHAPEPROF (or SGLANG_PROFILE_SHAPES) unset
+or 0 it returns at once, having imported nothing. Otherwise it installs an
+import hook that patches vLLM's model runners, CUDA graph wrapper and
+worker when they are imported -- which happens only where the model runs,
+the workers -- so the API server and EngineCore stay untouched; with
+SHAPEPROF=on_request the API server's profile routes are mounted too
+(start_profile.py). Idempotent.
+"""
+from __future__ import annotations
+
+from ...recording.switch import loads_hook
+from .. import VLLM_CUDA_GRAPH, VLLM_MODEL_RUNNER, VLLM_MODEL_RUNNER_V2, VLLM_PROFILE_ROUTER, VLLM_WORKER
+from ..on_import import PatchingFinder, install_finder
+
+# vLLM's module -> (our module, its patch function), imported when vLLM's is
+PATCHES = {module: (f"{__package__}.{ours}", function) for module, ours, function in (
+    (VLLM_MODEL_RUNNER, "workers", "patch_model_runner_module"),
+    (VLLM_MODEL_RUNNER_V2, "workers", "patch_model_runner_module"),
+    (VLLM_CUDA_GRAPH, "cuda_graphs", "patch_cuda_graph_module"),
+    (VLLM_WORKER, "start_profile", "patch_worker_module"),
+    (VLLM_PROFILE_ROUTER, "start_profile", "patch_profile_router_module"))}
+
+
+class VllmFinder(PatchingFinder):
+    """vLLM's modules of PATCHES."""
+
+
+def register() -> None:
+    """The entry point: installs VllmFinder once per process when profiling is on."""
+    if loads_hook():
+        install_finder(VllmFinder(PATCHES))

