@@ -1,0 +1,144 @@
+"""`sgl-shapeprof tune`: which fused-MoE configs the run needed, which are
+tuned for a device, how far calls fall back, and the tuner's input lists."""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from typing import Dict, List, Optional
+
+from ..analysis.analyze import build
+from ..analysis.tune import (CSV_FIELDS, MoeUse, Naming, PhaseCoverage, SGLangNaming, coverage, csv_rows,
+                             device_names, installed_triton, lookup, moe_uses, plain_dtype_str,
+                             resolve_device, sglang_config_module, sglang_config_root, sglang_dtype_str,
+                             tuner_command, use_json)
+from .common import add_filters, fail, scan_files
+
+
+def add_parser(sub: "argparse._SubParsersAction") -> None:
+    t = sub.add_parser("tune", help="tuned-config coverage of the fused-MoE calls, and the tuner's inputs")
+    t.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    add_filters(t)
+    t.add_argument("--device", required=True, metavar="NAME",
+                   help="the GPU as SGLang names it (NVIDIA H200; a unique end of a known name: H200)")
+    t.add_argument("--configs", metavar="DIR",
+                   help="your own config files, looked in before SGLang's (a flat folder, or "
+                        "SGLANG_MOE_CONFIG_DIR's layout: DIR/configs/triton_X_Y_Z/)")
+    t.add_argument("--triton", metavar="VERSION",
+                   help="the server's Triton version, whose folder SGLang reads first (default: this "
+                        "environment's)")
+    t.add_argument("--model", metavar="PATH", help="the model, for the tuner's command line")
+    t.add_argument("--tp-size", type=int, metavar="N", help="the server's TP size, for the tuner's command line")
+    t.add_argument("--ep-size", type=int, metavar="N", help="the server's EP size, for the tuner's command line")
+    t.add_argument("--fail-under", type=float, metavar="P",
+                   help="exit 1 when fewer than P%% of the fused-MoE calls run on a tuned config")
+    t.add_argument("--csv", action="store_true", help="CSV on stdout: one row per key, phase and M")
+    t.add_argument("--json", action="store_true", help="JSON on stdout")
+    t.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.fail_under is not None and not 0 <= args.fail_under <= 100:
+        raise fail("--fail-under takes a percentage, 0 to 100")
+    srcs = scan_files("tune", args, args.files)
+    mod = sglang_config_module()
+    roots: List[str] = [args.configs] if args.configs else []
+    if mod is not None:
+        roots.append(sglang_config_root(mod))
+    elif not args.configs:
+        raise fail("needs SGLang importable (its config file naming and shipped configs: pip install sglang), "
+                   "or --configs DIR (your files, matched by the fields their names spell)")
+    try:
+        device = resolve_device(args.device, device_names(roots))
+    except ValueError as e:
+        raise fail(str(e)) from None
+    naming: Naming = SGLangNaming(device, mod) if mod is not None else Naming(device)
+    triton = args.triton or installed_triton()
+    uses = moe_uses(build(srcs).signatures, sglang_dtype_str(mod) if mod is not None else plain_dtype_str)
+    try:
+        for u in uses:
+            u.lookup = lookup(u.key, roots, triton, naming)
+    except ValueError as e:
+        raise fail(str(e)) from None
+    cov = coverage(uses)
+    tuners = [tuner_command(u, args.model, args.tp_size, args.ep_size) for u in uses
+              if any(u.nearest(m) != m for m, _ in u.ms())]
+    if args.json:
+        json.dump({"device": device, "triton": triton, "sglang": mod is not None, "roots": roots,
+                   "coverage": {p: {"calls": c.calls, "tuned": c.tuned, "exact_m": c.exact,
+                                    "other_m": c.other_m, "default": c.calls - c.tuned,
+                                    "distance_calls": c.distance} for p, c in cov.items()},
+                   "keys": [use_json(u, device, triton) for u in uses],
+                   "tuner_commands": tuners}, sys.stdout, indent=1)
+        print()
+    elif args.csv:
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(CSV_FIELDS)
+        w.writerows(csv_rows(uses, device, triton))
+    else:
+        print_text(uses, cov, device, triton, mod is not None, roots, tuners, srcs)
+    if args.fail_under is not None:
+        total = cov.get("all")
+        if total is None or not total.calls:
+            raise fail("--fail-under: no fused-MoE calls (sglang::inplace_fused_experts, "
+                       "outplace_fused_experts) in the files")
+        if total.pct(total.tuned) < args.fail_under:
+            print(f"tune: {total.pct(total.tuned):.1f}% of fused-MoE calls run on tuned configs, "
+                  f"under --fail-under {args.fail_under:g}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100.0 * n / d:.1f}%" if d else "-"
+
+
+def print_text(uses: List[MoeUse], cov: Dict[str, PhaseCoverage], device: str, triton: Optional[str],
+               exact: bool, roots: List[str], tuners: List[str], srcs) -> None:
+    o = sys.stdout.write
+    if not uses:
+        o("no fused-MoE calls (sglang::inplace_fused_experts, outplace_fused_experts) in "
+          + ", ".join(s.path for s in srcs) + "\n")
+        return
+    o(f"fused-MoE configs for device_name={device}, Triton {triton or '(unknown: every folder, newest first)'}\n")
+    o("looked in: " + "; ".join(roots) + ("" if exact else "  (SGLang not importable: files matched "
+                                          "by the fields their names spell)") + "\n")
+    for u in uses:
+        lk = u.lookup
+        o(f"\n{u.key.text}  K={u.hidden}  {u.total:,} calls  ({', '.join(u.operations)})\n")
+        if lk is not None and lk.path:
+            o(f"  tuned: {lk.path}\n")
+            if lk.other_version:
+                o(f"  (from Triton {lk.version}'s folder: none for Triton {triton}; SGLang warns "
+                  "performance may be sub-optimal)\n")
+        else:
+            want = lk.name if lk and lk.name else f"E={u.key.e},N={u.key.n},device_name={device},..."
+            o(f"  NOT TUNED: no {want}; SGLang runs its default config\n")
+        for a in u.assumed:
+            o(f"  assumed: {a}\n")
+        o(f"  {'phase':<10} {'M':>7} {'calls':>10} {'share':>6} {'tuned M':>8} {'distance':>9}\n")
+        total = u.total or 1
+        for phase, ms in sorted(u.calls.items()):
+            for m, c in sorted(ms.items(), key=lambda x: (-x[1], x[0])):
+                t = u.nearest(m)
+                dist = "-" if t is None else ("exact" if t == m else f"{t - m:+d}")
+                o(f"  {phase:<10} {m:>7} {c:>10,} {100 * c / total:>5.1f}% {('-' if t is None else t):>8} "
+                  f"{dist:>9}\n")
+    o("\ncoverage:\n")
+    for p, c in sorted(cov.items(), key=lambda x: (x[0] == "all", x[0])):
+        line = (f"  {p}: {c.calls:,} calls; {_pct(c.tuned, c.calls)} on tuned configs, "
+                f"{_pct(c.exact, c.calls)} on one tuned for their own M")
+        if c.other_m:
+            line += (f"; {_pct(c.other_m, c.calls)} of {p} calls run a config tuned for another M "
+                     f"(mean distance {c.distance / c.other_m:.1f})")
+        if c.calls - c.tuned:
+            line += f"; {_pct(c.calls - c.tuned, c.calls)} on SGLang's default config"
+        o(line + "\n")
+    if tuners:
+        o("\ntune the keys whose calls run another M's config (SGLang's tuner; batch sizes: observed M, "
+          "most called first):\n")
+        for t in tuners:
+            o(f"  {t}\n")
+        o("  (the script derives E and N from --model, --tp-size and --ep-size: pick those that give the "
+          "keys above; it writes the file in its working directory)\n")
