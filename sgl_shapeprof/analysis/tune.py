@@ -360,14 +360,10 @@ def sglang_config_module() -> Optional[object]:
 
 
 def sglang_config_root(mod: object) -> str:
-    """Where SGLang reads its MoE configs: SGLANG_MOE_CONFIG_DIR through
-    SGLang's own envs, else the folder its module is in."""
-    try:
-        from sglang.srt.environ import envs
-        d = envs.SGLANG_MOE_CONFIG_DIR.get()
-    except Exception:
-        d = None
-    return d or os.path.dirname(os.path.realpath(getattr(mod, "__file__")))
+    """Where SGLang reads its MoE configs (get_moe_configs):
+    `SGLANG_MOE_CONFIG_DIR`, else the folder its module is in."""
+    return os.environ.get("SGLANG_MOE_CONFIG_DIR") or os.path.dirname(
+        os.path.realpath(str(getattr(mod, "__file__"))))
 
 
 def sglang_dtype_str(mod: object) -> "DtypeStr":
@@ -402,6 +398,8 @@ def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming)
             try:
                 with open(path, encoding="utf-8") as f:
                     table = json.load(f)
+                if not isinstance(table, dict):
+                    raise ValueError("not an object of M -> kernel config")
                 tuned = [int(x) for x in table]
             except (OSError, ValueError, TypeError) as e:
                 raise ValueError(f"{path}: not a MoE config file ({e})") from None

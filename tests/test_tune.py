@@ -1,0 +1,245 @@
+"""`sgl-shapeprof tune` on records the profiler writes (dedupe, phases, a
+graph's replays) of an operator with the schema of SGLang's fused-MoE op,
+and on config folders made here: which file is found, the M each call falls
+back to, the coverage, the tuner's command line, --fail-under. Runs with or
+without SGLang installed (with it, SGLang's own naming is used: the files
+made here carry the name it gives; tests/test_tune_sglang.py checks that
+naming against SGLang's own)."""
+import csv
+import io
+import json
+import os
+
+import pytest
+from helpers import run_python
+
+from sgl_shapeprof.analysis import tune
+from sgl_shapeprof.cli.main import main
+
+# the schema of SGLang 0.5.23's inplace_fused_experts (argument names as the records carry them)
+SCHEMA = ("inplace_fused_experts(Tensor(a!) hidden_states, Tensor w1, Tensor w2, Tensor topk_weights, "
+          "Tensor topk_ids, Tensor? b1=None, Tensor? b2=None, str activation='silu', bool is_gated=True, "
+          "bool apply_router_weight_on_input=False, bool use_fp8_w8a8=False, bool use_int8_w8a8=False, "
+          "bool use_int8_w8a16=False, bool use_int4_w4a16=False, bool per_channel_quant=False, "
+          "Tensor? w1_scale=None, Tensor? w2_scale=None, Tensor? w1_zp=None, Tensor? w2_zp=None, "
+          "Tensor? a1_scale=None, Tensor? a2_scale=None, int[]? block_shape=None) -> ()")
+
+RECORD = r"""
+import sys, json, torch, sgl_shapeprof
+spec = json.loads(sys.argv[2])
+lib = torch.library.Library("sglang", "FRAGMENT")
+lib.define(spec["schema"])
+lib.impl("inplace_fused_experts", lambda *a, **k: None, "CompositeExplicitAutograd")
+E, N, K = spec["E"], spec["N"], spec["K"]
+wd = getattr(torch, spec["wdtype"])
+w1 = torch.empty(E, 2 * N, K, dtype=wd); w2 = torch.empty(E, K, N, dtype=wd)
+prof = sgl_shapeprof.ShapeProfiler(sys.argv[1], dedupe=True, args=spec["args"])
+def call(m):
+    x = torch.zeros(m, K, dtype=torch.bfloat16)
+    torch.ops.sglang.inplace_fused_experts(x, w1, w2, torch.zeros(m, 2), torch.zeros(m, 2, dtype=torch.int32),
+        w1_scale=torch.ones(*spec["w1_scale"]) if spec["w1_scale"] else None, block_shape=spec["block"],
+        **spec["flags"])
+for phase, m in spec["eager"]:
+    with prof.forward_pass(phase):
+        call(m)
+for bs, replays in spec["graphs"]:
+    with prof.capture_graph(bs):
+        call(bs)
+    for _ in range(replays):
+        with prof.forward_pass("decode"):
+            prof.graph_replayed(bs)
+prof.close()
+"""
+
+DEVICE = "NVIDIA_H200"
+# prefill M 100 (x2), 300; decode eager M 3 (x2), 5; decode graph bs 8 replayed 5 times
+EAGER = [["extend", 100], ["extend", 300], ["extend", 100], ["decode", 3], ["decode", 3], ["decode", 5]]
+GRAPHS = [[8, 5]]
+
+
+def record(path, E=8, N=64, K=32, wdtype="float8_e4m3fn", w1_scale=(8,), flags=None, block=None,
+           args=False, eager=EAGER, graphs=GRAPHS):
+    spec = dict(schema=SCHEMA, E=E, N=N, K=K, wdtype=wdtype, w1_scale=list(w1_scale) if w1_scale else None,
+                flags=flags if flags is not None else {"use_fp8_w8a8": True}, block=block, args=args,
+                eager=eager, graphs=graphs)
+    r = run_python(RECORD, args=[str(path), json.dumps(spec)], cwd=os.path.dirname(str(path)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return str(path)
+
+
+def config_name(E, N, dtype):
+    """The name as it must be (tests/test_tune_sglang.py holds SGLang's equal)."""
+    return f"E={E},N={N},device_name={DEVICE}" + (f",dtype={dtype}" if dtype else "") + ".json"
+
+
+def write_config(folder, ms, E=8, N=64, dtype="fp8_w8a8"):
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, config_name(E, N, dtype))
+    with open(path, "w") as f:
+        json.dump({str(m): {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}
+                   for m in ms}, f)
+    return path
+
+
+def run_json(capsys, *argv):
+    capsys.readouterr()
+    rc = main(["tune", *argv, "--json"])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture(scope="module")
+def fp8_records(tmp_path_factory):
+    return record(tmp_path_factory.mktemp("rec") / "moe.jsonl")
+
+
+def test_counts_phases_replays_and_fallback(fp8_records, tmp_path, capsys):
+    cfg = write_config(str(tmp_path / "cfg"), [1, 4, 128, 256])
+    rc, d = run_json(capsys, fp8_records, "--device", "H200", "--configs", str(tmp_path / "cfg"))
+    assert rc == 0 and d["device"] == DEVICE
+    [k] = d["keys"]
+    assert (k["E"], k["N"], k["dtype"], k["block_shape"], k["per_channel_quant"]) == (8, 64, "fp8_w8a8", None, False)
+    assert k["file"] == cfg and k["tuned_m"] == [1, 4, 128, 256] and k["hidden_size"] == 32
+    rows = {(r["phase"], r["m"]): (r["calls"], r["tuned_m"], r["distance"]) for r in k["m"]}
+    # true counts: deduplicated records, a graph's calls once per replay; extend is prefill
+    assert rows == {("prefill", 100): (2, 128, 28), ("prefill", 300): (1, 256, 44),
+                    ("decode", 3): (2, 4, 1), ("decode", 5): (1, 4, 1), ("decode", 8): (5, 4, 4)}
+    c = d["coverage"]
+    assert c["decode"] == {"calls": 8, "tuned": 8, "exact_m": 0, "other_m": 8, "default": 0,
+                           "distance_calls": 2 * 1 + 1 + 5 * 4}
+    assert c["all"]["calls"] == 11 and c["prefill"]["calls"] == 3
+    [cmd] = d["tuner_commands"]
+    # observed M, most called first (ties: smaller M first)
+    assert cmd.endswith("--dtype fp8_w8a8 --tune --batch-sizes 8 3 100 5 300"), cmd
+    assert cmd.startswith("python " + tune.TUNER + " --model MODEL")
+
+
+def test_exact_m_and_text(fp8_records, tmp_path, capsys):
+    write_config(str(tmp_path / "cfg"), [3, 5, 8, 100, 300])
+    rc, d = run_json(capsys, fp8_records, "--device", "NVIDIA H200", "--configs", str(tmp_path / "cfg"))
+    assert d["coverage"]["all"]["exact_m"] == 11 and d["tuner_commands"] == []
+    assert main(["tune", fp8_records, "--device", "H200", "--configs", str(tmp_path / "cfg"),
+                 "--model", "/models/mix", "--tp-size", "2", "--ep-size", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "decode: 8 calls; 100.0% on tuned configs, 100.0% on one tuned for their own M" in out
+    assert "tune the keys" not in out
+
+
+def test_not_tuned_and_fail_under(fp8_records, tmp_path, capsys):
+    write_config(str(tmp_path / "cfg"), [1], E=16)   # another key
+    base = [fp8_records, "--device", "H200", "--configs", str(tmp_path / "cfg")]
+    rc, d = run_json(capsys, *base)
+    cov = d["coverage"]["all"]
+    # in SGLang's venv its shipped folder is looked in too: no file there has E=8,N=64
+    assert d["keys"][0]["file"] is None and cov["tuned"] == 0 and cov["default"] == 11
+    assert main(["tune", *base, "--fail-under", "1"]) == 1
+    assert main(["tune", *base, "--fail-under", "0"]) == 0
+    assert main(["tune", *base, "--model", "/m", "--tp-size", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "NOT TUNED" in out and "--model /m --tp-size 4 --dtype fp8_w8a8 --tune --batch-sizes 8 3 100 5 300" in out
+    write_config(str(tmp_path / "cfg"), [4])
+    assert main(["tune", *base, "--fail-under", "100"]) == 0
+
+
+def test_partial_coverage_is_per_call(tmp_path, capsys):
+    """Two keys: one tuned, one not; the share is of calls, not keys."""
+    a = record(tmp_path / "a.jsonl", eager=[["decode", 2]] * 3, graphs=[])
+    b = record(tmp_path / "b.jsonl", N=96, eager=[["decode", 2]], graphs=[])
+    write_config(str(tmp_path / "cfg"), [2])
+    rc, d = run_json(capsys, a, b, "--device", "H200", "--configs", str(tmp_path / "cfg"))
+    assert [(k["N"], k["calls"], k["file"] is not None) for k in d["keys"]] == [(64, 3, True), (96, 1, False)]
+    assert d["coverage"]["all"]["tuned"] == 3 and d["coverage"]["all"]["calls"] == 4
+    assert main(["tune", a, b, "--device", "H200", "--configs", str(tmp_path / "cfg"), "--fail-under", "75"]) == 0
+    assert main(["tune", a, b, "--device", "H200", "--configs", str(tmp_path / "cfg"), "--fail-under", "76"]) == 1
+
+
+def test_triton_version_folders(fp8_records, tmp_path, capsys):
+    """SGLANG_MOE_CONFIG_DIR's layout: the running Triton's folder first,
+    then the others newest first."""
+    root = tmp_path / "root"
+    old = write_config(str(root / "configs" / "triton_3_1_0"), [1, 2])
+    new = write_config(str(root / "configs" / "triton_3_4_0"), [64])
+    os.makedirs(root / "configs" / "triton_3_10_0")  # newest, empty: 3.10 > 3.4 as numbers
+    base = [fp8_records, "--device", "H200", "--configs", str(root)]
+    _, d = run_json(capsys, *base, "--triton", "3.1.0")
+    k = d["keys"][0]
+    assert (k["file"], k["file_triton"], k["other_triton_version"], k["tuned_m"]) == (old, "3.1.0", False, [1, 2])
+    _, d = run_json(capsys, *base, "--triton", "3.9.0")
+    k = d["keys"][0]
+    assert (k["file"], k["file_triton"], k["other_triton_version"]) == (new, "3.4.0", True)
+    assert tune.search_order(str(root), "3.1.0")[0][0] == "3.1.0"
+    assert [v for v, _ in tune.search_order(str(root), None)] == ["3.10.0", "3.4.0", "3.1.0"]
+
+
+def test_csv(fp8_records, tmp_path, capsys):
+    write_config(str(tmp_path / "cfg"), [4])
+    capsys.readouterr()
+    assert main(["tune", fp8_records, "--device", "H200", "--configs", str(tmp_path / "cfg"), "--csv",
+                 "--triton", "3.4.0"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 5 and set(rows[0]) == set(tune.CSV_FIELDS)
+    r = next(r for r in rows if r["m"] == "300")
+    assert (r["phase"], r["calls"], r["tuned_m"], r["distance"], r["device"], r["triton"]) == \
+        ("prefill", "1", "4", "296", DEVICE, "3.4.0")
+
+
+def test_keys_from_arguments_and_inferred(tmp_path, capsys):
+    """With --args the flags and block shape are read; without, inferred
+    from dtypes and scale shapes, and said to be."""
+    one = [["decode", 4]]
+    w8a16 = record(tmp_path / "a.jsonl", wdtype="int8", w1_scale=(8, 128), flags={"use_int8_w8a16": True},
+                   args=True, eager=one, graphs=[])
+    guess = record(tmp_path / "b.jsonl", wdtype="int8", w1_scale=(8, 128), flags={"use_int8_w8a16": True},
+                   eager=one, graphs=[])
+    block = record(tmp_path / "c.jsonl", N=256, K=512, w1_scale=(8, 4, 4), block=[128, 128], eager=one, graphs=[])
+    block_args = record(tmp_path / "d.jsonl", N=256, K=512, w1_scale=(8, 4, 4), block=[128, 128], args=True,
+                        eager=one, graphs=[])
+    os.makedirs(tmp_path / "cfg")
+    keys = {}
+    for name, path in (("w8a16", w8a16), ("guess", guess), ("block", block), ("block_args", block_args)):
+        _, d = run_json(capsys, path, "--device", "H200", "--configs", str(tmp_path / "cfg"))
+        keys[name] = d["keys"][0]
+    assert keys["w8a16"]["dtype"] == "int8_w8a16" and not keys["w8a16"]["assumed"]
+    assert keys["guess"]["dtype"] == "int8_w8a8" and any("int8_w8a16" in a for a in keys["guess"]["assumed"])
+    assert keys["guess"]["per_channel_quant"] is True   # w1_scale (E, 2N): per channel
+    assert keys["block"]["block_shape"] == [128, 128] and any("block shape" in a for a in keys["block"]["assumed"])
+    assert keys["block_args"]["block_shape"] == [128, 128] and not keys["block_args"]["assumed"]
+    assert keys["block"]["N"] == 256 and keys["block"]["hidden_size"] == 512
+
+
+def test_parse_file_name_and_device():
+    k, dev, down = tune.parse_file_name(
+        "E=256,N=256,device_name=NVIDIA_H20,dtype=fp8_w8a8,block_shape=[128, 128]_down.json")
+    assert (k, dev, down) == (tune.MoeKey(256, 256, "fp8_w8a8", (128, 128), False), "NVIDIA_H20", True)
+    k, dev, down = tune.parse_file_name("E=8,N=7168,device_name=AMD_Instinct_MI300X,per_channel_quant=True.json")
+    assert (k.dtype, k.per_channel_quant, dev, down) == (None, True, "AMD_Instinct_MI300X", False)
+    assert tune.parse_file_name("README.md") is None and tune.parse_file_name("x=1.json") is None
+    known = ["NVIDIA_H20", "NVIDIA_H200", "NVIDIA_H100_80GB_HBM3"]
+    assert tune.resolve_device("H200", known) == "NVIDIA_H200"
+    assert tune.resolve_device("nvidia h20", known) == "NVIDIA_H20"
+    assert tune.resolve_device("B300", known) == "B300"
+    with pytest.raises(ValueError, match="several"):
+        tune.resolve_device("H200", known + ["AMD_H200"])
+
+
+def test_errors(fp8_records, tmp_path, capsys):
+    assert main(["tune", fp8_records, "--device", "H200", "--fail-under", "101"]) == 2
+    assert "--fail-under takes a percentage" in capsys.readouterr().err
+    bad = tmp_path / "cfg"
+    os.makedirs(bad)
+    (bad / config_name(8, 64, "fp8_w8a8")).write_text("[1, 2]")
+    assert main(["tune", fp8_records, "--device", "H200", "--configs", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sgl-shapeprof tune: ") and "not a MoE config file" in err and err.count("\n") == 1
+    empty = tmp_path / "none.jsonl"
+    empty.write_text('{"call_id": 1, "forward_pass": 1, "operation": "aten.relu.default", "inputs": {}, '
+                     '"outputs": null}\n')
+    assert main(["tune", str(empty), "--device", "H200", "--configs", str(bad)]) == 0
+    assert "no fused-MoE calls" in capsys.readouterr().out
+    assert main(["tune", str(empty), "--device", "H200", "--configs", str(bad), "--fail-under", "50"]) == 2
+
+
+@pytest.mark.skipif(tune.sglang_config_module() is not None, reason="SGLang is importable here")
+def test_without_sglang_needs_configs(fp8_records, capsys):
+    assert main(["tune", fp8_records, "--device", "H200"]) == 2
+    err = capsys.readouterr().err
+    assert "needs SGLang importable" in err and "--configs DIR" in err
