@@ -243,3 +243,103 @@ def test_without_sglang_needs_configs(fp8_records, capsys):
     assert main(["tune", fp8_records, "--device", "H200"]) == 2
     err = capsys.readouterr().err
     assert "needs SGLang importable" in err and "--configs DIR" in err
+
+
+# -- TunableOp: strides, results files ----------------------------------------
+
+GEMMS = r"""
+import sys, torch, sgl_shapeprof
+prof = sgl_shapeprof.ShapeProfiler(sys.argv[1], args=sys.argv[2] == "args", dedupe=True)
+bf = torch.bfloat16
+W = torch.randn(256, 128, dtype=bf); X = torch.randn(64, 200, dtype=bf)
+with torch.inference_mode():
+    for _ in range(3):
+        with prof.forward_pass("decode"):
+            torch.mm(torch.randn(64, 128, dtype=bf), W.t())            # a transposed weight view
+            torch.mm(X[:, :128], torch.randn(128, 256, dtype=bf))      # a column slice: ld 200
+            torch.mm(torch.randn(128, 64, dtype=bf).t(), torch.randn(128, 256, dtype=bf))  # column-major A
+            torch.nn.functional.linear(torch.randn(2, 32, 128, dtype=bf), W)
+prof.close()
+"""
+
+
+def gemm_records(tmp_path, args):
+    path = str(tmp_path / f"g_{args}.jsonl")
+    r = run_python(GEMMS, args=[path, args], cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return path
+
+
+def test_tunableop_entries_from_strides(tmp_path, capsys):
+    """With --args the layouts and leading dimensions are torch's addmm's
+    (prepare_matrix_for_cublas); without, contiguous is assumed."""
+    untuned = tmp_path / "u.csv"
+    assert main(["gemm", gemm_records(tmp_path, "args"), "--tunableop", str(untuned)]) == 0
+    assert sorted(untuned.read_text().splitlines()) == sorted([
+        "GemmTunableOp_BFloat16_TN,tn_256_64_128_ld_128_128_256",   # W.t(): T, ld = W's row length
+        "GemmTunableOp_BFloat16_NN,nn_256_64_128_ld_256_200_256",   # A's ld is X's row length
+        "GemmTunableOp_BFloat16_NT,nt_256_64_128_ld_256_64_256",    # A column-major: T, ld 64
+    ])
+    assert "assume contiguous" not in capsys.readouterr().err
+    assumed = tmp_path / "a.csv"
+    assert main(["gemm", gemm_records(tmp_path, "shapes"), "--tunableop", str(assumed)]) == 0
+    # without strides the three mm are one shape, taken as contiguous: one line, said to be assumed
+    assert sorted(assumed.read_text().splitlines()) == sorted([
+        "GemmTunableOp_BFloat16_NN,nn_256_64_128_ld_256_128_256",
+        "GemmTunableOp_BFloat16_TN,tn_256_64_128_ld_128_128_256"])   # linear's weight is always TN
+    assert "(1 assume contiguous operands" in capsys.readouterr().err
+
+
+def test_tunableop_lines_round_trip_through_torch(tmp_path, monkeypatch):
+    """torch.cuda.tunable's offline tuner parses each line and builds the
+    matrices it names (_process_single_offline_gemm): on CPU, the mm it
+    runs is recorded again, and its line is the line it was made from."""
+    import torch
+    import torch.cuda.tunable as tunable
+    lines = ["GemmTunableOp_BFloat16_TN,tn_256_64_128_ld_128_128_256",
+             "GemmTunableOp_BFloat16_NN,nn_256_64_128_ld_256_200_256",
+             "GemmTunableOp_BFloat16_NT,nt_256_64_128_ld_256_64_256",
+             "GemmTunableOp_float_TT,tt_48_32_16_ld_16_32_48"]
+    made = []
+    create = tunable._create_matrices
+    monkeypatch.setattr(tunable, "_create_matrices", lambda *a, **k: create(*a[:9], "cpu", *a[10:], **k))
+    monkeypatch.setattr(torch, "mm", lambda a, b: made.append((a, b)))
+    for line in lines:
+        tunable._process_single_offline_gemm(line, 0)
+    monkeypatch.undo()
+    assert len(made) == len(lines)
+    from sgl_shapeprof import ShapeProfiler
+    prof = ShapeProfiler(str(tmp_path / "rt.jsonl"), args=True)
+    with prof.forward_pass():
+        for a, b in made:
+            torch.mm(a, b)
+    prof.close()
+    from sgl_shapeprof.analysis.analyze import analyze_file
+    from sgl_shapeprof.analysis.gemm import gemms
+    from sgl_shapeprof.analysis.tunableop import entry
+    got = sorted(entry(g)[0] for g in gemms(analyze_file(prof.path).signatures))
+    assert got == sorted(lines)
+
+
+def test_tunableop_results_coverage(tmp_path, capsys):
+    recs = gemm_records(tmp_path, "args")
+    res = tmp_path / "tunableop_results0.csv"
+    res.write_text("Validator,PT_VERSION,2.13.0\nValidator,ROCBLAS_VERSION,4.0\n"
+                   "GemmTunableOp_BFloat16_TN,tn_256_64_128_ld_128_128_256,Gemm_Rocblas_1234,0.0123\n")
+    base = [recs, "--device", "H200", "--configs", str(tmp_path)]
+    rc, d = run_json(capsys, *base, "--tunableop-results", str(res))
+    t = d["tunableop"]
+    # mm with W.t() and linear are the same GEMM to TunableOp: 6 of the 12 calls
+    assert (t["calls"], t["tuned_calls"]) == (12, 6)
+    assert {g["entry"]: g["kernel"] for g in t["gemms"]}["GemmTunableOp_BFloat16_TN,tn_256_64_128_ld_128_128_256"] \
+        == "Gemm_Rocblas_1234"
+    out = tmp_path / "todo.csv"
+    assert main(["tune", *base, "--tunableop-results", str(res), "--tunableop-untuned", str(out),
+                 "--fail-under", "50"]) == 0
+    assert sorted(out.read_text().splitlines()) == ["GemmTunableOp_BFloat16_NN,nn_256_64_128_ld_256_200_256",
+                                                    "GemmTunableOp_BFloat16_NT,nt_256_64_128_ld_256_64_256"]
+    assert main(["tune", *base, "--tunableop-results", str(res), "--fail-under", "51"]) == 1
+    assert "50.0% of GEMM calls TunableOp tunes" in capsys.readouterr().err
+    res.write_text("Validator,PT_VERSION,2.13.0\nnot,a,results,line\n")
+    assert main(["tune", *base, "--tunableop-results", str(res)]) == 2
+    assert "line 2 is not a TunableOp results entry" in capsys.readouterr().err

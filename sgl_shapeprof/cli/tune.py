@@ -9,32 +9,48 @@ import sys
 from typing import Dict, List, Optional
 
 from ..analysis.analyze import build
+from ..analysis.gemm import gemms
+from ..analysis.tunableop import GemmTuned, results_coverage, results_lines
 from ..analysis.tune import (CSV_FIELDS, MoeUse, Naming, PhaseCoverage, SGLangNaming, coverage, csv_rows,
                              device_names, installed_triton, lookup, moe_uses, plain_dtype_str,
                              resolve_device, sglang_config_module, sglang_config_root, sglang_dtype_str,
                              tuner_command, use_json)
 from .common import add_filters, fail, scan_files
+from .gemm import write_untuned
+
+
+# the options after FILE and the filters, in --help's order: (flag, add_argument's keywords)
+OPTIONS = (
+    ("--device", dict(required=True, metavar="NAME",
+                      help="the GPU as SGLang names it (NVIDIA H200; a unique end of a known name: H200)")),
+    ("--configs", dict(metavar="DIR", help="your own config files, looked in before SGLang's (a flat folder, "
+                                           "or SGLANG_MOE_CONFIG_DIR's layout: DIR/configs/triton_X_Y_Z/)")),
+    ("--triton", dict(metavar="VERSION", help="the server's Triton version, whose folder SGLang reads first "
+                                              "(default: this environment's)")),
+    ("--model", dict(metavar="PATH", help="the model, for the tuner's command line")),
+    ("--tp-size", dict(type=int, metavar="N", help="the server's TP size, for the tuner's command line")),
+    ("--ep-size", dict(type=int, metavar="N", help="the server's EP size, for the tuner's command line")),
+    ("--tunableop-results", dict(metavar="FILE.csv", help="a PyTorch TunableOp results file "
+                                                          "(tunableop_results*.csv): which of the run's GEMMs "
+                                                          "it tunes")),
+    ("--tunableop-untuned", dict(metavar="FILE.csv", help="write the run's GEMMs that --tunableop-results does "
+                                                          "not tune (all without it) as TunableOp untuned "
+                                                          "entries")),
+    ("--force", dict(action="store_true", help="let --tunableop-untuned replace an existing file")),
+    ("--fail-under", dict(type=float, metavar="P",
+                          help="exit 1 when fewer than P%% of the fused-MoE calls (and, with "
+                               "--tunableop-results, of the GEMM calls TunableOp tunes) run on a tuned config")),
+    ("--csv", dict(action="store_true", help="CSV on stdout: one row per key, phase and M")),
+    ("--json", dict(action="store_true", help="JSON on stdout")),
+)
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     t = sub.add_parser("tune", help="tuned-config coverage of the fused-MoE calls, and the tuner's inputs")
     t.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
     add_filters(t)
-    t.add_argument("--device", required=True, metavar="NAME",
-                   help="the GPU as SGLang names it (NVIDIA H200; a unique end of a known name: H200)")
-    t.add_argument("--configs", metavar="DIR",
-                   help="your own config files, looked in before SGLang's (a flat folder, or "
-                        "SGLANG_MOE_CONFIG_DIR's layout: DIR/configs/triton_X_Y_Z/)")
-    t.add_argument("--triton", metavar="VERSION",
-                   help="the server's Triton version, whose folder SGLang reads first (default: this "
-                        "environment's)")
-    t.add_argument("--model", metavar="PATH", help="the model, for the tuner's command line")
-    t.add_argument("--tp-size", type=int, metavar="N", help="the server's TP size, for the tuner's command line")
-    t.add_argument("--ep-size", type=int, metavar="N", help="the server's EP size, for the tuner's command line")
-    t.add_argument("--fail-under", type=float, metavar="P",
-                   help="exit 1 when fewer than P%% of the fused-MoE calls run on a tuned config")
-    t.add_argument("--csv", action="store_true", help="CSV on stdout: one row per key, phase and M")
-    t.add_argument("--json", action="store_true", help="JSON on stdout")
+    for flag, kw in OPTIONS:
+        t.add_argument(flag, **kw)  # type: ignore[arg-type]
     t.set_defaults(func=run)
 
 
@@ -55,13 +71,24 @@ def run(args: argparse.Namespace) -> int:
         raise fail(str(e)) from None
     naming: Naming = SGLangNaming(device, mod) if mod is not None else Naming(device)
     triton = args.triton or installed_triton()
-    uses = moe_uses(build(srcs).signatures, sglang_dtype_str(mod) if mod is not None else plain_dtype_str)
+    sigs = build(srcs).signatures
+    uses = moe_uses(sigs, sglang_dtype_str(mod) if mod is not None else plain_dtype_str)
     try:
         for u in uses:
             u.lookup = lookup(u.key, roots, triton, naming)
     except ValueError as e:
         raise fail(str(e)) from None
     cov = coverage(uses)
+    gemm_cov: Optional[List[GemmTuned]] = None
+    if args.tunableop_results:
+        try:
+            with open(args.tunableop_results, encoding="utf-8") as f:
+                tuned = results_lines(f.read())
+        except (OSError, UnicodeDecodeError) as e:
+            raise fail(f"cannot read {args.tunableop_results}: {getattr(e, 'strerror', None) or e}") from None
+        except ValueError as e:
+            raise fail(f"{args.tunableop_results}: {e}") from None
+        gemm_cov = results_coverage(gemms(sigs), tuned)
     tuners = [tuner_command(u, args.model, args.tp_size, args.ep_size) for u in uses
               if any(u.nearest(m) != m for m, _ in u.ms())]
     if args.json:
@@ -70,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
                                     "other_m": c.other_m, "default": c.calls - c.tuned,
                                     "distance_calls": c.distance} for p, c in cov.items()},
                    "keys": [use_json(u, device, triton) for u in uses],
-                   "tuner_commands": tuners}, sys.stdout, indent=1)
+                   "tuner_commands": tuners,
+                   "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, args.tunableop_results)},
+                  sys.stdout, indent=1)
         print()
     elif args.csv:
         w = csv.writer(sys.stdout, lineterminator="\n")
@@ -78,16 +107,60 @@ def run(args: argparse.Namespace) -> int:
         w.writerows(csv_rows(uses, device, triton))
     else:
         print_text(uses, cov, device, triton, mod is not None, roots, tuners, srcs)
+        if gemm_cov is not None:
+            print_tunableop(gemm_cov, args.tunableop_results)
+    if args.tunableop_untuned:
+        todo = [c.gemm for c in (gemm_cov or results_coverage(gemms(sigs), {})) if c.kernel is None]
+        write_untuned(todo, args.tunableop_untuned, force=args.force)
     if args.fail_under is not None:
+        shares = []
         total = cov.get("all")
-        if total is None or not total.calls:
+        if total is not None and total.calls:
+            shares.append(("fused-MoE calls", total.pct(total.tuned)))
+        if gemm_cov is not None:
+            n, t = tunable_calls(gemm_cov)
+            if n:
+                shares.append(("GEMM calls TunableOp tunes", 100.0 * t / n))
+        if not shares:
             raise fail("--fail-under: no fused-MoE calls (sglang::inplace_fused_experts, "
                        "outplace_fused_experts) in the files")
-        if total.pct(total.tuned) < args.fail_under:
-            print(f"tune: {total.pct(total.tuned):.1f}% of fused-MoE calls run on tuned configs, "
-                  f"under --fail-under {args.fail_under:g}", file=sys.stderr)
-            return 1
+        low = [(what, p) for what, p in shares if p < args.fail_under]
+        for what, p in low:
+            print(f"tune: {p:.1f}% of {what} run on tuned configs, under --fail-under {args.fail_under:g}",
+                  file=sys.stderr)
+        return 1 if low else 0
     return 0
+
+
+def tunable_calls(cov: List[GemmTuned]) -> "tuple[int, int]":
+    """(calls of GEMMs TunableOp tunes, calls of those the results tune)."""
+    n = sum(c.gemm.count for c in cov if c.line)
+    return n, sum(c.gemm.count for c in cov if c.line and c.kernel)
+
+
+def tunableop_json(cov: List[GemmTuned], path: str) -> dict:
+    n, t = tunable_calls(cov)
+    return {"results": path, "calls": n, "tuned_calls": t,
+            "gemms": [{"operation": c.gemm.operation, "m": c.gemm.m, "n": c.gemm.n, "k": c.gemm.k,
+                       "batch": c.gemm.batch, "count": c.gemm.count, "entry": c.line, "kernel": c.kernel,
+                       "note": c.note} for c in cov]}
+
+
+def print_tunableop(cov: List[GemmTuned], path: str) -> None:
+    o = sys.stdout.write
+    n, t = tunable_calls(cov)
+    ok = [c for c in cov if c.line]
+    o(f"\nTunableOp ({path}): {sum(1 for c in ok if c.kernel)} of {len(ok)} distinct GEMMs tuned, "
+      f"{_pct(t, n)} of their {n:,} calls\n")
+    for c in sorted(ok, key=lambda c: (c.kernel is not None, -c.gemm.total_flops))[:20]:
+        g = c.gemm
+        o(f"  {'tuned' if c.kernel else 'NOT TUNED':>9} {g.count:>9,}x  {c.line}"
+          + (f"  ({c.note})" if c.note else "") + "\n")
+    if len(ok) > 20:
+        o(f"  ... {len(ok) - 20} more (--json)\n")
+    skipped = len(cov) - len(ok)
+    if skipped:
+        o(f"  ({skipped} GEMMs TunableOp does not tune: mixed or integer dtypes, _scaled_mm, custom ops)\n")
 
 
 def _pct(n: int, d: int) -> str:
