@@ -229,7 +229,7 @@ def test_errors(fp8_records, tmp_path, capsys):
     (bad / config_name(8, 64, "fp8_w8a8")).write_text("[1, 2]")
     assert main(["tune", fp8_records, "--device", "H200", "--configs", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("sgl-shapeprof tune: ") and "not a MoE config file" in err and err.count("\n") == 1
+    assert err.startswith("sgl-shapeprof tune: ") and "not a kernel config file" in err and err.count("\n") == 1
     empty = tmp_path / "none.jsonl"
     empty.write_text('{"call_id": 1, "forward_pass": 1, "operation": "aten.relu.default", "inputs": {}, '
                      '"outputs": null}\n')

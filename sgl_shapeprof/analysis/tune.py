@@ -19,6 +19,7 @@ not to name a missing file.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -219,9 +220,9 @@ def moe_uses(signatures: Iterable[Signature], dtype_str: DtypeStr = plain_dtype_
 _FIELD = re.compile(r"(?:^|,)([A-Za-z_]+)=(\[[^\]]*\]|[^,]*)")
 
 
-def parse_file_name(name: str) -> Optional[Tuple[MoeKey, str, bool]]:
-    """(key, device, down) from a config file's name, or None: how files in
-    a user's folder are matched when SGLang is not importable."""
+def name_fields(name: str) -> Optional[Dict[str, str]]:
+    """The fields a config file's name spells (E=8,N=64,device_name=...),
+    with "down" for a `_down` file; None for a name that is not one."""
     if not name.endswith(".json"):
         return None
     stem = name[:-5]
@@ -229,16 +230,27 @@ def parse_file_name(name: str) -> Optional[Tuple[MoeKey, str, bool]]:
     if down:
         stem = stem[:-5]
     f = dict(_FIELD.findall(stem))
+    if down:
+        f["down"] = "True"
+    return f
+
+
+def _block_field(f: Dict[str, str]) -> Optional[Tuple[int, int]]:
+    nums = [int(x) for x in re.findall(r"\d+", f.get("block_shape", ""))]
+    return (nums[0], nums[1]) if len(nums) == 2 else None
+
+
+def parse_file_name(name: str) -> Optional[Tuple[MoeKey, str, bool]]:
+    """(key, device, down) from a fused-MoE config file's name, or None: how
+    files in a user's folder are matched when SGLang is not importable."""
+    f = name_fields(name)
     try:
-        e, n = int(f["E"]), int(f["N"])
-    except (KeyError, ValueError):
+        e, n = int(f["E"]), int(f["N"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
         return None
-    block = None
-    if "block_shape" in f:
-        nums = [int(x) for x in re.findall(r"\d+", f["block_shape"])]
-        block = (nums[0], nums[1]) if len(nums) == 2 else None
-    return (MoeKey(e, n, f.get("dtype") or None, block, f.get("per_channel_quant") == "True"),
-            f.get("device_name", ""), down)
+    assert f is not None
+    return (MoeKey(e, n, f.get("dtype") or None, _block_field(f), f.get("per_channel_quant") == "True"),
+            f.get("device_name", ""), "down" in f)
 
 
 def version_folders(root: str) -> List[Tuple[str, str]]:
@@ -277,9 +289,9 @@ def device_names(roots: Iterable[str]) -> List[str]:
             except OSError:
                 continue
             for f in files:
-                p = parse_file_name(f)
-                if p and p[1]:
-                    names.add(p[1])
+                fields = name_fields(f)
+                if fields and fields.get("device_name"):
+                    names.add(fields["device_name"])
     return sorted(names)
 
 
@@ -378,6 +390,18 @@ def sglang_dtype_str(mod: object) -> "DtypeStr":
     return dtype_str
 
 
+def _tuned_ms(path: str) -> List[int]:
+    """The M keys of a config file, in file order."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            table = json.load(f)
+        if not isinstance(table, dict):
+            raise ValueError("not an object of M -> kernel config")
+        return [int(x) for x in table]
+    except (OSError, ValueError, TypeError) as e:
+        raise ValueError(f"{path}: not a kernel config file ({e})") from None
+
+
 def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming) -> Lookup:
     """The file SGLang would read for key: the roots in order (a user's
     folder, then SGLang's), in each the running Triton's folder first, then
@@ -395,19 +419,103 @@ def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming)
             if hit is None:
                 continue
             path = os.path.join(folder, hit)
-            try:
-                with open(path, encoding="utf-8") as f:
-                    table = json.load(f)
-                if not isinstance(table, dict):
-                    raise ValueError("not an object of M -> kernel config")
-                tuned = [int(x) for x in table]
-            except (OSError, ValueError, TypeError) as e:
-                raise ValueError(f"{path}: not a MoE config file ({e})") from None
-            out.path, out.version, out.tuned = path, version, tuned
+            out.path, out.version, out.tuned = path, version, _tuned_ms(path)
             out.other_version = version is not None and triton is not None and version != triton
             if out.name is None:
                 out.name = hit
             return out
+    return out
+
+
+# -- block-quantized GEMMs -----------------------------------------------------
+
+# the marker ops the SGLang integration records for its Triton block GEMMs
+# (integrations/sglang/block_gemm.py) -> the dtype part of their config names
+BLOCK_GEMM_OPS = {"sgl_shapeprof.sglang_w8a8_block_fp8_matmul": "fp8_w8a8",
+                  "sgl_shapeprof.sglang_w8a8_block_int8_matmul": "int8_w8a8"}
+
+
+@dataclass(frozen=True)
+class BlockKey:
+    """What names one block-GEMM config file (the device aside)."""
+    n: int
+    k: int
+    dtype: str
+    block_shape: Tuple[int, int]
+
+    @property
+    def text(self) -> str:
+        return f"N={self.n},K={self.k},dtype={self.dtype},block_shape=[{self.block_shape[0]}, {self.block_shape[1]}]"
+
+    def matches(self, fields: Dict[str, str], device: str) -> bool:
+        return (fields.get("N") == str(self.n) and fields.get("K") == str(self.k) and "E" not in fields
+                and fields.get("dtype") == self.dtype and _block_field(fields) == self.block_shape
+                and fields.get("device_name") == device and "down" not in fields)
+
+
+def block_uses(signatures: Iterable[Signature]) -> List[MoeUse]:
+    """Every (N, K, block shape) the records' block-quantized GEMMs needed,
+    with their M per phase; A is (M, K), B (N, K), the block shape read from
+    the arguments or inferred from Bs's shape (N/bn, K/bk), and said to be."""
+    uses: Dict[BlockKey, MoeUse] = {}
+    for sig in signatures:
+        dtype = BLOCK_GEMM_OPS.get(sig.operation.rsplit(".", 1)[0])
+        a, b, bs = (_t(sig.inputs.get(x)) for x in ("A", "B", "Bs"))
+        if dtype is None or a is None or b is None or len(b["shape"]) != 2:
+            continue
+        n, k = b["shape"]
+        m = math.prod(a["shape"][:-1])
+        assumed: List[str] = []
+        given = (sig.args or {}).get("block_size")
+        if isinstance(given, list) and len(given) == 2:
+            block: Optional[Tuple[int, int]] = (int(given[0]), int(given[1]))
+        else:
+            block = _block_from_scale({"shape": [1, n, k]}, {"shape": [1] + list(bs["shape"])} if bs else None)
+            assumed.append(f"block shape {list(block) if block else '?'} inferred from Bs's shape "
+                           "(record with --args to read it)")
+        if block is None:
+            continue
+        key = BlockKey(int(n), int(k), dtype, block)
+        u = uses.get(key)
+        if u is None:
+            u = uses[key] = MoeUse(key, int(k))  # type: ignore[arg-type]
+        op = sig.operation.rsplit(".", 1)[0]
+        if op not in u.operations:
+            u.operations.append(op)
+        u.assumed += [x for x in assumed if x not in u.assumed]
+        ms = u.calls.setdefault(phase_group(sig.phase), {})
+        ms[m] = ms.get(m, 0) + sig.count
+    return sorted(uses.values(), key=lambda u: (-u.total, u.key.n, u.key.k))  # type: ignore[attr-defined]
+
+
+def sglang_block_gemm_root() -> Optional[str]:
+    """The folder SGLang reads block-GEMM configs from (get_w8a8_block_fp8_configs:
+    beside its fp8_kernel module), or None when SGLang is not importable."""
+    try:
+        from sglang.kernels.ops.gemm import fp8_kernel
+    except Exception:
+        return None
+    return os.path.join(os.path.dirname(os.path.realpath(str(fp8_kernel.__file__))), "configs")
+
+
+def lookup_block(key: BlockKey, folders: List[str], device: str) -> Lookup:
+    """The block-GEMM config file for key: the folders in order (a user's,
+    then SGLang's), matched by the fields the names spell (SGLang builds
+    the name inline, with no function to call)."""
+    out = Lookup(None)
+    for folder in folders:
+        out.searched.append(folder)
+        try:
+            files = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for f in files:
+            fields = name_fields(f)
+            if fields is not None and key.matches(fields, device):
+                out.name = f
+                out.path = os.path.join(folder, f)
+                out.tuned = _tuned_ms(out.path)
+                return out
     return out
 
 
@@ -499,3 +607,72 @@ def csv_rows(uses: List[MoeUse], device: str, triton: Optional[str]) -> List[lis
                              (u.lookup.path if u.lookup else None) or "",
                              "" if t is None else t, "" if t is None else abs(t - m)])
     return rows
+
+
+# -- the whole question, for the command and the report -------------------------
+
+NEEDS = ("needs SGLang importable (its config file naming and shipped configs: pip install sglang), "
+         "or --configs DIR (your files, matched by the fields their names spell)")
+
+
+@dataclass
+class TuneResult:
+    device: str
+    triton: Optional[str]
+    sglang: bool                 # SGLang's own naming was used
+    roots: List[str]             # fused-MoE config roots, in lookup order
+    gemm_folders: List[str]      # block-GEMM config folders, in lookup order
+    moe: List[MoeUse]
+    block: List[MoeUse]          # keys are BlockKey
+
+    @property
+    def moe_coverage(self) -> Dict[str, PhaseCoverage]:
+        return coverage(self.moe)
+
+    @property
+    def block_coverage(self) -> Dict[str, PhaseCoverage]:
+        return coverage(self.block)
+
+
+def tune_result(signatures: List[Signature], device: str, configs: Optional[str] = None,
+                triton: Optional[str] = None) -> TuneResult:
+    """Every fused-MoE and block-GEMM config the calls needed, looked up for
+    device. ValueError (one line) when neither SGLang nor configs is there,
+    for a device name that is the end of several, or a config file that is
+    not one."""
+    mod = sglang_config_module()
+    roots: List[str] = [configs] if configs else []
+    folders: List[str] = [configs] if configs else []
+    if mod is not None:
+        roots.append(sglang_config_root(mod))
+        gemm_root = sglang_block_gemm_root()
+        if gemm_root:
+            folders.append(gemm_root)
+    elif not configs:
+        raise ValueError(NEEDS)
+    device = resolve_device(device, device_names(roots + folders))
+    naming: Naming = SGLangNaming(device, mod) if mod is not None else Naming(device)
+    triton = triton or installed_triton()
+    moe = moe_uses(signatures, sglang_dtype_str(mod) if mod is not None else plain_dtype_str)
+    for u in moe:
+        u.lookup = lookup(u.key, roots, triton, naming)
+    block = block_uses(signatures)
+    for u in block:
+        u.lookup = lookup_block(u.key, folders, device)  # type: ignore[arg-type]
+    return TuneResult(device, triton, mod is not None, roots, folders, moe, block)
+
+
+def coverage_json(cov: Dict[str, PhaseCoverage]) -> dict:
+    return {p: {"calls": c.calls, "tuned": c.tuned, "exact_m": c.exact, "other_m": c.other_m,
+                "default": c.calls - c.tuned, "distance_calls": c.distance} for p, c in cov.items()}
+
+
+def block_json(u: MoeUse, device: str) -> dict:
+    k: BlockKey = u.key  # type: ignore[assignment]
+    lk = u.lookup or Lookup(None)
+    return {"N": k.n, "K": k.k, "dtype": k.dtype, "block_shape": list(k.block_shape), "device": device,
+            "operations": u.operations, "calls": u.total, "file": lk.path, "tuned_m": lk.tuned,
+            "assumed": u.assumed,
+            "m": [{"phase": p, "m": m, "calls": c, "tuned_m": u.nearest(m),
+                   "distance": None if u.nearest(m) is None else abs(u.nearest(m) - m)}  # type: ignore[operator]
+                  for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())]}

@@ -6,15 +6,13 @@ import argparse
 import csv
 import json
 import sys
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from ..analysis.analyze import build
 from ..analysis.gemm import gemms
 from ..analysis.tunableop import GemmTuned, results_coverage, results_lines
-from ..analysis.tune import (CSV_FIELDS, MoeUse, Naming, PhaseCoverage, SGLangNaming, coverage, csv_rows,
-                             device_names, installed_triton, lookup, moe_uses, plain_dtype_str,
-                             resolve_device, sglang_config_module, sglang_config_root, sglang_dtype_str,
-                             tuner_command, use_json)
+from ..analysis.tune import (CSV_FIELDS, MoeUse, PhaseCoverage, TuneResult, block_json, coverage_json, csv_rows,
+                             tune_result, tuner_command, use_json)
 from .common import add_filters, fail, scan_files
 from .gemm import write_untuned
 
@@ -58,27 +56,11 @@ def run(args: argparse.Namespace) -> int:
     if args.fail_under is not None and not 0 <= args.fail_under <= 100:
         raise fail("--fail-under takes a percentage, 0 to 100")
     srcs = scan_files("tune", args, args.files)
-    mod = sglang_config_module()
-    roots: List[str] = [args.configs] if args.configs else []
-    if mod is not None:
-        roots.append(sglang_config_root(mod))
-    elif not args.configs:
-        raise fail("needs SGLang importable (its config file naming and shipped configs: pip install sglang), "
-                   "or --configs DIR (your files, matched by the fields their names spell)")
-    try:
-        device = resolve_device(args.device, device_names(roots))
-    except ValueError as e:
-        raise fail(str(e)) from None
-    naming: Naming = SGLangNaming(device, mod) if mod is not None else Naming(device)
-    triton = args.triton or installed_triton()
     sigs = build(srcs).signatures
-    uses = moe_uses(sigs, sglang_dtype_str(mod) if mod is not None else plain_dtype_str)
     try:
-        for u in uses:
-            u.lookup = lookup(u.key, roots, triton, naming)
+        r = tune_result(sigs, args.device, args.configs, args.triton)
     except ValueError as e:
         raise fail(str(e)) from None
-    cov = coverage(uses)
     gemm_cov: Optional[List[GemmTuned]] = None
     if args.tunableop_results:
         try:
@@ -89,47 +71,52 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise fail(f"{args.tunableop_results}: {e}") from None
         gemm_cov = results_coverage(gemms(sigs), tuned)
-    tuners = [tuner_command(u, args.model, args.tp_size, args.ep_size) for u in uses
+    tuners = [tuner_command(u, args.model, args.tp_size, args.ep_size) for u in r.moe
               if any(u.nearest(m) != m for m, _ in u.ms())]
     if args.json:
-        json.dump({"device": device, "triton": triton, "sglang": mod is not None, "roots": roots,
-                   "coverage": {p: {"calls": c.calls, "tuned": c.tuned, "exact_m": c.exact,
-                                    "other_m": c.other_m, "default": c.calls - c.tuned,
-                                    "distance_calls": c.distance} for p, c in cov.items()},
-                   "keys": [use_json(u, device, triton) for u in uses],
+        json.dump({"device": r.device, "triton": r.triton, "sglang": r.sglang, "roots": r.roots,
+                   "coverage": coverage_json(r.moe_coverage),
+                   "keys": [use_json(u, r.device, r.triton) for u in r.moe],
                    "tuner_commands": tuners,
+                   "block_gemm": {"folders": r.gemm_folders, "coverage": coverage_json(r.block_coverage),
+                                  "keys": [block_json(u, r.device) for u in r.block]},
                    "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, args.tunableop_results)},
                   sys.stdout, indent=1)
         print()
     elif args.csv:
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(CSV_FIELDS)
-        w.writerows(csv_rows(uses, device, triton))
+        w.writerows(csv_rows(r.moe, r.device, r.triton))
     else:
-        print_text(uses, cov, device, triton, mod is not None, roots, tuners, srcs)
+        print_text(r, tuners, srcs)
         if gemm_cov is not None:
             print_tunableop(gemm_cov, args.tunableop_results)
     if args.tunableop_untuned:
         todo = [c.gemm for c in (gemm_cov or results_coverage(gemms(sigs), {})) if c.kernel is None]
         write_untuned(todo, args.tunableop_untuned, force=args.force)
     if args.fail_under is not None:
-        shares = []
+        return gate(r, gemm_cov, args.fail_under)
+    return 0
+
+
+def gate(r: TuneResult, gemm_cov: Optional[List[GemmTuned]], under: float) -> int:
+    """--fail-under: 1 when a kind of call is under the share."""
+    shares = []
+    for what, cov in (("fused-MoE calls", r.moe_coverage), ("block-GEMM calls", r.block_coverage)):
         total = cov.get("all")
         if total is not None and total.calls:
-            shares.append(("fused-MoE calls", total.pct(total.tuned)))
-        if gemm_cov is not None:
-            n, t = tunable_calls(gemm_cov)
-            if n:
-                shares.append(("GEMM calls TunableOp tunes", 100.0 * t / n))
-        if not shares:
-            raise fail("--fail-under: no fused-MoE calls (sglang::inplace_fused_experts, "
-                       "outplace_fused_experts) in the files")
-        low = [(what, p) for what, p in shares if p < args.fail_under]
-        for what, p in low:
-            print(f"tune: {p:.1f}% of {what} run on tuned configs, under --fail-under {args.fail_under:g}",
-                  file=sys.stderr)
-        return 1 if low else 0
-    return 0
+            shares.append((what, total.pct(total.tuned)))
+    if gemm_cov is not None:
+        n, t = tunable_calls(gemm_cov)
+        if n:
+            shares.append(("GEMM calls TunableOp tunes", 100.0 * t / n))
+    if not shares:
+        raise fail("--fail-under: no fused-MoE calls (sglang::inplace_fused_experts, "
+                   "outplace_fused_experts) in the files")
+    low = [(what, p) for what, p in shares if p < under]
+    for what, p in low:
+        print(f"tune: {p:.1f}% of {what} run on tuned configs, under --fail-under {under:g}", file=sys.stderr)
+    return 1 if low else 0
 
 
 def tunable_calls(cov: List[GemmTuned]) -> "tuple[int, int]":
@@ -167,16 +154,41 @@ def _pct(n: int, d: int) -> str:
     return f"{100.0 * n / d:.1f}%" if d else "-"
 
 
-def print_text(uses: List[MoeUse], cov: Dict[str, PhaseCoverage], device: str, triton: Optional[str],
-               exact: bool, roots: List[str], tuners: List[str], srcs) -> None:
+def print_text(r: TuneResult, tuners: List[str], srcs) -> None:
     o = sys.stdout.write
-    if not uses:
+    if not r.moe:
         o("no fused-MoE calls (sglang::inplace_fused_experts, outplace_fused_experts) in "
           + ", ".join(s.path for s in srcs) + "\n")
-        return
-    o(f"fused-MoE configs for device_name={device}, Triton {triton or '(unknown: every folder, newest first)'}\n")
-    o("looked in: " + "; ".join(roots) + ("" if exact else "  (SGLang not importable: files matched "
-                                          "by the fields their names spell)") + "\n")
+    else:
+        o(f"fused-MoE configs for device_name={r.device}, "
+          f"Triton {r.triton or '(unknown: every folder, newest first)'}\n")
+        o("looked in: " + "; ".join(r.roots) + ("" if r.sglang else "  (SGLang not importable: files matched "
+                                                "by the fields their names spell)") + "\n")
+        print_keys(r.moe, r.triton, lambda u: f"E={u.key.e},N={u.key.n},device_name={r.device},...")
+        print_coverage(r.moe_coverage)
+    if tuners:
+        o("\ntune the keys whose calls run another M's config (SGLang's tuner; batch sizes: observed M, "
+          "most called first):\n")
+        for t in tuners:
+            o(f"  {t}\n")
+        o("  (the script derives E and N from --model, --tp-size and --ep-size: pick those that give the "
+          "keys above; it writes the file in its working directory)\n")
+    if r.block:
+        o(f"\nblock-quantized GEMM configs for device_name={r.device} (SGLang's Triton w8a8 block GEMMs, "
+          "recorded by the start-up hook)\n")
+        o("looked in: " + "; ".join(r.gemm_folders) + "\n")
+        print_keys(r.block, None, lambda u: f"{u.key.text} for {r.device}")
+        print_coverage(r.block_coverage)
+        o("\n(N, K) pairs to tune (block-GEMM tuner; DeepGEMM compiles per N and K), with the observed M, "
+          "most called first:\n")
+        for u in r.block:
+            k = u.key
+            o(f"  N={k.n} K={k.k} block={k.block_shape[0]}x{k.block_shape[1]} {k.dtype}: "  # type: ignore[attr-defined]
+              + " ".join(str(m) for m, _ in u.ms()) + "\n")
+
+
+def print_keys(uses: List[MoeUse], triton: Optional[str], missing: Callable[[MoeUse], str]) -> None:
+    o = sys.stdout.write
     for u in uses:
         lk = u.lookup
         o(f"\n{u.key.text}  K={u.hidden}  {u.total:,} calls  ({', '.join(u.operations)})\n")
@@ -186,8 +198,7 @@ def print_text(uses: List[MoeUse], cov: Dict[str, PhaseCoverage], device: str, t
                 o(f"  (from Triton {lk.version}'s folder: none for Triton {triton}; SGLang warns "
                   "performance may be sub-optimal)\n")
         else:
-            want = lk.name if lk and lk.name else f"E={u.key.e},N={u.key.n},device_name={device},..."
-            o(f"  NOT TUNED: no {want}; SGLang runs its default config\n")
+            o(f"  NOT TUNED: no {lk.name if lk and lk.name else missing(u)}; SGLang runs its default config\n")
         for a in u.assumed:
             o(f"  assumed: {a}\n")
         o(f"  {'phase':<10} {'M':>7} {'calls':>10} {'share':>6} {'tuned M':>8} {'distance':>9}\n")
@@ -198,6 +209,10 @@ def print_text(uses: List[MoeUse], cov: Dict[str, PhaseCoverage], device: str, t
                 dist = "-" if t is None else ("exact" if t == m else f"{t - m:+d}")
                 o(f"  {phase:<10} {m:>7} {c:>10,} {100 * c / total:>5.1f}% {('-' if t is None else t):>8} "
                   f"{dist:>9}\n")
+
+
+def print_coverage(cov: Dict[str, PhaseCoverage]) -> None:
+    o = sys.stdout.write
     o("\ncoverage:\n")
     for p, c in sorted(cov.items(), key=lambda x: (x[0] == "all", x[0])):
         line = (f"  {p}: {c.calls:,} calls; {_pct(c.tuned, c.calls)} on tuned configs, "
@@ -208,10 +223,3 @@ def print_text(uses: List[MoeUse], cov: Dict[str, PhaseCoverage], device: str, t
         if c.calls - c.tuned:
             line += f"; {_pct(c.calls - c.tuned, c.calls)} on SGLang's default config"
         o(line + "\n")
-    if tuners:
-        o("\ntune the keys whose calls run another M's config (SGLang's tuner; batch sizes: observed M, "
-          "most called first):\n")
-        for t in tuners:
-            o(f"  {t}\n")
-        o("  (the script derives E and N from --model, --tp-size and --ep-size: pick those that give the "
-          "keys above; it writes the file in its working directory)\n")

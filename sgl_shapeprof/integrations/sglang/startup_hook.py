@@ -17,9 +17,9 @@ import importlib.machinery
 import sys
 
 from ...recording.switch import loads_hook
-from .. import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
-                           SGLANG_HTTP_SERVER, SGLANG_LLM_WORKER, SGLANG_PROFILER_MANAGER,
-                           SGLANG_TOKENIZER_CONTROL)
+from .. import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FP8_UTILS,
+                           SGLANG_FULL_GRAPH_BACKEND, SGLANG_HTTP_SERVER, SGLANG_INT8_UTILS, SGLANG_LLM_WORKER,
+                           SGLANG_PROFILER_MANAGER, SGLANG_TOKENIZER_CONTROL)
 
 # Not armed: only where /start_profile requests enter (the .pth names it too)
 UNARMED_TARGETS = (SGLANG_TOKENIZER_CONTROL,)
@@ -34,6 +34,8 @@ PATCHES = {
     SGLANG_HTTP_SERVER: ("start_profile", "patch_http_server_module"),
     SGLANG_FULL_GRAPH_BACKEND: ("cuda_graphs", "patch_full_graph_backend_module"),
     SGLANG_BREAKABLE_GRAPH_BACKEND: ("cuda_graphs", "patch_breakable_graph_backend_module"),
+    SGLANG_FP8_UTILS: ("block_gemm", "patch_quantization_module"),
+    SGLANG_INT8_UTILS: ("block_gemm", "patch_quantization_module"),
 }
 
 
