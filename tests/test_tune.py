@@ -304,6 +304,7 @@ def test_tunableop_lines_round_trip_through_torch(tmp_path, monkeypatch):
     create = tunable._create_matrices
     monkeypatch.setattr(tunable, "_create_matrices", lambda *a, **k: create(*a[:9], "cpu", *a[10:], **k))
     monkeypatch.setattr(torch, "mm", lambda a, b: made.append((a, b)))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda *a: None)   # torch 2.14+ selects the GPU first
     for line in lines:
         tunable._process_single_offline_gemm(line, 0)
     monkeypatch.undo()
@@ -343,3 +344,59 @@ def test_tunableop_results_coverage(tmp_path, capsys):
     res.write_text("Validator,PT_VERSION,2.13.0\nnot,a,results,line\n")
     assert main(["tune", *base, "--tunableop-results", str(res)]) == 2
     assert "line 2 is not a TunableOp results entry" in capsys.readouterr().err
+
+
+# -- block-quantized GEMMs ---------------------------------------------------
+
+BLOCK = r"""
+import sys, types, torch, sgl_shapeprof
+from sgl_shapeprof.integrations.sglang import block_gemm
+ran = []
+def w8a8_block_fp8_matmul_triton(A, B, As, Bs, block_size, output_dtype=torch.float16):
+    ran.append(A.shape[0])
+    return torch.empty(A.shape[0], B.shape[0], dtype=output_dtype)
+mod = types.SimpleNamespace(w8a8_block_fp8_matmul_triton=w8a8_block_fp8_matmul_triton)
+block_gemm.patch_quantization_module(mod)
+block_gemm.patch_quantization_module(mod)   # twice: wrapped once
+prof = sgl_shapeprof.ShapeProfiler(sys.argv[1], dedupe=True, args=sys.argv[2] == "args")
+N, K = 384, 512
+B = torch.empty(N, K, dtype=torch.float8_e4m3fn); Bs = torch.ones(3, 4)
+def call(m):
+    return mod.w8a8_block_fp8_matmul_triton(torch.empty(m, K, dtype=torch.float8_e4m3fn), B, torch.ones(m, 4),
+                                            Bs, [128, 128], output_dtype=torch.bfloat16)
+call(7)                                   # outside a pass: runs, not recorded
+for phase, m in [("extend", 300), ("decode", 4), ("decode", 4), ("decode", 6)]:
+    with prof.forward_pass(phase):
+        assert call(m).shape == (m, N)
+prof.close()
+print(ran)
+"""
+
+
+def test_block_gemm_marker_and_coverage(tmp_path, capsys):
+    path = str(tmp_path / "b.jsonl")
+    r = run_python(BLOCK, args=[path, "shapes"], cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["[7,", "300,", "4,", "4,", "6]"]  # the kernel ran every time
+    recs = [json.loads(x) for x in open(path)]
+    marks = [x for x in recs if x["operation"] == "sgl_shapeprof.sglang_w8a8_block_fp8_matmul.default"]
+    assert [m["inputs"]["A"]["shape"][0] for m in marks] == [300, 4, 6]   # deduplicated, in passes only
+    cfg = tmp_path / "cfg"
+    os.makedirs(cfg)
+    (cfg / f"N=384,K=512,device_name={DEVICE},dtype=fp8_w8a8,block_shape=[128, 128].json").write_text(
+        json.dumps({"1": {}, "8": {}, "256": {}}))
+    (cfg / f"N=384,K=512,device_name={DEVICE},dtype=fp8_w8a8,block_shape=[64, 64].json").write_text("{}")
+    rc, d = run_json(capsys, path, "--device", "H200", "--configs", str(cfg))
+    [k] = d["block_gemm"]["keys"]
+    assert (k["N"], k["K"], k["block_shape"], k["dtype"]) == (384, 512, [128, 128], "fp8_w8a8")
+    assert os.path.basename(k["file"]).endswith("block_shape=[128, 128].json") and k["tuned_m"] == [1, 8, 256]
+    assert any("inferred from Bs" in a for a in k["assumed"])
+    assert {(x["phase"], x["m"]): (x["calls"], x["tuned_m"]) for x in k["m"]} == {
+        ("prefill", 300): (1, 256), ("decode", 4): (2, 1), ("decode", 6): (1, 8)}
+    assert d["block_gemm"]["coverage"]["all"]["tuned"] == 4 and d["keys"] == []
+    assert main(["tune", path, "--device", "H200", "--configs", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "N=384 K=512 block=128x128 fp8_w8a8: 4 6 300" in out
+    os.unlink(cfg / f"N=384,K=512,device_name={DEVICE},dtype=fp8_w8a8,block_shape=[128, 128].json")
+    assert main(["tune", path, "--device", "H200", "--configs", str(cfg), "--fail-under", "1"]) == 1
+    assert "0.0% of block-GEMM calls" in capsys.readouterr().err

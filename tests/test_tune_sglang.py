@@ -220,3 +220,69 @@ def test_configs_dir_raises_coverage(records, tmp_path):
     k = next(k for k in after["keys"] if (k["E"], k["N"], k["dtype"]) == (miss["E"], miss["N"], miss["dtype"]))
     assert k["file"] == str(tmp_path / "mine" / miss["file_name"])
     assert all(r["distance"] == 0 for r in k["m"])
+
+
+# SGLang's real block-FP8 GEMM under the start-up hook: the hook must wrap it
+# where fp8_utils imports it, and a logged pass must record its shapes
+# (the Triton kernel then fails on this CPU machine, after the record)
+BLOCK_GEMM = r"""
+import sys, json, torch, sgl_shapeprof
+import sglang.srt.layers.quantization.fp8_utils as fp8_utils
+f = fp8_utils.w8a8_block_fp8_matmul_triton
+assert getattr(f, "_sgl_shapeprof_marker", None) == "sglang_w8a8_block_fp8_matmul", f
+shapes = json.loads(sys.argv[2])
+prof = sgl_shapeprof.ShapeProfiler(sys.argv[1], dedupe=True, args=True)
+raised = set()
+for phase, m, n, k in shapes:
+    B = torch.zeros(1, 1, dtype=torch.float8_e4m3fn).expand(n, k)
+    with prof.forward_pass(phase):
+        try:
+            f(torch.zeros(m, k, dtype=torch.float8_e4m3fn), B, torch.ones(m, -(-k // 128)),
+              torch.ones(-(-n // 128), -(-k // 128)), [128, 128], output_dtype=torch.bfloat16)
+        except Exception as e:
+            raised.add(type(e).__name__)
+prof.close()
+print(json.dumps(sorted(raised)))
+"""
+
+BLOCK_SGLANG = r"""
+import sys, json
+from unittest import mock
+from sglang.kernels.ops.gemm import fp8_kernel
+report = json.load(open(sys.argv[1]))
+out = {}
+with mock.patch.object(fp8_kernel, "get_device_name", lambda *a, **k: report["device"]):
+    for k in report["block_gemm"]["keys"]:
+        fp8_kernel.get_w8a8_block_fp8_configs.cache_clear()
+        c = fp8_kernel.get_w8a8_block_fp8_configs(k["N"], k["K"], *k["block_shape"])
+        out[f'{k["N"]},{k["K"]}'] = None if c is None else list(c)
+print(json.dumps(out))
+"""
+
+
+def test_block_gemm_recorded_through_the_hook(tmp_path):
+    # N=1536,K=7168 and N=24576,K=7168 (DeepSeek-V3's) are shipped for the H200 with block 128x128; 1000,7168 not
+    shapes = [["extend", 700, 1536, 7168], ["decode", 8, 1536, 7168], ["decode", 8, 1536, 7168],
+              ["decode", 3, 24576, 7168], ["decode", 5, 1000, 7168]]
+    path = str(tmp_path / "b.jsonl")
+    r = run_python(BLOCK_GEMM, env_extra=dict(ENV, SGLANG_PROFILE_SHAPES="1"), timeout=300, cwd=str(tmp_path),
+                   args=[path, json.dumps(shapes)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]), "the Triton kernel ran on CPU?"
+    report = tune_json(path, "--device", "H200")
+    keys = {(k["N"], k["K"]): k for k in report["block_gemm"]["keys"]}
+    assert set(keys) == {(1536, 7168), (24576, 7168), (1000, 7168)}
+    assert {(x["phase"], x["m"]): x["calls"] for x in keys[(1536, 7168)]["m"]} == {("prefill", 700): 1,
+                                                                                     ("decode", 8): 2}
+    assert all(k["block_shape"] == [128, 128] and not k["assumed"] for k in keys.values())  # read from --args
+    rep = tmp_path / "report.json"
+    rep.write_text(json.dumps(report))
+    r = run_python(BLOCK_SGLANG, env_extra=ENV, timeout=300, cwd=str(tmp_path), args=[str(rep)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    theirs = json.loads(r.stdout.strip().splitlines()[-1])
+    for (n, k), mine in keys.items():
+        # covered as SGLang's own lookup says, with the M keys it loads
+        assert (mine["file"] is None) == (theirs[f"{n},{k}"] is None), (n, k)
+        if mine["file"]:
+            assert sorted(mine["tuned_m"]) == sorted(theirs[f"{n},{k}"])
+    assert keys[(1536, 7168)]["file"] and keys[(1000, 7168)]["file"] is None
