@@ -400,3 +400,18 @@ def test_block_gemm_marker_and_coverage(tmp_path, capsys):
     os.unlink(cfg / f"N=384,K=512,device_name={DEVICE},dtype=fp8_w8a8,block_shape=[128, 128].json")
     assert main(["tune", path, "--device", "H200", "--configs", str(cfg), "--fail-under", "1"]) == 1
     assert "0.0% of block-GEMM calls" in capsys.readouterr().err
+
+
+def test_cuda_graph_bs(fp8_records, tmp_path, capsys):
+    """Graph 8 replayed 5 times; eager decode at batch 3 (2 calls) and 5 (1)."""
+    rc, d = run_json(capsys, fp8_records, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "60")
+    g = d["cuda_graph_bs"]
+    assert g["replays"] == {"8": 5} and g["unused"] == [] and g["eager_decode"] == {"3": 2, "5": 1}
+    assert g["suggested"] == [3]   # 2 of 3 calls >= 60%
+    assert g["padding_now"] == pytest.approx(1 - (2 * 3 + 5) / (3 * 8))   # both padded to 8
+    assert g["padding_suggested"] == 0.0
+    _, d = run_json(capsys, fp8_records, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs")
+    assert d["cuda_graph_bs"]["suggested"] == [3, 5] and d["cuda_graph_bs"]["share"] == 95
+    assert main(["tune", fp8_records, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs"]) == 0
+    assert "--cuda-graph-bs covering 95% of them: 3 5" in capsys.readouterr().out
+    assert main(["tune", fp8_records, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "120"]) == 2

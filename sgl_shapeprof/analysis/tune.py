@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from ..records.scan import Signature
+from ..records.scan import Signature, Source
 
 # SGLang's MoE custom ops (register_custom_op in moe_runner/triton_utils/fused_moe.py)
 MOE_OPS = ("sglang.inplace_fused_experts", "sglang.outplace_fused_experts")
@@ -78,6 +78,7 @@ class MoeUse:
     hidden: int                                  # K: hidden_states.shape[-1]
     operations: List[str] = field(default_factory=list)
     calls: Dict[str, Dict[int, int]] = field(default_factory=dict)  # phase -> M -> calls
+    eager: Dict[str, Dict[int, int]] = field(default_factory=dict)  # the same, outside CUDA graphs
     assumed: List[str] = field(default_factory=list)  # what the records could not say
     lookup: Optional[Lookup] = None
 
@@ -210,9 +211,15 @@ def moe_uses(signatures: Iterable[Signature], dtype_str: DtypeStr = plain_dtype_
         if op not in u.operations:
             u.operations.append(op)
         u.assumed += [a for a in assumed if a not in u.assumed]
-        ms = u.calls.setdefault(phase_group(sig.phase), {})
-        ms[m] = ms.get(m, 0) + sig.count
+        _count(u, sig, m)
     return sorted(uses.values(), key=lambda u: (-u.total, u.key.e, u.key.n))
+
+
+def _count(u: MoeUse, sig: Signature, m: int) -> None:
+    phase = phase_group(sig.phase)
+    for table in (u.calls, u.eager) if sig.graph is None else (u.calls,):
+        ms = table.setdefault(phase, {})
+        ms[m] = ms.get(m, 0) + sig.count
 
 
 # -- naming and lookup ---------------------------------------------------------
@@ -483,8 +490,7 @@ def block_uses(signatures: Iterable[Signature]) -> List[MoeUse]:
         if op not in u.operations:
             u.operations.append(op)
         u.assumed += [x for x in assumed if x not in u.assumed]
-        ms = u.calls.setdefault(phase_group(sig.phase), {})
-        ms[m] = ms.get(m, 0) + sig.count
+        _count(u, sig, m)
     return sorted(uses.values(), key=lambda u: (-u.total, u.key.n, u.key.k))  # type: ignore[attr-defined]
 
 
@@ -676,3 +682,64 @@ def block_json(u: MoeUse, device: str) -> dict:
             "m": [{"phase": p, "m": m, "calls": c, "tuned_m": u.nearest(m),
                    "distance": None if u.nearest(m) is None else abs(u.nearest(m) - m)}  # type: ignore[operator]
                   for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())]}
+
+
+# -- CUDA-graph batch sizes ----------------------------------------------------
+
+GRAPH_FAMILY = 1_000_000  # graph keys: family * 1e6 + size; family 0 = decode graphs (FORMAT.md)
+
+
+@dataclass
+class GraphSizes:
+    """What the decode passes' batch sizes say about SGLang's --cuda-graph-bs."""
+    share: float                               # the share of calls the suggested list covers
+    replays: Dict[int, int] = field(default_factory=dict)   # captured decode size -> replays
+    eager: Dict[int, int] = field(default_factory=dict)     # real batch size (eager decode) -> calls
+    suggested: List[int] = field(default_factory=list)
+    waste_now: Optional[float] = None         # padded share of the eager sizes on the captured sizes
+    waste_suggested: Optional[float] = None   # ... on the suggested list
+
+    @property
+    def unused(self) -> List[int]:
+        return sorted(b for b, n in self.replays.items() if not n)
+
+
+def padding_waste(real: Dict[int, int], sizes: List[int]) -> Optional[float]:
+    """The share of the padded rows that are padding, over the calls whose
+    batch fits a size (the next size up, as SGLang pads); None: none fits."""
+    rows = padded = 0
+    for bs, c in real.items():
+        up = min((s for s in sizes if s >= bs), default=None)
+        if up is not None:
+            rows += c * bs
+            padded += c * up
+    return None if not padded else 1.0 - rows / padded
+
+
+def graph_sizes(sources: List[Source], uses: List[MoeUse], share: float) -> GraphSizes:
+    """The captured decode graph sizes and their replays (the summaries),
+    the real batch sizes of decode passes that ran eagerly (the fused-MoE
+    calls' M outside graphs: one token per request), the fewest sizes that
+    cover `share` percent of those calls, and the padding each list costs.
+    Replayed graphs' real batch sizes are not in the records (only the
+    padded size is), so their padding cannot be counted."""
+    out = GraphSizes(share)
+    for src in sources:
+        for key, g in src.graphs.items():
+            if 0 <= key < GRAPH_FAMILY:
+                out.replays[key] = out.replays.get(key, 0) + int(g.get("replays", 0) or 0)
+    captured = set(out.replays)
+    for u in uses:
+        for m, c in u.eager.get("decode", {}).items():
+            out.eager[m] = out.eager.get(m, 0) + c
+    total = sum(out.eager.values())
+    covered = 0
+    for bs, c in sorted(out.eager.items(), key=lambda x: (-x[1], x[0])):
+        if total and 100.0 * covered / total >= share:
+            break
+        out.suggested.append(bs)
+        covered += c
+    out.suggested.sort()
+    out.waste_now = padding_waste(out.eager, sorted(captured))
+    out.waste_suggested = padding_waste(out.eager, out.suggested)
+    return out

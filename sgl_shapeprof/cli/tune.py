@@ -11,8 +11,8 @@ from typing import Callable, Dict, List, Optional
 from ..analysis.analyze import build
 from ..analysis.gemm import gemms
 from ..analysis.tunableop import GemmTuned, results_coverage, results_lines
-from ..analysis.tune import (CSV_FIELDS, MoeUse, PhaseCoverage, TuneResult, block_json, coverage_json, csv_rows,
-                             tune_result, tuner_command, use_json)
+from ..analysis.tune import (CSV_FIELDS, GraphSizes, MoeUse, PhaseCoverage, TuneResult, block_json, coverage_json,
+                             csv_rows, graph_sizes, tune_result, tuner_command, use_json)
 from .common import add_filters, fail, scan_files
 from .gemm import write_untuned
 
@@ -38,6 +38,10 @@ OPTIONS = (
     ("--fail-under", dict(type=float, metavar="P",
                           help="exit 1 when fewer than P%% of the fused-MoE calls (and, with "
                                "--tunableop-results, of the GEMM calls TunableOp tunes) run on a tuned config")),
+    ("--cuda-graph-bs", dict(nargs="?", type=float, const=95.0, metavar="P",
+                             help="CUDA-graph batch sizes: the captured decode sizes used, and the fewest "
+                                  "sizes covering P%% (default 95) of the eager decode calls, with the "
+                                  "padding each list costs")),
     ("--csv", dict(action="store_true", help="CSV on stdout: one row per key, phase and M")),
     ("--json", dict(action="store_true", help="JSON on stdout")),
 )
@@ -53,8 +57,10 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.fail_under is not None and not 0 <= args.fail_under <= 100:
-        raise fail("--fail-under takes a percentage, 0 to 100")
+    for flag in ("fail_under", "cuda_graph_bs"):
+        v = getattr(args, flag)
+        if v is not None and not 0 <= v <= 100:
+            raise fail(f"--{flag.replace('_', '-')} takes a percentage, 0 to 100")
     srcs = scan_files("tune", args, args.files)
     sigs = build(srcs).signatures
     try:
@@ -71,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise fail(f"{args.tunableop_results}: {e}") from None
         gemm_cov = results_coverage(gemms(sigs), tuned)
+    sizes = graph_sizes(srcs, r.moe, args.cuda_graph_bs) if args.cuda_graph_bs is not None else None
     tuners = [tuner_command(u, args.model, args.tp_size, args.ep_size) for u in r.moe
               if any(u.nearest(m) != m for m, _ in u.ms())]
     if args.json:
@@ -80,7 +87,12 @@ def run(args: argparse.Namespace) -> int:
                    "tuner_commands": tuners,
                    "block_gemm": {"folders": r.gemm_folders, "coverage": coverage_json(r.block_coverage),
                                   "keys": [block_json(u, r.device) for u in r.block]},
-                   "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, args.tunableop_results)},
+                   "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, args.tunableop_results),
+                   "cuda_graph_bs": None if sizes is None else {
+                       "share": sizes.share, "replays": {str(k): v for k, v in sorted(sizes.replays.items())},
+                       "unused": sizes.unused, "eager_decode": {str(k): v for k, v in sorted(sizes.eager.items())},
+                       "suggested": sizes.suggested, "padding_now": sizes.waste_now,
+                       "padding_suggested": sizes.waste_suggested}},
                   sys.stdout, indent=1)
         print()
     elif args.csv:
@@ -91,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         print_text(r, tuners, srcs)
         if gemm_cov is not None:
             print_tunableop(gemm_cov, args.tunableop_results)
+        if sizes is not None:
+            print_graph_sizes(sizes)
     if args.tunableop_untuned:
         todo = [c.gemm for c in (gemm_cov or results_coverage(gemms(sigs), {})) if c.kernel is None]
         write_untuned(todo, args.tunableop_untuned, force=args.force)
@@ -223,3 +237,25 @@ def print_coverage(cov: Dict[str, PhaseCoverage]) -> None:
         if c.calls - c.tuned:
             line += f"; {_pct(c.calls - c.tuned, c.calls)} on SGLang's default config"
         o(line + "\n")
+
+
+def print_graph_sizes(g: GraphSizes) -> None:
+    o = sys.stdout.write
+    o("\nCUDA-graph batch sizes (decode):\n")
+    if g.replays:
+        o("  captured, with replays: " + ", ".join(f"{b}:{n:,}" for b, n in sorted(g.replays.items())) + "\n")
+        if g.unused:
+            o("  captured, never replayed: " + " ".join(map(str, g.unused)) + "\n")
+    else:
+        o("  no decode graph captured or replayed in these files\n")
+    if not g.eager:
+        o("  no eager decode calls: the records of replayed graphs hold their padded size only, so the real "
+          "batch sizes and the padding are not known\n")
+        return
+    total = sum(g.eager.values())
+    o(f"  eager decode batch sizes (fused-MoE M), {total:,} calls: "
+      + ", ".join(f"{b}:{n:,}" for b, n in sorted(g.eager.items(), key=lambda x: (-x[1], x[0]))[:20]) + "\n")
+    o(f"  --cuda-graph-bs covering {g.share:g}% of them: {' '.join(map(str, g.suggested))}\n")
+    for what, w in (("the captured sizes", g.waste_now), ("that list", g.waste_suggested)):
+        if w is not None:
+            o(f"  padding on {what}: {100 * w:.1f}% of the padded rows\n")
