@@ -415,3 +415,21 @@ def test_cuda_graph_bs(fp8_records, tmp_path, capsys):
     assert main(["tune", fp8_records, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs"]) == 0
     assert "--cuda-graph-bs covering 95% of them: 3 5" in capsys.readouterr().out
     assert main(["tune", fp8_records, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "120"]) == 2
+
+
+def test_report_coverage_section(fp8_records, tmp_path, capsys):
+    pytest.importorskip("plotly")
+    write_config(str(tmp_path / "cfg"), [3, 5, 8])   # decode M exact; prefill M 100, 300 fall back to 8
+    out = tmp_path / "r.html"
+    assert main(["report", fp8_records, "-o", str(out), "--tune-device", "H200", "--configs",
+                 str(tmp_path / "cfg")]) == 0
+    page = out.read_text()
+    assert f"Tuned-config coverage on {DEVICE}" in page
+    assert "decode: 8 calls, 100% own M; prefill: 3 calls, 0% own M" in page
+    assert config_name(8, 64, "fp8_w8a8") in page
+    plain = tmp_path / "p.html"
+    assert main(["report", fp8_records, "-o", str(plain)]) == 0
+    assert "Tuned-config coverage" not in plain.read_text()
+    capsys.readouterr()
+    assert main(["report", fp8_records, "-o", str(tmp_path / "x.html"), "--configs", str(tmp_path)]) == 2
+    assert "--configs goes with --tune-device" in capsys.readouterr().err
