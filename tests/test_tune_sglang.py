@@ -286,3 +286,50 @@ def test_block_gemm_recorded_through_the_hook(tmp_path):
         if mine["file"]:
             assert sorted(mine["tuned_m"]) == sorted(theirs[f"{n},{k}"])
     assert keys[(1536, 7168)]["file"] and keys[(1000, 7168)]["file"] is None
+
+
+# A tiny Mixtral (2 layers, 4 experts, top-2) through SGLang's real CPU engine
+# under the start-up hook. On a CPU without AMX SGLang runs its MoE layers
+# with moe_forward_native (plain torch: router topk, then per-expert GEMMs),
+# not the Triton fused_experts ops whose configs `tune` checks; so `tune`
+# finds no fused-MoE key there, and the experts' GEMMs are `gemm`'s.
+MIXTRAL = r"""
+import os, sys
+sys.path.insert(0, sys.argv[2])
+import make_models as mm
+import torch
+from transformers import MixtralConfig, MixtralForCausalLM
+out = sys.argv[1]
+mm.make_llama(out)
+for f in os.listdir(out):
+    if f.endswith(".safetensors") or f == "config.json":
+        os.unlink(os.path.join(out, f))
+cfg = MixtralConfig(vocab_size=mm.VOCAB_SIZE, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                    max_position_embeddings=512, tie_word_embeddings=False, torch_dtype="bfloat16")
+torch.manual_seed(0)
+MixtralForCausalLM(cfg).to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+"""
+
+
+def test_tiny_moe_model_on_the_cpu_engine(tmp_path):
+    env_dir = os.path.join(ROOT, "tests", "sglang_env")
+    model = str(tmp_path / "tiny-mixtral")
+    r = run_python(MIXTRAL, env_extra=ENV, timeout=300, cwd=str(tmp_path), args=[model, env_dir])
+    assert r.returncode == 0, r.stderr[-3000:]
+    shapes = str(tmp_path / "shapes.jsonl")
+    env = dict(os.environ, **ENV, SGLANG_PROFILE_SHAPES="1", SGLANG_PROFILE_SHAPES_FILE=shapes,
+               SGLANG_PROFILE_SHAPES_DEDUPE="1")
+    r = subprocess.run([sys.executable, os.path.join(env_dir, "run_llm.py"), model], capture_output=True,
+                       text=True, env=env, timeout=600, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = tune_json(shapes, "--device", "H200")
+    assert report["keys"] == [] and report["coverage"] == {}
+    g = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "gemm", shapes, "--json"], capture_output=True,
+                       text=True, env=dict(os.environ, **ENV), timeout=300, cwd="/")
+    rows = json.loads(g.stdout)
+    # the experts' GEMMs: gate_up (K=64 -> 2*96) and down (K=96 -> 64), per expert a token batch
+    assert {(x["n"], x["k"]) for x in rows} >= {(2 * 96, 64), (64, 96)}, sorted({(x["n"], x["k"]) for x in rows})
+    ops = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", shapes, "--quick"],
+                         capture_output=True, text=True, env=dict(os.environ, **ENV), timeout=300, cwd="/")
+    assert "aten.topk.default" in ops.stdout and "fused_experts" not in ops.stdout
