@@ -1,6 +1,8 @@
-"""`sgl-shapeprof tune`: which of the fused-MoE kernel configs a run needed
-are tuned for a device, which M each call falls back to, and the lists
-SGLang's tuner takes.
+"""`sgl-shapeprof tune`: which of the fused-MoE (and block-quantized GEMM)
+kernel configs a run needed are tuned for a device, which M each call falls
+back to, the lists SGLang's tuner takes, and the CUDA-graph batch sizes the
+decode passes suggest (tune_result gathers it for the command and the
+report; TunableOp's side is tunableop.py).
 
 SGLang picks a fused-MoE kernel config per call: from the weights it takes
 a key (E, N from w2's shape `(E, K, N)`, the quantization as a dtype string,
@@ -319,8 +321,11 @@ def resolve_device(given: str, known: List[str]) -> str:
 
 
 class Naming:
-    """How a key becomes the file looked for."""
-    exact = False  # True: names come from SGLang's own function
+    """How a key becomes the file looked for: without SGLang, no name, and
+    a file matches when the fields its name spells are the key's."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
 
     def name(self, key: MoeKey) -> Optional[str]:
         return None
@@ -331,14 +336,10 @@ class Naming:
         p = parse_file_name(file_name)
         return p is not None and not p[2] and p[0] == key and p[1] == self.device
 
-    def __init__(self, device: str) -> None:
-        self.device = device
-
 
 class SGLangNaming(Naming):
     """SGLang's own get_config_file_name, with get_device_name answering
     the device asked about."""
-    exact = True
 
     def __init__(self, device: str, module: object) -> None:
         super().__init__(device)
