@@ -256,6 +256,8 @@ def print_graph_sizes(g: GraphSizes) -> None:
     o(f"  eager decode batch sizes (fused-MoE M), {total:,} calls: "
       + ", ".join(f"{b}:{n:,}" for b, n in sorted(g.eager.items(), key=lambda x: (-x[1], x[0]))[:20]) + "\n")
     o(f"  --cuda-graph-bs covering {g.share:g}% of them: {' '.join(map(str, g.suggested))}\n")
+    if g.replays and g.waste_now is None:
+        o(f"  none of them fits a captured size (the largest is {max(g.replays)}): they ran without a graph\n")
     for what, w in (("the captured sizes", g.waste_now), ("that list", g.waste_suggested)):
         if w is not None:
             o(f"  padding on {what}: {100 * w:.1f}% of the padded rows\n")
