@@ -42,7 +42,7 @@ OPTIONS = (
                              help="CUDA-graph batch sizes: the captured decode sizes used, and the fewest "
                                   "sizes covering P%% (default 95) of the eager decode calls, with the "
                                   "padding each list costs")),
-    ("--csv", dict(action="store_true", help="CSV on stdout: one row per key, phase and M")),
+    ("--csv", dict(action="store_true", help="CSV on stdout: one row per fused-MoE key, phase and M")),
     ("--json", dict(action="store_true", help="JSON on stdout")),
 )
 
@@ -126,7 +126,7 @@ def gate(r: TuneResult, gemm_cov: Optional[List[GemmTuned]], under: float) -> in
             shares.append(("GEMM calls TunableOp tunes", 100.0 * t / n))
     if not shares:
         raise fail("--fail-under: no fused-MoE calls (sglang::inplace_fused_experts, "
-                   "outplace_fused_experts) in the files")
+                   "outplace_fused_experts), block-GEMM calls or TunableOp GEMMs in the files")
     low = [(what, p) for what, p in shares if p < under]
     for what, p in low:
         print(f"tune: {p:.1f}% of {what} run on tuned configs, under --fail-under {under:g}", file=sys.stderr)
