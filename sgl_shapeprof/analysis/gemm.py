@@ -39,6 +39,9 @@ class Gemm:
     b_layout: str       # "KN" (as mm's mat2) or "NK" (as linear's weight)
     phase: Optional[str]
     bias: bool = False  # a bias input (linear, addmm: 1-D; baddbmm: any)
+    # the two inputs' strides, when recorded with arguments (FORMAT.md); else None
+    a_stride: Optional[List[int]] = None
+    b_stride: Optional[List[int]] = None
 
     @property
     def total_flops(self) -> int:
@@ -129,7 +132,13 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
     return Gemm(sig.operation, m, n, k, batch, short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),
                 short_dtype(out_dtype), sig.count, 2 * batch * m * n * k, sa, sb, layout, sig.phase,
                 bias=_t(sig.inputs.get("bias" if kind == "linear" else "self")) is not None
-                and kind in ("linear", "addmm", "baddbmm"))
+                and kind in ("linear", "addmm", "baddbmm"),
+                a_stride=_stride(a), b_stride=_stride(b))
+
+
+def _stride(t: dict) -> Optional[List[int]]:
+    s = t.get("stride")
+    return list(s) if isinstance(s, list) and len(s) == len(t["shape"]) else None
 
 
 def gemms(signatures: List[Signature], custom: Optional[Dict] = None) -> List[Gemm]:
@@ -139,7 +148,8 @@ def gemms(signatures: List[Signature], custom: Optional[Dict] = None) -> List[Ge
         g = gemm_of(s, custom or {})
         if g is None:
             continue
-        key = (g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.b_layout, g.bias)
+        key = (g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.b_layout, g.bias,
+               str(g.a_stride), str(g.b_stride))
         if key in merged:
             merged[key].count += g.count
         else:

@@ -12,11 +12,12 @@ import html
 import math
 import time
 from collections import defaultdict
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from .. import __version__
 from .analyze import Analysis, filters_text, passes_of
 from .cost import Cost, Device, format_time, peaks_text
+from .tune import MoeUse, TuneResult, coverage
 from ..records.scan import Source
 from ..records.values import format_inputs
 
@@ -288,9 +289,49 @@ def _table(page: _Page, cs: List[Cost], dev: Device, phased: bool) -> None:
              f"{rows}</table>")
 
 
-def render(a: Analysis, dev: Device) -> str:
+def _coverage(page: _Page, go, t: TuneResult) -> None:
+    """Tuned-config coverage (`sgl-shapeprof tune`): per kind and phase,
+    the calls on a config tuned for their own M, for another M, or on the
+    default config; then every key with its file."""
+    kinds = [("fused-MoE", t.moe, t.moe_coverage), ("block GEMM", t.block, t.block_coverage)]
+    kinds = [k for k in kinds if k[1]]
+    page.section(f"Tuned-config coverage on {t.device}",
+                 "Which kernel configs the calls needed and whether SGLang has them tuned for this device "
+                 "(<code>sgl-shapeprof tune</code>). " + ("" if kinds else
+                                                          "No fused-MoE or block-GEMM calls in these files."))
+    if not kinds:
+        return
+    fig = go.Figure()
+    labels = [f"{kind}: {p}" for kind, _, cov in kinds for p in sorted(cov)]
+    parts = (("tuned for their own M", "#2e7d32", lambda c: c.exact),
+             ("tuned for another M", "#f9a825", lambda c: c.other_m),
+             ("default config", "#c62828", lambda c: c.calls - c.tuned))
+    for name, color, value in parts:
+        xs = [100.0 * value(cov[p]) / (cov[p].calls or 1) for _, _, cov in kinds for p in sorted(cov)]
+        fig.add_trace(go.Bar(y=[_label(x) for x in labels], x=xs, name=name, orientation="h",
+                             marker_color=color, hovertemplate="%{x:.1f}%<extra>" + name + "</extra>"))
+    fig.update_layout(barmode="stack", xaxis_title="% of calls")
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    page.figure(fig, max(200, 90 + 28 * len(labels)))
+    for kind, uses, _ in kinds:
+        page.add(_coverage_table(kind, uses))
+
+
+def _coverage_table(kind: str, uses: List[MoeUse]) -> str:
+    rows = []
+    for u in uses:
+        per = "; ".join(f"{p}: {c.calls:,} calls, {c.pct(c.exact):.0f}% own M"
+                        for p, c in sorted(coverage([u]).items()) if p != "all")
+        f = u.lookup.path if u.lookup and u.lookup.path else None
+        rows.append(f"<tr><td class=s>{_e(u.key.text)}</td><td class=n>{u.total:,}</td><td>{_e(per)}</td>"
+                    f"<td class=s>{_e(f) if f else '<b>not tuned</b>: default config'}</td></tr>")
+    return (f"<table><tr><th>{_e(kind)} key</th><th class=n>calls</th><th>per phase</th><th>file</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def render(a: Analysis, dev: Device, tune: Optional[TuneResult] = None) -> str:
     filters = filters_text(a.flt, limit=True)
-    """The whole page."""
+    """The whole page; with tune, a tuned-config coverage section."""
     import plotly.graph_objects as go
 
     from .cost import costs
@@ -307,6 +348,8 @@ def render(a: Analysis, dev: Device) -> str:
         _shapes(page, go, a)
         _phases(page, go, a)
         _gemms(page, go, a)
+        if tune is not None:
+            _coverage(page, go, tune)
         _table(page, cs, dev, any(s.phase is not None for s in a.signatures))
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>sgl-shapeprof report</title>"
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(page.parts) + "\n</body></html>\n")

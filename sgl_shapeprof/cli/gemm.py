@@ -81,7 +81,8 @@ def write_untuned(gs: List[Gemm], path: str, force: bool = False) -> None:
     lines, skipped, assumed = u.lines, u.skipped, u.assumed
     msg = f"wrote {len(lines)} TunableOp untuned GEMM entries to {path}"
     if assumed:
-        msg += f" ({assumed} assume contiguous operands: records hold no strides)"
+        msg += (f" ({assumed} assume contiguous operands: recorded without --args, so no strides, "
+                "or batched)")
     print(msg, file=sys.stderr)
     for s in skipped[:10]:
         print(f"  not exported: {s}", file=sys.stderr)

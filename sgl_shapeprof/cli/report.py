@@ -7,6 +7,7 @@ import os
 from ..analysis.analyze import build
 from ..analysis.cost import device_for
 from ..analysis.report import render
+from ..analysis.tune import tune_result
 from ..records.values import human
 from .common import add_filters, fail, new_output, scan_files
 
@@ -17,6 +18,9 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     add_filters(rp)
     rp.add_argument("-o", "--output", default="shapes_report.html", help="the HTML file (default shapes_report.html)")
     rp.add_argument("--gpu", metavar="NAME", default="H100", help="GPU for estimated times (default H100)")
+    rp.add_argument("--tune-device", metavar="NAME",
+                    help="add a tuned-config coverage section for this GPU (named as for the tune command)")
+    rp.add_argument("--configs", metavar="DIR", help="with --tune-device: your own config files (as `tune`)")
     rp.add_argument("--force", action="store_true", help="replace an existing output file")
     rp.set_defaults(func=run)
 
@@ -31,8 +35,17 @@ def run(args: argparse.Namespace) -> int:
         dev = device_for(args.gpu or "H100", None, None)
     except ValueError as e:
         raise fail(str(e)) from None
+    a = build(srcs)
+    tune = None
+    if args.tune_device:
+        try:
+            tune = tune_result(a.signatures, args.tune_device, args.configs)
+        except ValueError as e:
+            raise fail(str(e)) from None
+    elif args.configs:
+        raise fail("--configs goes with --tune-device")
     out: str = args.output
     with new_output(out, args.force) as f:  # refused before the work, not after
-        f.write(render(build(srcs), dev))
+        f.write(render(a, dev, tune))
     print(f"report: {out} ({human(os.path.getsize(out))}B)")
     return 0

@@ -18,6 +18,9 @@ SGLANG_FULL_GRAPH_BACKEND = "sglang.srt.model_executor.runner_backend.full_cuda_
 SGLANG_BREAKABLE_GRAPH_BACKEND = "sglang.srt.model_executor.runner_backend.breakable_cuda_graph_backend"
 # register_custom_op, whose ops skip the dispatcher on CUDA unless a gate fires
 SGLANG_CUSTOM_OP = "sglang.srt.utils.custom_op"
+# block-quantized GEMMs (Triton kernels launched from Python), where they are imported by name
+SGLANG_FP8_UTILS = "sglang.srt.layers.quantization.fp8_utils"
+SGLANG_INT8_UTILS = "sglang.srt.layers.quantization.int8_utils"
 
 # vLLM (0.32): the model runner whose execute_model is a step (V1; the CPU
 # runner inherits it), Model Runner V2's, and the CUDA graph wrapper

@@ -14,9 +14,9 @@ request for SHAPES gets an error naming the variable instead of SGLang's
 from __future__ import annotations
 
 from ...recording.switch import loads_hook
-from .. import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FULL_GRAPH_BACKEND,
-                           SGLANG_HTTP_SERVER, SGLANG_LLM_WORKER, SGLANG_PROFILER_MANAGER,
-                           SGLANG_TOKENIZER_CONTROL)
+from .. import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FP8_UTILS,
+                SGLANG_FULL_GRAPH_BACKEND, SGLANG_HTTP_SERVER, SGLANG_INT8_UTILS, SGLANG_LLM_WORKER,
+                SGLANG_PROFILER_MANAGER, SGLANG_TOKENIZER_CONTROL)
 from ..on_import import PatchingFinder, install_finder, patch_now, patching_spec
 
 # Not armed: only where /start_profile requests enter (the .pth names it too)
@@ -32,6 +32,8 @@ PATCHES = {
     SGLANG_HTTP_SERVER: (f"{__package__}.start_profile", "patch_http_server_module"),
     SGLANG_FULL_GRAPH_BACKEND: (f"{__package__}.cuda_graphs", "patch_full_graph_backend_module"),
     SGLANG_BREAKABLE_GRAPH_BACKEND: (f"{__package__}.cuda_graphs", "patch_breakable_graph_backend_module"),
+    SGLANG_FP8_UTILS: (f"{__package__}.block_gemm", "patch_quantization_module"),
+    SGLANG_INT8_UTILS: (f"{__package__}.block_gemm", "patch_quantization_module"),
 }
 
 
