@@ -397,3 +397,26 @@ p.close()
         failing[sync] = [r["operation"] for r in load(str(out)) if "error" in r]
     assert failing["1"] == ["aten.index_select.default"], failing
     assert failing["0"] and failing["0"][0] != "aten.index_select.default", failing
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_sync_is_refused_for_a_graph_capture(tmp_path, inside):
+    """A capture (its own, or inside an open pass) never syncs: said once."""
+    code = '''
+import sys, torch, sgl_shapeprof as sp
+p = sp.ShapeProfiler(sys.argv[1], sync=True)
+if sys.argv[2] == "1":
+    with p.forward_pass():
+        with p.capture_graph(8):
+            torch.ones(2) + 1
+else:
+    with p.capture_graph(8):
+        torch.ones(2) + 1
+    with p.forward_pass():
+        torch.ones(2) + 1
+p.close()
+'''
+    r = run_python(code, args=[tmp_path / "g.jsonl", int(inside)])
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("sync: not while a CUDA graph is captured") == 1, r.stderr
+    assert any(rec["operation"] == "aten.add.Tensor" for rec in load(str(tmp_path / "g.jsonl")))

@@ -279,10 +279,11 @@ class ShapeProfiler(PassContext):
             say_once("capture-in-pass", "a graph capture started inside an open pass is "
                                          "recorded as part of that pass")
             st.depth += 1
+            if self.sync:  # the rest of that pass goes without it
+                _refuse_sync()
             return st.logged
-        if self.sync:
-            say_once("sync-capture", "sync: not while a CUDA graph is captured (waiting for the device "
-                                     "would break the capture): the capture's calls are recorded without it")
+        if self.sync:  # a capture's begin never syncs (the native module's pass_opened)
+            _refuse_sync(stop=False)
         return self._begin(st, self._native.graph_begin, _label(phase), key)
 
     def graph_replayed(self, key: int, n: int = 1) -> bool:
@@ -409,15 +410,22 @@ def _label(phase) -> Optional[str]:
 _compile_callbacks_failed = False
 
 
+def _refuse_sync(stop: bool = True) -> None:
+    """No sync mode on this thread while a CUDA graph is captured (waiting for
+    the device breaks a capture): until its next pass, when stop."""
+    if stop:
+        from ._native import load
+        load().stop_sync()
+    say_once("sync-capture", "sync: not while a CUDA graph is captured (waiting for the device "
+                             "would break the capture): the capture's calls are recorded without it")
+
+
 def _no_sync_while_capturing() -> None:
     """Sync mode is refused on a thread whose stream is capturing a CUDA
     graph by other means than capture_graph() (which never syncs)."""
     import torch
     if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
-        from ._native import load
-        load().stop_sync()
-        say_once("sync-capture", "sync: not while a CUDA graph is captured (waiting for the device "
-                                 "would break the capture): the capture's calls are recorded without it")
+        _refuse_sync()
 
 
 def _pause_for_compiler(_args=None) -> None:
