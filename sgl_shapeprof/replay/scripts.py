@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set
 
 from ..records.reader import RecordReader
-from ..records.scan import Filter, Source, Signature, scan
+from ..records.scan import Filter, Source, Signature, mask_floats, scan
 from .calls import COLLECTIVE_NAMESPACES, Call, NotReplayable, resolve, tensor_specs
 from .inputs import TensorPlan, plan
 from . import tensors as _tensors_module, verdict as _verdict_module
@@ -102,14 +102,6 @@ def _check(call: Call):
         raise NotReproducible(f"this torch's {call.operation} has no argument {', '.join(sorted(unknown))} "
                               "(recorded with another version?)")
     return op
-
-
-def _has_floats(value: object) -> bool:
-    if isinstance(value, float) or (isinstance(value, dict) and set(value) == {"real", "imag"}):
-        return True
-    if isinstance(value, str):
-        return value in ("inf", "-inf", "nan")
-    return isinstance(value, list) and any(_has_floats(v) for v in value)
 
 
 @dataclass
@@ -197,7 +189,7 @@ def script(rec: dict, where: str, imports: Iterable[str] = (), deduplicated: boo
     if call.incomplete:
         notes.append("the record was cut by a crash: the process died while this call ran, so its outputs "
                      "and any error are not known; the script says whether it dies here too")
-    if deduplicated and call.error is None and _has_floats(call.args):
+    if deduplicated and call.error is None and mask_floats(call.args) != call.args:  # floats: not in the signature
         notes.append("deduplicated file: float arguments are those of the first call of this signature "
                      "(later calls of it may have had others)")
 
