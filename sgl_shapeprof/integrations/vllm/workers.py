@@ -9,9 +9,9 @@ request is prefilling (new, resumed or a further chunk of its prompt),
 'decode' when every one decodes (one token, plus its speculative ones),
 'mixed' otherwise. Not passes: steps with nothing scheduled, vLLM's own
 synthetic warm-up steps (V2's warmup_kernels, request ids '_warmup_...' and
-'_v2_mixed_warmup...'), and the profile, dummy and capture runs, which call
-the model without execute_model (graph captures are recorded by
-cuda_graphs.py).
+'_v2_mixed_warmup...'), and the profile, dummy and capture runs: V1 calls
+the model without execute_model for them, V2 calls execute_model with
+dummy_run=True (graph captures are recorded by cuda_graphs.py).
 """
 from __future__ import annotations
 
@@ -21,14 +21,15 @@ from typing import Any, Callable, Optional
 from ..passes import attach, call_phase, wrap_init
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
-WARMUP_PREFIXES = ("_warmup_", "_v2_mixed_warmup")
+WARMUP_PREFIXES = ("_warmup_", "_v2_mixed_warmup", "_dummy_req_")
 
 
-def step_phase(scheduler_output: Any = None, *args, **kwargs) -> Optional[str]:
+def step_phase(scheduler_output: Any = None, *args, dummy_run: bool = False, **kwargs) -> Optional[str]:
     """'prefill', 'decode' or 'mixed' for a SchedulerOutput; None for a step
-    that is not a pass (nothing scheduled, or vLLM's synthetic warm-up)."""
+    that is not a pass (nothing scheduled, V2's dummy runs, or vLLM's
+    synthetic warm-up)."""
     tokens = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
-    if not tokens:
+    if not tokens or dummy_run:
         return None
     if all(str(r).startswith(WARMUP_PREFIXES) for r in tokens):
         return None
