@@ -89,6 +89,26 @@ def test_plugin_off_patches_the_profile_routes_only():
     assert json.loads(r.stdout.splitlines()[-1]) == {"routes": True, "graphs": False, "native": False}
 
 
+def test_api_server_messages_name_the_switch_as_set(monkeypatch):
+    """What the unarmed routes and the log line say, per switch value (the
+    spelling that was read)."""
+    from sgl_shapeprof.integrations.vllm import api_server
+    for name in [k for k in os.environ if k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))]:
+        monkeypatch.delenv(name)
+    assert api_server.no_profiler_message("/stop_profile") == (
+        "/stop_profile: this vLLM server takes no profile requests (SHAPEPROF is unset, no "
+        "--profiler-config.profiler): start it with SHAPEPROF=on_request to record shapes (sgl_shapeprof), or "
+        "--profiler-config.profiler=torch for vLLM's torch traces")
+    monkeypatch.setenv("SHAPEPROF", "0")
+    assert api_server.torch_only_message() == ("/start_profile starts vLLM's profiler only: shapes are not "
+                                               "recorded (SHAPEPROF='0'; SHAPEPROF=on_request records them too)")
+    monkeypatch.delenv("SHAPEPROF")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")     # recording every step: not "not recorded"
+    assert api_server.torch_only_message() == ("/start_profile starts vLLM's profiler only: shapes are recorded "
+                                               "from start-up (SGLANG_PROFILE_SHAPES='1'), not on request "
+                                               "(SHAPEPROF=on_request)")
+
+
 def sched(new=(), cached=(), tokens=None, outputs=None, resumed=(), spec=None):
     """A SchedulerOutput's fields as the phase reads them."""
     return types.SimpleNamespace(

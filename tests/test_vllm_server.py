@@ -158,9 +158,9 @@ def unarmed(model, tmp_path_factory):  # noqa: F811
         yield port, model, proc, log
 
 
-NO_PROFILER = ("{}: this vLLM server has no profiler (SHAPEPROF is unset, no --profiler-config.profiler): start it "
-               "with SHAPEPROF=on_request to record shapes (sgl_shapeprof), or --profiler-config.profiler=torch "
-               "for vLLM's torch traces")
+NO_PROFILER = ("{}: this vLLM server takes no profile requests (SHAPEPROF is unset, no "
+               "--profiler-config.profiler): start it with SHAPEPROF=on_request to record shapes (sgl_shapeprof), "
+               "or --profiler-config.profiler=torch for vLLM's torch traces")
 
 
 def test_unarmed_server_says_what_to_set(unarmed):

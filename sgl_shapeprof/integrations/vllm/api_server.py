@@ -21,7 +21,8 @@ import logging
 from typing import Any, Callable
 
 from ...recording.messages import say_once
-from ...recording.switch import ENV_ENABLE, ON_REQUEST, armed_on_request, env_setting, neutral_name
+from ...recording.switch import (ENV_ENABLE, ON, ON_REQUEST, armed_on_request, env_setting, neutral_name,
+                                 parse_switch, switch_value)
 from ..passes import wrap_method
 
 log = logging.getLogger("vllm.sgl_shapeprof")  # in vLLM's log, with its format
@@ -40,11 +41,15 @@ def switch_now() -> str:
 
 
 def no_profiler_message(path: str) -> str:
-    return (f"{path}: this vLLM server has no profiler ({switch_now()}, no --profiler-config.profiler): "
-            f"start it with {ARM} to record shapes (sgl_shapeprof), or {VLLM_PROFILER} for vLLM's torch traces")
+    return (f"{path}: this vLLM server takes no profile requests ({switch_now()}, no "
+            f"--profiler-config.profiler): start it with {ARM} to record shapes (sgl_shapeprof), or "
+            f"{VLLM_PROFILER} for vLLM's torch traces")
 
 
 def torch_only_message() -> str:
+    if parse_switch(switch_value()) == ON:  # recording every step already, not on request
+        return (f"/start_profile starts vLLM's profiler only: shapes are recorded from start-up "
+                f"({switch_now()}), not on request ({ARM})")
     return (f"/start_profile starts vLLM's profiler only: shapes are not recorded ({switch_now()}; "
             f"{ARM} records them too)")
 
