@@ -88,11 +88,7 @@ def run(args: argparse.Namespace) -> int:
                    "block_gemm": {"folders": r.gemm_folders, "coverage": coverage_json(r.block_coverage),
                                   "keys": [block_json(u, r.device) for u in r.block]},
                    "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, args.tunableop_results),
-                   "cuda_graph_bs": None if sizes is None else {
-                       "share": sizes.share, "replays": {str(k): v for k, v in sorted(sizes.replays.items())},
-                       "unused": sizes.unused, "eager_decode": {str(k): v for k, v in sorted(sizes.eager.items())},
-                       "suggested": sizes.suggested, "padding_now": sizes.waste_now,
-                       "padding_suggested": sizes.waste_suggested}},
+                   "cuda_graph_bs": None if sizes is None else graph_sizes_json(sizes)},
                   sys.stdout, indent=1)
         print()
     elif args.csv:
@@ -239,25 +235,54 @@ def print_coverage(cov: Dict[str, PhaseCoverage]) -> None:
         o(line + "\n")
 
 
+def graph_sizes_json(g: GraphSizes) -> dict:
+    return {"share": g.share, "replays": {str(k): v for k, v in sorted(g.replays.items())},
+            "unused": g.unused,
+            "graphs": [{"size": x.size, "replays": x.replays, "real_known": x.known,
+                        "real_sizes": {str(r): n for r, n in sorted(x.served.items())},
+                        "mean_real": x.mean_real, "padding": x.padding}
+                       for _, x in sorted(g.graphs.items())],
+            "real_unknown": g.unknown, "unweighed": g.unweighed,
+            "eager_decode": {str(k): v for k, v in sorted(g.eager.items())},
+            "unit": g.unit, "batch_sizes": {str(k): v for k, v in sorted(g.batches.items())},
+            "suggested": g.suggested, "padding_now": g.waste_now, "padding_suggested": g.waste_suggested}
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x - round(x)) < 1e-9 else f"{x:,.1f}"
+
+
 def print_graph_sizes(g: GraphSizes) -> None:
     o = sys.stdout.write
     o("\nCUDA-graph batch sizes (decode):\n")
-    if g.replays:
-        o("  captured, with replays: " + ", ".join(f"{b}:{n:,}" for b, n in sorted(g.replays.items())) + "\n")
+    if not g.graphs:
+        o("  no decode graph captured or replayed in these files\n")
+    else:
         if g.unused:
             o("  captured, never replayed: " + " ".join(map(str, g.unused)) + "\n")
-    else:
-        o("  no decode graph captured or replayed in these files\n")
-    if not g.eager:
-        o("  no eager decode calls: the records of replayed graphs hold their padded size only, so the real "
-          "batch sizes and the padding are not known\n")
+        o("  graph size   replays   real size known   mean real size   padding\n")
+        for _, x in sorted(g.graphs.items()):
+            if x.replays:
+                o(f"  {x.size:>10}  {x.replays:>8,}  {x.known:>16,}  "
+                  + (f"{x.mean_real:>15.1f}  {100 * x.padding:>7.1f}%" if x.known else f"{'-':>15}  {'-':>8}")
+                  + "\n")
+        if g.unknown:
+            o(f"  {g.unknown:,} replays without their real batch size (recorded by an older version, or "
+              "a graph runner that does not say it): their padding is not known\n")
+        if g.unweighed:
+            o("  left out: the replays of sizes " + " ".join(map(str, g.unweighed)) + ", whose captures are "
+              "not in the records, cannot be weighed against the eager fused-MoE calls\n")
+    if not g.batches:
+        o("  no real decode batch size is known (no replay with its real size, no eager fused-MoE decode call)\n")
         return
-    total = sum(g.eager.values())
-    o(f"  eager decode batch sizes (fused-MoE M), {total:,} calls: "
-      + ", ".join(f"{b}:{n:,}" for b, n in sorted(g.eager.items(), key=lambda x: (-x[1], x[0]))[:20]) + "\n")
+    total = sum(g.batches.values())
+    what = ("graph replays" if g.unit == "replays" else
+            "fused-MoE calls: eager ones, and replays times their graph's fused-MoE calls")
+    o(f"  real decode batch sizes, {_num(total)} {what}: "
+      + ", ".join(f"{b}:{_num(n)}" for b, n in sorted(g.batches.items(), key=lambda x: (-x[1], x[0]))[:20]) + "\n")
     o(f"  --cuda-graph-bs covering {g.share:g}% of them: {' '.join(map(str, g.suggested))}\n")
-    if g.replays and g.waste_now is None:
-        o(f"  none of them fits a captured size (the largest is {max(g.replays)}): they ran without a graph\n")
+    if g.graphs and g.waste_now is None:
+        o(f"  none of them fits a captured size (the largest is {max(g.graphs)}): they ran without a graph\n")
     for what, w in (("the captured sizes", g.waste_now), ("that list", g.waste_suggested)):
         if w is not None:
             o(f"  padding on {what}: {100 * w:.1f}% of the padded rows\n")
