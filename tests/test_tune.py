@@ -433,6 +433,8 @@ def test_cuda_graph_bs_real_sizes(tmp_path, capsys):
     rc, d = run_json(capsys, path, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "60")
     g = d["cuda_graph_bs"]
     assert g["unused"] == [32] and g["real_unknown"] == 0 and g["unit"] == "fused-MoE calls"
+    # a graph never replayed ran no call: not an M to tune
+    assert 32 not in [r["m"] for r in d["keys"][0]["m"]] and " 32" not in d["tuner_commands"][0]
     for x in g["graphs"]:
         got = reals[x["size"]]
         assert x["replays"] == x["real_known"] == len(got)

@@ -218,6 +218,8 @@ def moe_uses(signatures: Iterable[Signature], dtype_str: DtypeStr = plain_dtype_
 
 
 def _count(u: MoeUse, sig: Signature, m: int) -> None:
+    if not sig.count:  # a graph captured and never replayed ran no call
+        return
     phase = phase_group(sig.phase)
     for table in (u.calls, u.eager) if sig.graph is None else (u.calls,):
         ms = table.setdefault(phase, {})
@@ -726,6 +728,12 @@ class GraphSizes:
     suggested: List[int] = field(default_factory=list)
     waste_now: Optional[float] = None         # padded share of the real sizes on the captured sizes
     waste_suggested: Optional[float] = None   # ... on the suggested list
+
+    def above(self, sizes: List[int]) -> float:
+        """The share of `batches` larger than every size: they run without a graph."""
+        total = sum(self.batches.values())
+        top = max(sizes, default=0)
+        return sum(c for b, c in self.batches.items() if b > top) / total if total else 0.0
 
     @property
     def replays(self) -> Dict[int, int]:

@@ -39,9 +39,9 @@ OPTIONS = (
                           help="exit 1 when fewer than P%% of the fused-MoE calls (and, with "
                                "--tunableop-results, of the GEMM calls TunableOp tunes) run on a tuned config")),
     ("--cuda-graph-bs", dict(nargs="?", type=float, const=95.0, metavar="P",
-                             help="CUDA-graph batch sizes: the captured decode sizes used, and the fewest "
-                                  "sizes covering P%% (default 95) of the eager decode calls, with the "
-                                  "padding each list costs")),
+                             help="CUDA-graph batch sizes: the captured decode sizes used and each one's "
+                                  "padding, and the fewest sizes covering P%% (default 95) of the real decode "
+                                  "batch sizes (replays and eager calls), with the padding each list costs")),
     ("--csv", dict(action="store_true", help="CSV on stdout: one row per fused-MoE key, phase and M")),
     ("--json", dict(action="store_true", help="JSON on stdout")),
 )
@@ -245,7 +245,8 @@ def graph_sizes_json(g: GraphSizes) -> dict:
             "real_unknown": g.unknown, "unweighed": g.unweighed,
             "eager_decode": {str(k): v for k, v in sorted(g.eager.items())},
             "unit": g.unit, "batch_sizes": {str(k): v for k, v in sorted(g.batches.items())},
-            "suggested": g.suggested, "padding_now": g.waste_now, "padding_suggested": g.waste_suggested}
+            "suggested": g.suggested, "padding_now": g.waste_now, "padding_suggested": g.waste_suggested,
+            "above_now": g.above(sorted(g.graphs)), "above_suggested": g.above(g.suggested)}
 
 
 def _num(x: float) -> str:
@@ -283,6 +284,10 @@ def print_graph_sizes(g: GraphSizes) -> None:
     o(f"  --cuda-graph-bs covering {g.share:g}% of them: {' '.join(map(str, g.suggested))}\n")
     if g.graphs and g.waste_now is None:
         o(f"  none of them fits a captured size (the largest is {max(g.graphs)}): they ran without a graph\n")
-    for what, w in (("the captured sizes", g.waste_now), ("that list", g.waste_suggested)):
+    for what, sizes, w in (("the captured sizes", sorted(g.graphs), g.waste_now),
+                           ("that list", g.suggested, g.waste_suggested)):
         if w is not None:
-            o(f"  padding on {what}: {100 * w:.1f}% of the padded rows\n")
+            above = g.above(sizes)
+            o(f"  padding on {what}: {100 * w:.1f}% of the padded rows"
+              + (f"; {100 * above:.1f}% of the calls are larger than its largest size and run without a graph"
+                 if above else "") + "\n")
