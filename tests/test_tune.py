@@ -30,9 +30,9 @@ spec = json.loads(sys.argv[2])
 lib = torch.library.Library("sglang", "FRAGMENT")
 lib.define(spec["schema"])
 lib.impl("inplace_fused_experts", lambda *a, **k: None, "CompositeExplicitAutograd")
-E, N, K = spec["E"], spec["N"], spec["K"]
+E, N, K, P = spec["E"], spec["N"], spec["K"], spec.get("pad", 0)
 wd = getattr(torch, spec["wdtype"])
-w1 = torch.empty(E, 2 * N, K, dtype=wd); w2 = torch.empty(E, K, N, dtype=wd)
+w1 = torch.empty(E, 2 * N, K + P, dtype=wd); w2 = torch.empty(E, K, N + P, dtype=wd)  # P: SGLANG_MOE_PADDING
 prof = sgl_shapeprof.ShapeProfiler(sys.argv[1], dedupe=True, args=spec["args"])
 def call(m):
     x = torch.zeros(m, K, dtype=torch.bfloat16)
@@ -62,10 +62,10 @@ GRAPHS = [[8, 5]]
 
 
 def record(path, E=8, N=64, K=32, wdtype="float8_e4m3fn", w1_scale=(8,), flags=None, block=None,
-           args=False, eager=EAGER, graphs=GRAPHS, layers=1):
+           args=False, eager=EAGER, graphs=GRAPHS, layers=1, pad=0):
     spec = dict(schema=SCHEMA, E=E, N=N, K=K, wdtype=wdtype, w1_scale=list(w1_scale) if w1_scale else None,
                 flags=flags if flags is not None else {"use_fp8_w8a8": True}, block=block, args=args,
-                eager=eager, graphs=graphs, layers=layers)
+                eager=eager, graphs=graphs, layers=layers, pad=pad)
     r = run_python(RECORD, args=[str(path), json.dumps(spec)], cwd=os.path.dirname(str(path)))
     assert r.returncode == 0, r.stderr[-2000:]
     return str(path)
@@ -115,6 +115,40 @@ def test_counts_phases_replays_and_fallback(fp8_records, tmp_path, capsys):
     # observed M, most called first (ties: smaller M first)
     assert cmd.endswith("--dtype fp8_w8a8 --tune --batch-sizes 8 3 100 5 300"), cmd
     assert cmd.startswith("python " + tune.TUNER + " --model MODEL")
+
+
+def test_down_file(fp8_records, tmp_path, capsys):
+    """The second GEMM's `_down` file, looked up beside the up file's; none:
+    SGLang reuses the up config for it (said)."""
+    up = write_config(str(tmp_path / "cfg"), [1, 4])
+    base = [fp8_records, "--device", "H200", "--configs", str(tmp_path / "cfg")]
+    _, d = run_json(capsys, *base)
+    assert d["keys"][0]["file"] == up and d["keys"][0]["down_file"] is None
+    assert main(["tune", *base]) == 0
+    assert "down GEMM: no " in capsys.readouterr().out
+    down = up[:-len(".json")] + "_down.json"
+    with open(down, "w") as f:
+        json.dump({"8": {"BLOCK_SIZE_M": 16}}, f)
+    _, d = run_json(capsys, *base)
+    assert d["keys"][0]["file"] == up and d["keys"][0]["down_file"] == down and d["keys"][0]["down_tuned_m"] == [8]
+    assert main(["tune", *base]) == 0
+    assert f"down GEMM: {down}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args", [False, True])
+def test_moe_padding(tmp_path, capsys, args):
+    """SGLANG_MOE_PADDING=1: w13 and w2 are 128 wider along K and N, and
+    SGLang names the config by the unpadded N (fp8/int8 w8a8 without blocks)."""
+    path = record(tmp_path / "pad.jsonl", N=64, pad=128, args=args, eager=EAGER[:1], graphs=[])
+    _, d = run_json(capsys, path, "--device", "H200", "--configs", str(tmp_path))
+    [k] = d["keys"]
+    assert (k["E"], k["N"], k["hidden_size"]) == (8, 64, 32)
+    assert any("SGLANG_MOE_PADDING" in a for a in k["assumed"])
+    # block-wise keys are never padded: N is w2's
+    path = record(tmp_path / "block.jsonl", N=256, K=256, pad=0, w1_scale=(8, 4, 2), block=[128, 128],
+                  eager=EAGER[:1], graphs=[])
+    _, d = run_json(capsys, path, "--device", "H200", "--configs", str(tmp_path))
+    assert d["keys"][0]["N"] == 256 and not any("PADDING" in a for a in d["keys"][0]["assumed"])
 
 
 def test_exact_m_and_text(fp8_records, tmp_path, capsys):

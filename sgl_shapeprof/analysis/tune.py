@@ -83,6 +83,7 @@ class MoeUse:
     eager: Dict[str, Dict[int, int]] = field(default_factory=dict)  # the same, outside CUDA graphs
     assumed: List[str] = field(default_factory=list)  # what the records could not say
     lookup: Optional[Lookup] = None
+    down: Optional[Lookup] = None     # the `_down` file (fused-MoE keys only)
 
     @property
     def total(self) -> int:
@@ -192,6 +193,12 @@ def moe_key_of(sig: Signature, dtype_str: DtypeStr = plain_dtype_str
             assumed.append(f"per_channel_quant={per_channel} inferred from w1_scale's shape "
                            "(record with --args to read it)")
     dtype = dtype_str(_dt(x), flags)
+    pad = int(w1["shape"][-1]) - int(k)
+    if pad > 0 and not block and (flags.get("use_fp8_w8a8") or flags.get("use_int8_w8a8")):
+        # SGLANG_MOE_PADDING pads w13's K and w2's N; SGLang names the config by the unpadded N
+        n = int(n) - pad
+        assumed.append(f"SGLANG_MOE_PADDING seen (w1 is {pad} wider than hidden_states): N is w2's last "
+                       f"dimension - {pad}, as SGLang takes it")
     return MoeKey(int(e), int(n), dtype, block, per_channel), int(m), int(k), assumed
 
 
@@ -329,14 +336,14 @@ class Naming:
     def __init__(self, device: str) -> None:
         self.device = device
 
-    def name(self, key: MoeKey) -> Optional[str]:
+    def name(self, key: MoeKey, down: bool = False) -> Optional[str]:
         return None
 
-    def matches(self, file_name: str, key: MoeKey, expected: Optional[str]) -> bool:
+    def matches(self, file_name: str, key: MoeKey, expected: Optional[str], down: bool = False) -> bool:
         if expected is not None:
             return file_name == expected
         p = parse_file_name(file_name)
-        return p is not None and not p[2] and p[0] == key and p[1] == self.device
+        return p is not None and p[2] == down and p[0] == key and p[1] == self.device
 
 
 class SGLangNaming(Naming):
@@ -347,14 +354,14 @@ class SGLangNaming(Naming):
         super().__init__(device)
         self.module = module
 
-    def name(self, key: MoeKey) -> Optional[str]:
+    def name(self, key: MoeKey, down: bool = False) -> Optional[str]:
         mod = self.module
         saved = getattr(mod, "get_device_name")
         setattr(mod, "get_device_name", lambda *a, **k: self.device)
         try:
             block = list(key.block_shape) if key.block_shape else None
             return str(getattr(mod, "get_config_file_name")(key.e, key.n, key.dtype, block,
-                                                            key.per_channel_quant))
+                                                            key.per_channel_quant, down_moe=down))
         finally:
             setattr(mod, "get_device_name", saved)
 
@@ -412,11 +419,12 @@ def _tuned_ms(path: str) -> List[int]:
         raise ValueError(f"{path}: not a kernel config file ({e})") from None
 
 
-def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming) -> Lookup:
+def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming, down: bool = False) -> Lookup:
     """The file SGLang would read for key: the roots in order (a user's
     folder, then SGLang's), in each the running Triton's folder first, then
-    the other versions newest first."""
-    expected = naming.name(key)
+    the other versions newest first. down: the `_down` file SGLang also
+    looks for, for the second (down-projection) GEMM."""
+    expected = naming.name(key, down)
     out = Lookup(expected)
     for root in roots:
         for version, folder in search_order(root, triton):
@@ -425,7 +433,7 @@ def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming)
                 files = sorted(os.listdir(folder))
             except OSError:
                 continue
-            hit = next((f for f in files if naming.matches(f, key, expected)), None)
+            hit = next((f for f in files if naming.matches(f, key, expected, down)), None)
             if hit is None:
                 continue
             path = os.path.join(folder, hit)
@@ -443,6 +451,9 @@ def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming)
 # (integrations/sglang/block_gemm.py) -> the dtype part of their config names
 BLOCK_GEMM_OPS = {"sgl_shapeprof.sglang_w8a8_block_fp8_matmul": "fp8_w8a8",
                   "sgl_shapeprof.sglang_w8a8_block_int8_matmul": "int8_w8a8"}
+# SGLang's DeepGEMM block-FP8 GEMM, a custom op (kernels/ops/gemm/fp8_kernel.py):
+# DeepGEMM compiles a kernel per (N, K) at run time; no config file to look up
+DEEPGEMM_OPS = {"sglang.deep_gemm_fp8_fp8_bf16_nt": "fp8_w8a8"}
 
 
 @dataclass(frozen=True)
@@ -463,26 +474,39 @@ class BlockKey:
                 and fields.get("device_name") == device and "down" not in fields)
 
 
-def block_uses(signatures: Iterable[Signature]) -> List[MoeUse]:
-    """Every (N, K, block shape) the records' block-quantized GEMMs needed,
-    with their M per phase; A is (M, K), B (N, K), the block shape read from
-    the arguments or inferred from Bs's shape (N/bn, K/bk), and said to be."""
+def _block_arg(args: dict) -> Optional[Tuple[int, int]]:
+    """The block shape a block GEMM's arguments give: block_size=[bn, bk]
+    (the markers), or block_n and block_k (DeepGEMM's op)."""
+    given = args.get("block_size")
+    if isinstance(given, list) and len(given) == 2:
+        return int(given[0]), int(given[1])
+    if isinstance(args.get("block_n"), int) and isinstance(args.get("block_k"), int):
+        return args["block_n"], args["block_k"]
+    return None
+
+
+def block_uses(signatures: Iterable[Signature], ops: Dict[str, str] = BLOCK_GEMM_OPS) -> List[MoeUse]:
+    """Every (N, K, block shape) the records' block-quantized GEMMs (the
+    operators of `ops`) needed, with their M per phase; A is (M, K), B
+    (N, K), the block shape read from the arguments or inferred from Bs's
+    shape (N/bn, K/bk), and said to be."""
     uses: Dict[BlockKey, MoeUse] = {}
     for sig in signatures:
-        dtype = BLOCK_GEMM_OPS.get(sig.operation.rsplit(".", 1)[0])
+        dtype = ops.get(sig.operation.rsplit(".", 1)[0])
         a, b, bs = (_t(sig.inputs.get(x)) for x in ("A", "B", "Bs"))
         if dtype is None or a is None or b is None or len(b["shape"]) != 2:
             continue
         n, k = b["shape"]
         m = math.prod(a["shape"][:-1])
         assumed: List[str] = []
-        given = (sig.args or {}).get("block_size")
-        if isinstance(given, list) and len(given) == 2:
-            block: Optional[Tuple[int, int]] = (int(given[0]), int(given[1]))
-        else:
+        block = _block_arg(sig.args or {})
+        if block is None:
             block = _block_from_scale({"shape": [1, n, k]}, {"shape": [1] + list(bs["shape"])} if bs else None)
             assumed.append(f"block shape {list(block) if block else '?'} inferred from Bs's shape "
                            "(record with --args to read it)")
+        if block is None and ops is DEEPGEMM_OPS:  # its scales' layout varies; its default is 128x128
+            block = (128, 128)
+            assumed[-1] = "block shape [128, 128] (the op's default) assumed (record with --args to read it)"
         if block is None:
             continue
         key = BlockKey(int(n), int(k), dtype, block)
@@ -594,6 +618,8 @@ def use_json(u: MoeUse, device: str, triton: Optional[str]) -> dict:
         "hidden_size": u.hidden, "operations": u.operations, "calls": u.total,
         "file_name": lk.name, "file": lk.path, "file_triton": lk.version,
         "other_triton_version": lk.other_version, "tuned_m": lk.tuned, "assumed": u.assumed,
+        "down_file_name": u.down.name if u.down else None, "down_file": u.down.path if u.down else None,
+        "down_tuned_m": u.down.tuned if u.down else [],
         "m": [{"phase": p, "m": m, "calls": c, "tuned_m": u.nearest(m),
                "distance": None if u.nearest(m) is None else abs(u.nearest(m) - m)}  # type: ignore[operator]
               for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())],
@@ -633,6 +659,7 @@ class TuneResult:
     gemm_folders: List[str]      # block-GEMM config folders, in lookup order
     moe: List[MoeUse]
     block: List[MoeUse]          # keys are BlockKey
+    deepgemm: List[MoeUse] = field(default_factory=list)  # keys are BlockKey; nothing to look up
 
     @property
     def moe_coverage(self) -> Dict[str, PhaseCoverage]:
@@ -665,10 +692,12 @@ def tune_result(signatures: List[Signature], device: str, configs: Optional[str]
     moe = moe_uses(signatures, sglang_dtype_str(mod) if mod is not None else plain_dtype_str)
     for u in moe:
         u.lookup = lookup(u.key, roots, triton, naming)
+        u.down = lookup(u.key, roots, triton, naming, down=True)
     block = block_uses(signatures)
     for u in block:
         u.lookup = lookup_block(u.key, folders, device)  # type: ignore[arg-type]
-    return TuneResult(device, triton, mod is not None, roots, folders, moe, block)
+    return TuneResult(device, triton, mod is not None, roots, folders, moe, block,
+                      block_uses(signatures, DEEPGEMM_OPS))
 
 
 def coverage_json(cov: Dict[str, PhaseCoverage]) -> dict:
@@ -685,6 +714,13 @@ def block_json(u: MoeUse, device: str) -> dict:
             "m": [{"phase": p, "m": m, "calls": c, "tuned_m": u.nearest(m),
                    "distance": None if u.nearest(m) is None else abs(u.nearest(m) - m)}  # type: ignore[operator]
                   for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())]}
+
+
+def deepgemm_json(u: MoeUse) -> dict:
+    k: BlockKey = u.key  # type: ignore[assignment]
+    return {"N": k.n, "K": k.k, "dtype": k.dtype, "block_shape": list(k.block_shape), "operations": u.operations,
+            "calls": u.total, "assumed": u.assumed,
+            "m": [{"phase": p, "m": m, "calls": c} for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())]}
 
 
 # -- CUDA-graph batch sizes ----------------------------------------------------

@@ -12,7 +12,7 @@ from ..analysis.analyze import build
 from ..analysis.gemm import gemms
 from ..analysis.tunableop import GemmTuned, results_coverage, results_lines
 from ..analysis.tune import (CSV_FIELDS, GraphSizes, MoeUse, PhaseCoverage, TuneResult, block_json, coverage_json,
-                             csv_rows, graph_sizes, tune_result, tuner_command, use_json)
+                             csv_rows, deepgemm_json, graph_sizes, tune_result, tuner_command, use_json)
 from .common import add_filters, fail, scan_files
 from .gemm import write_untuned
 
@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
                    "tuner_commands": tuners,
                    "block_gemm": {"folders": r.gemm_folders, "coverage": coverage_json(r.block_coverage),
                                   "keys": [block_json(u, r.device) for u in r.block]},
+                   "deepgemm": [deepgemm_json(u) for u in r.deepgemm],
                    "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, args.tunableop_results),
                    "cuda_graph_bs": None if sizes is None else graph_sizes_json(sizes)},
                   sys.stdout, indent=1)
@@ -191,10 +192,21 @@ def print_text(r: TuneResult, tuners: List[str], srcs) -> None:
         print_coverage(r.block_coverage)
         o("\n(N, K) pairs to tune (block-GEMM tuner; DeepGEMM compiles per N and K), with the observed M, "
           "most called first:\n")
-        for u in r.block:
-            k = u.key
-            o(f"  N={k.n} K={k.k} block={k.block_shape[0]}x{k.block_shape[1]} {k.dtype}: "  # type: ignore[attr-defined]
-              + " ".join(str(m) for m, _ in u.ms()) + "\n")
+        print_pairs(r.block)
+    if r.deepgemm:
+        o("\nDeepGEMM block-FP8 GEMMs (sglang::deep_gemm_fp8_fp8_bf16_nt): DeepGEMM compiles a kernel per "
+          "N and K at run time, no config file to tune; the (N, K) pairs to pre-compile, with the observed M, "
+          "most called first:\n")
+        print_pairs(r.deepgemm)
+        for a in sorted({a for u in r.deepgemm for a in u.assumed}):
+            o(f"  assumed: {a}\n")
+
+
+def print_pairs(uses: List[MoeUse]) -> None:
+    for u in uses:
+        k = u.key
+        sys.stdout.write(f"  N={k.n} K={k.k} block={k.block_shape[0]}x{k.block_shape[1]} {k.dtype}: "  # type: ignore[attr-defined]
+                         + " ".join(str(m) for m, _ in u.ms()) + f"  ({u.total:,} calls)\n")
 
 
 def print_keys(uses: List[MoeUse], triton: Optional[str], missing: Callable[[MoeUse], str]) -> None:
@@ -209,6 +221,12 @@ def print_keys(uses: List[MoeUse], triton: Optional[str], missing: Callable[[Moe
                   "performance may be sub-optimal)\n")
         else:
             o(f"  NOT TUNED: no {lk.name if lk and lk.name else missing(u)}; SGLang runs its default config\n")
+        if u.down is not None:
+            if u.down.path:
+                o(f"  down GEMM: {u.down.path}\n")
+            elif lk is not None and lk.path:
+                o(f"  down GEMM: no {u.down.name or 'down-projection file'}; SGLang reuses the up config "
+                  "for it, without TMA\n")
         for a in u.assumed:
             o(f"  assumed: {a}\n")
         o(f"  {'phase':<10} {'M':>7} {'calls':>10} {'share':>6} {'tuned M':>8} {'distance':>9}\n")
