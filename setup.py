@@ -11,6 +11,7 @@ SHAPEPROF_WERROR=1 (set by the Makefile and CI) turns our warnings into
 errors; a user's install must not fail because a newer compiler warns.
 """
 import os
+import platform
 import sys
 
 from setuptools import setup
@@ -106,12 +107,17 @@ torch_lib = cpp_extension.library_paths()[0]
 # (the C-API module and Python errors). Sources name a header by its layer,
 # "core/sp_core.h": csrc is a quote-only include path (-iquote), so that
 # torch's own <torch/...> headers never look in csrc/torch.
+# Thread-local state is read on every recorded call: TLS descriptors make
+# that a short call instead of __tls_get_addr's (x86-64; other targets
+# use descriptors by default or have no such flag).
+TLS = ["-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else []
+
 extension = cpp_extension.CppExtension(
     "sgl_shapeprof._C",
     sources=["csrc/core/sp_core.c", "csrc/torch/sp_fallback.cpp",
              "csrc/python/sp_pyerror.cpp", "csrc/python/sp_module.c"],
     extra_compile_args=WARNINGS + system_includes + ["-iquote", "csrc", "-O2",
-                                                     "-fvisibility=hidden"],
+                                                     "-fvisibility=hidden"] + TLS,
     extra_link_args=[f"-Wl,-rpath,{torch_lib}"],
 )
 

@@ -160,7 +160,8 @@ def test_graph_capture_and_replays(tmp_path, capsys):
         for step, bs in enumerate([4, 2, 4, 4, 2]):
             with prof.forward_pass("decode"):
                 if step:  # the first pass is a warm-up: its replay is not counted
-                    assert prof.graph_replayed(bs)
+                    # step 2 knows the batch it padded from 3 to 4
+                    assert prof.graph_replayed(bs, real=3 if step == 2 else None)
                 else:
                     assert not prof.graph_replayed(bs)
                 torch.argmax(torch.ones(bs, 8), 1)  # work outside the graph
@@ -174,7 +175,8 @@ def test_graph_capture_and_replays(tmp_path, capsys):
         (0, "decode", 2, "aten.ones.default"), (0, "decode", 2, "aten.mm.default"),
         (0, "decode", 2, "aten.relu.default")]
     s = json.load(open(prof.summary_path))
-    assert s["graphs"] == {"4": {"captures": 1, "replays": 2}, "2": {"captures": 1, "replays": 2}}
+    assert s["graphs"] == {"4": {"captures": 1, "replays": 2, "real_sizes": {"3": 1}},
+                           "2": {"captures": 1, "replays": 2}}
     assert s["forward_passes"] == 5 and s["logged_forward_passes"] == 4
     assert s["phase_passes"] == {"decode": 4}
     # true counts: each captured call x its graph's replays
@@ -185,7 +187,7 @@ def test_graph_capture_and_replays(tmp_path, capsys):
     assert main(["analyze", prof.path, "--json", "--filter-op", "aten.mm"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["operations"][0]["calls"] == 8
-    assert data["files"][0]["graphs"] == s["graphs"]
+    assert data["files"][0]["graphs"] == s["graphs"]  # real sizes' keys as strings again
     assert main(["analyze", prof.path]) == 0
     assert "graphs: 2 captured (2, 4), 4 replays in logged passes" in capsys.readouterr().out
     assert main(["gemm", prof.path, "--json"]) == 0

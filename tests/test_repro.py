@@ -322,6 +322,37 @@ def test_analyze_tail_after_a_crash(ops_dir, tmp_path, capsys, monkeypatch, how,
     assert "cut by a crash" in text and "    reproduced: the process died of SIG" in text and rc == 0, text
 
 
+KILLED_BETWEEN_PASSES = r"""
+import json, os, signal, sys, time, torch, sgl_shapeprof
+p = sgl_shapeprof.ShapeProfiler(sys.argv[1])
+with p.forward_pass("decode"):
+    torch.ones(2).add(1)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:  # the flusher's snapshot after the pass's end (as a server's idle worker)
+    try:
+        s = json.load(open(p.summary_path))
+        if s.get("open_passes") == [] and s.get("logged_forward_passes") == 1:
+            break
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.01)
+os.kill(os.getpid(), signal.SIGKILL)  # as SGLang ends its workers
+"""
+
+
+def test_killed_between_passes(tmp_path, capsys):
+    """SIGKILLed while no pass was open: the file says it did not close, and
+    that no call was cut short (no empty list of calls)."""
+    out = tmp_path / "k.jsonl"
+    r = run_python(KILLED_BETWEEN_PASSES, args=[out], cwd=str(tmp_path))
+    assert r.returncode == -9, r.stderr
+    cli(["analyze", str(out)])
+    text = capsys.readouterr().out
+    assert "did not close (ended_by: running)" in text
+    assert "no pass was open at its last snapshot, so no call was cut short" in text
+    assert "Last calls before the end" not in text
+
+
 def test_no_tail_for_a_file_that_closed(recorded, capsys):
     path, _ = recorded
     cli(["analyze", str(path)])

@@ -132,6 +132,40 @@ def test_llm_tp2_all_ranks_decode_only(models, tmp_path):
         assert set(summary["phase_passes"]) == {"decode"}
 
 
+def test_run_command_tp2(models, tmp_path):
+    """sgl-shapeprof run --server sglang at TP=2: the real engine with
+    profiling on every rank (the start-up hook), the prompts, the analysis
+    of each rank's file; the model folder given relative to the caller's."""
+    if not zero_edit_hook_installed():
+        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "SGLANG_NCCL_SO_PATH": "/nonexistent/libnccl.so.2", "SGLANG_CPU_OMP_THREADS_BIND": "0|1",
+                "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT])})
+    engine = {"device": "cpu", "attention_backend": "torch_native", "sampling_backend": "pytorch",
+              "disable_cuda_graph": "true", "dtype": "bfloat16", "mem_fraction_static": "0.05",
+              "max_total_tokens": "2048", "context_length": "256", "skip_server_warmup": "true",
+              "random_seed": "0"}
+    model = os.path.relpath(models / "tiny-llama", tmp_path)
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--model-path", model,
+                        "--tp", "2", "--prompts", "3", "--max-tokens", "6", "-o", "run",
+                        *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    out = json.load(open(tmp_path / "run" / "outputs.json"))["outputs"]
+    assert [n for _, n in out] == [6, 6, 6]
+    for rank in (0, 1):
+        path = tmp_path / "run" / f"shapes.rank{rank}.jsonl"
+        records, summary = read_run(path)   # SGLang SIGKILLs its workers: ended_by running
+        assert summary["rank"] == rank
+        assert f"{path}: {len(records):,} records, {summary['logged_forward_passes']} forward passes logged, " \
+               f"ended by running, rank {rank}\n" in r.stdout
+        # this rank's half of the heads; extend: the prompts' tokens, decode: one row per request and step
+        rows = qkv_rows(records, out_features=(64 + 2 * 32) // 2)
+        assert sum(v[0] for k, v in rows.items() if k[1] == "extend") == sum(p for p, _ in out)
+        assert sum(v[0] for k, v in rows.items() if k[1] == "decode") == sum(n - 1 for _, n in out)
+
+
 @pytest.mark.parametrize("way", ["zero-edit", "patched"])
 def test_diffusion_deduplicated(models, patched_tree, tmp_path, way):
     run("run_diffusion.py", [models / "tiny-sd", "--steps", "3", "--out", tmp_path / "images"], tmp_path, way,

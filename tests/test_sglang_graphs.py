@@ -42,6 +42,9 @@ FAMILY = 1_000_000   # graph key = family * FAMILY + size; prefill graphs are fa
 # raw prefill token counts 3,16,4 over buckets 4, 16
 DECODE_REPLAYS = {4: 3, 2: 1, 1: 1}
 PREFILL_REPLAYS = {4: 2, 16: 1}
+# the summary's real sizes per graph: what each replay served before padding
+DECODE_REAL = {4: {"3": 2, "4": 1}, 2: {"2": 1}, 1: {"1": 1}}
+PREFILL_REAL = {4: {"3": 1, "4": 1}, 16: {"16": 1}}
 # SGLang custom ops (register_custom_op) in the models: the MLP's activation
 # (captured with the decode graphs) and the attention's softmax (eager break)
 RELU, SOFTMAX = "sglang.shapeprof_test_relu.default", "sglang.shapeprof_test_softmax.default"
@@ -151,7 +154,11 @@ def test_graph_backend_wrappers(tmp_path, monkeypatch, fresh_keys, capsys):
     del broken._device_module          # our wrapper fails: the capture runs as SGLang's would
     broken.capture_one(ShapeKey(8), forward)
     assert runs == [False, False, True] * 2
-    for _ in range(3):
+    for raw in (1, 1, 5, None):  # the runner's raw_bs: 5 does not fit graph 2 (not believed)
+        if raw is not None:
+            backend._cuda_graph_runner.raw_bs = raw
+        else:
+            del backend._cuda_graph_runner.raw_bs
         with prof.forward_pass("decode"):
             backend.replay(ShapeKey(2), None)
             broken.replay(ShapeKey(8), None)
@@ -159,7 +166,8 @@ def test_graph_backend_wrappers(tmp_path, monkeypatch, fresh_keys, capsys):
     prof.close()
     records = [json.loads(line) for line in open(tmp_path / "s.jsonl")]
     assert [(r["operation"], r["forward_pass"], r["graph"]) for r in records] == [("aten.relu.default", 0, 2)]
-    assert json.load(open(tmp_path / "s_summary.json"))["graphs"] == {"2": {"captures": 1, "replays": 3}}
+    assert json.load(open(tmp_path / "s_summary.json"))["graphs"] == {
+        "2": {"captures": 1, "replays": 4, "real_sizes": {"1": 2}}}
     assert capsys.readouterr().err.count("cannot record SGLang's CUDA graphs") <= 1
 
 
@@ -240,8 +248,10 @@ def check_graphs(tmp_path, out, dedupe):
     # two warm-ups, then the capture run, per prefill graph (largest first)
     assert out["prefill_runs"] == [[n, capturing] for n in (16, 4) for capturing in (False, False, True)]
 
-    want = {str(bs): {"captures": 1, "replays": n} for bs, n in DECODE_REPLAYS.items()}
-    want.update({str(FAMILY + t): {"captures": 1, "replays": n} for t, n in PREFILL_REPLAYS.items()})
+    want = {str(bs): {"captures": 1, "replays": n, "real_sizes": DECODE_REAL[bs]}
+            for bs, n in DECODE_REPLAYS.items()}
+    want.update({str(FAMILY + t): {"captures": 1, "replays": n, "real_sizes": PREFILL_REAL[t]}
+                 for t, n in PREFILL_REPLAYS.items()})
     assert summary["graphs"] == want
     assert summary["phase_passes"] == {"decode": sum(DECODE_REPLAYS.values()),
                                        "extend": sum(PREFILL_REPLAYS.values())}
@@ -346,5 +356,7 @@ def test_graphs_on_request(tmp_path):
     assert out["custom_op_calls"] == {"dispatched": sum(PREFILL_REPLAYS.values()),
                                       "direct": 3 * len(DECODE_REPLAYS) + 3 * len(PREFILL_REPLAYS) + 1}
     assert summary["graphs"] == {
-        **{str(bs): {"captures": 0, "replays": n} for bs, n in DECODE_REPLAYS.items()},
-        **{str(FAMILY + t): {"captures": 0, "replays": n} for t, n in PREFILL_REPLAYS.items()}}
+        **{str(bs): {"captures": 0, "replays": n, "real_sizes": DECODE_REAL[bs]}
+           for bs, n in DECODE_REPLAYS.items()},
+        **{str(FAMILY + t): {"captures": 0, "replays": n, "real_sizes": PREFILL_REAL[t]}
+           for t, n in PREFILL_REPLAYS.items()}}

@@ -30,24 +30,28 @@ spec = json.loads(sys.argv[2])
 lib = torch.library.Library("sglang", "FRAGMENT")
 lib.define(spec["schema"])
 lib.impl("inplace_fused_experts", lambda *a, **k: None, "CompositeExplicitAutograd")
-E, N, K = spec["E"], spec["N"], spec["K"]
+E, N, K, P = spec["E"], spec["N"], spec["K"], spec.get("pad", 0)
 wd = getattr(torch, spec["wdtype"])
-w1 = torch.empty(E, 2 * N, K, dtype=wd); w2 = torch.empty(E, K, N, dtype=wd)
+w1 = torch.empty(E, 2 * N, K + P, dtype=wd); w2 = torch.empty(E, K, N + P, dtype=wd)  # P: SGLANG_MOE_PADDING
 prof = sgl_shapeprof.ShapeProfiler(sys.argv[1], dedupe=True, args=spec["args"])
 def call(m):
     x = torch.zeros(m, K, dtype=torch.bfloat16)
     torch.ops.sglang.inplace_fused_experts(x, w1, w2, torch.zeros(m, 2), torch.zeros(m, 2, dtype=torch.int32),
         w1_scale=torch.ones(*spec["w1_scale"]) if spec["w1_scale"] else None, block_shape=spec["block"],
         **spec["flags"])
+layers = spec.get("layers", 1)
 for phase, m in spec["eager"]:
     with prof.forward_pass(phase):
-        call(m)
+        for _ in range(layers):
+            call(m)
 for bs, replays in spec["graphs"]:
     with prof.capture_graph(bs):
-        call(bs)
-    for _ in range(replays):
+        for _ in range(layers):
+            call(bs)
+    # a count: replays without their real size; a list: each replay's real size
+    for real in replays if isinstance(replays, list) else [None] * replays:
         with prof.forward_pass("decode"):
-            prof.graph_replayed(bs)
+            prof.graph_replayed(bs, real=real)
 prof.close()
 """
 
@@ -58,10 +62,10 @@ GRAPHS = [[8, 5]]
 
 
 def record(path, E=8, N=64, K=32, wdtype="float8_e4m3fn", w1_scale=(8,), flags=None, block=None,
-           args=False, eager=EAGER, graphs=GRAPHS):
+           args=False, eager=EAGER, graphs=GRAPHS, layers=1, pad=0):
     spec = dict(schema=SCHEMA, E=E, N=N, K=K, wdtype=wdtype, w1_scale=list(w1_scale) if w1_scale else None,
                 flags=flags if flags is not None else {"use_fp8_w8a8": True}, block=block, args=args,
-                eager=eager, graphs=graphs)
+                eager=eager, graphs=graphs, layers=layers, pad=pad)
     r = run_python(RECORD, args=[str(path), json.dumps(spec)], cwd=os.path.dirname(str(path)))
     assert r.returncode == 0, r.stderr[-2000:]
     return str(path)
@@ -111,6 +115,40 @@ def test_counts_phases_replays_and_fallback(fp8_records, tmp_path, capsys):
     # observed M, most called first (ties: smaller M first)
     assert cmd.endswith("--dtype fp8_w8a8 --tune --batch-sizes 8 3 100 5 300"), cmd
     assert cmd.startswith("python " + tune.TUNER + " --model MODEL")
+
+
+def test_down_file(fp8_records, tmp_path, capsys):
+    """The second GEMM's `_down` file, looked up beside the up file's; none:
+    SGLang reuses the up config for it (said)."""
+    up = write_config(str(tmp_path / "cfg"), [1, 4])
+    base = [fp8_records, "--device", "H200", "--configs", str(tmp_path / "cfg")]
+    _, d = run_json(capsys, *base)
+    assert d["keys"][0]["file"] == up and d["keys"][0]["down_file"] is None
+    assert main(["tune", *base]) == 0
+    assert "down GEMM: no " in capsys.readouterr().out
+    down = up[:-len(".json")] + "_down.json"
+    with open(down, "w") as f:
+        json.dump({"8": {"BLOCK_SIZE_M": 16}}, f)
+    _, d = run_json(capsys, *base)
+    assert d["keys"][0]["file"] == up and d["keys"][0]["down_file"] == down and d["keys"][0]["down_tuned_m"] == [8]
+    assert main(["tune", *base]) == 0
+    assert f"down GEMM: {down}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args", [False, True])
+def test_moe_padding(tmp_path, capsys, args):
+    """SGLANG_MOE_PADDING=1: w13 and w2 are 128 wider along K and N, and
+    SGLang names the config by the unpadded N (fp8/int8 w8a8 without blocks)."""
+    path = record(tmp_path / "pad.jsonl", N=64, pad=128, args=args, eager=EAGER[:1], graphs=[])
+    _, d = run_json(capsys, path, "--device", "H200", "--configs", str(tmp_path))
+    [k] = d["keys"]
+    assert (k["E"], k["N"], k["hidden_size"]) == (8, 64, 32)
+    assert any("SGLANG_MOE_PADDING" in a for a in k["assumed"])
+    # block-wise keys are never padded: N is w2's
+    path = record(tmp_path / "block.jsonl", N=256, K=256, pad=0, w1_scale=(8, 4, 2), block=[128, 128],
+                  eager=EAGER[:1], graphs=[])
+    _, d = run_json(capsys, path, "--device", "H200", "--configs", str(tmp_path))
+    assert d["keys"][0]["N"] == 256 and not any("PADDING" in a for a in d["keys"][0]["assumed"])
 
 
 def test_exact_m_and_text(fp8_records, tmp_path, capsys):
@@ -412,9 +450,45 @@ def test_cuda_graph_bs(fp8_records, tmp_path, capsys):
     assert g["padding_suggested"] == 0.0
     _, d = run_json(capsys, fp8_records, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs")
     assert d["cuda_graph_bs"]["suggested"] == [3, 5] and d["cuda_graph_bs"]["share"] == 95
+    assert g["real_unknown"] == 5 and g["graphs"][0]["padding"] is None
     assert main(["tune", fp8_records, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs"]) == 0
-    assert "--cuda-graph-bs covering 95% of them: 3 5" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "--cuda-graph-bs covering 95% of them: 3 5" in out
+    assert "5 replays without their real batch size" in out
     assert main(["tune", fp8_records, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "120"]) == 2
+
+
+def test_cuda_graph_bs_real_sizes(tmp_path, capsys):
+    """Replays that know the batch they padded: each graph's own padding,
+    and the real sizes weighed against the eager calls in one unit (two
+    fused-MoE layers: a replay stands for two calls)."""
+    reals = {8: [5, 5, 8, 6], 16: [9, 12], 32: []}
+    path = record(tmp_path / "real.jsonl", layers=2, graphs=[[b, r] for b, r in reals.items()])
+    rc, d = run_json(capsys, path, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "60")
+    g = d["cuda_graph_bs"]
+    assert g["unused"] == [32] and g["real_unknown"] == 0 and g["unit"] == "fused-MoE calls"
+    # a graph never replayed ran no call: not an M to tune
+    assert 32 not in [r["m"] for r in d["keys"][0]["m"]] and " 32" not in d["tuner_commands"][0]
+    for x in g["graphs"]:
+        got = reals[x["size"]]
+        assert x["replays"] == x["real_known"] == len(got)
+        if got:
+            assert x["mean_real"] == pytest.approx(sum(got) / len(got))
+            assert x["padding"] == pytest.approx(1 - sum(got) / (x["size"] * len(got)))
+    # the oracle: every decode pass's real batch size, two calls each
+    passes = [m for phase, m in EAGER if phase == "decode"] + [r for rs in reals.values() for r in rs]
+    want = {}
+    for b in passes:
+        want[str(b)] = want.get(str(b), 0) + 2
+    assert g["batch_sizes"] == want
+    assert g["suggested"] == [3, 5, 6]   # 5 (6 calls), 3 (4), then 6 reaches 60% of 18
+    up = {b: min(s for s in reals if s >= b) for b in passes}
+    assert g["padding_now"] == pytest.approx(1 - sum(passes) / sum(up[b] for b in passes))
+    assert main(["tune", path, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "captured, never replayed: 32" in out
+    assert f"{8:>10}  {4:>8,}  {4:>16,}  {6.0:>15.1f}  {25.0:>7.1f}%" in out
+    assert "--cuda-graph-bs covering 60% of them: 3 5 6" in out and "without their real batch size" not in out
 
 
 def test_report_coverage_section(fp8_records, tmp_path, capsys):

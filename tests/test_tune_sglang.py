@@ -29,6 +29,7 @@ ENV = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLIN
 # devices below (in the running Triton's folder and in older ones) and not others
 CASES = [
     ("bf16", "inplace", 8, 7168, 4096, "bfloat16", {}, None, None),
+    ("bf16 with a down file", "inplace", 16, 4096, 1024, "bfloat16", {}, None, None),
     ("fp8", "outplace", 8, 7168, 4096, "float8_e4m3fn", {"use_fp8_w8a8": True}, None, "tensor"),
     ("fp8 block", "inplace", 72, 2048, 4096, "float8_e4m3fn", {"use_fp8_w8a8": True}, [128, 128], "block"),
     ("int8 w8a16", "inplace", 16, 3072, 4096, "int8", {"use_int8_w8a16": True}, None, "channel"),
@@ -101,6 +102,9 @@ with mock.patch.object(c, "get_device_name", lambda *a, **k: report["device"]), 
         name = c.get_config_file_name(E, N, dtype, block, per_channel)
         configs = c.get_moe_configs(E, N, dtype, block[0] if block else 0, block[1] if block else 0,
                                     per_channel_quant=per_channel)
+        down_name = c.get_config_file_name(E, N, dtype, block, per_channel, down_moe=True)
+        down = c.get_moe_configs(E, N, dtype, block[0] if block else 0, block[1] if block else 0,
+                                 per_channel_quant=per_channel, down_moe=True)
         ms = sorted({r["m"] for k in report["keys"] for r in k["m"]})
         run = {str(m): c.try_get_optimal_moe_config((E, 2 * N, K), (E, K, N), 8, dtype, m,
                                                     block_shape=block, per_channel_quant=per_channel)
@@ -108,6 +112,7 @@ with mock.patch.object(c, "get_device_name", lambda *a, **k: report["device"]), 
         default = {str(m): c.get_default_config(m, E, N, K, 8, dtype, False, block) for m in ms}
         out.append({"what": what, "key": [E, N, K, dtype, block, per_channel], "name": name,
                     "configs": None if configs is None else {str(m): v for m, v in configs.items()},
+                    "down_name": down_name, "down": None if down is None else {str(m): v for m, v in down.items()},
                     "run": run, "default": default})
 print(json.dumps(out))
 """
@@ -158,7 +163,7 @@ def test_names_and_lookup_are_sglangs(records, tmp_path, device):
     r = run_python(SGLANG, env_extra=ENV, timeout=300, cwd=str(tmp_path), args=[str(path), json.dumps(CASES)])
     assert r.returncode == 0, r.stderr[-3000:]
     theirs = json.loads(r.stdout.strip().splitlines()[-1])
-    covered = 0
+    covered = downs = 0
     keys = {json.dumps([k["E"], k["N"], k["hidden_size"], k["dtype"], k["block_shape"], k["per_channel_quant"]]): k
             for k in report["keys"]}
     for s in theirs:
@@ -167,6 +172,16 @@ def test_names_and_lookup_are_sglangs(records, tmp_path, device):
         assert k is not None, (s, sorted(keys))
         assert k["file_name"] == s["name"], s["what"]
         assert (k["file"] is None) == (s["configs"] is None), s["what"]
+        # the second GEMM's `_down` file: SGLang's name; what SGLang's lookup
+        # gives for it is that file's table, else (none) the up file's
+        assert k["down_file_name"] == s["down_name"], s["what"]
+        if k["down_file"]:
+            downs += 1
+            assert os.path.basename(k["down_file"]) == s["down_name"]
+            with open(k["down_file"]) as f:
+                assert json.load(f) == s["down"], s["what"]
+        else:
+            assert s["down"] == s["configs"], s["what"]
         assert {(p, m): c for p, ms in expected_calls(1).items() for m, c in ms.items()} == \
             {(r["phase"], r["m"]): r["calls"] for r in k["m"]}, s["what"]
         if k["file"] is None:
@@ -183,6 +198,7 @@ def test_names_and_lookup_are_sglangs(records, tmp_path, device):
             assert s["run"][str(row["m"])] == table[str(row["tuned_m"])], (s["what"], row)
     # the cases are meant to hit shipped files and to miss them
     assert 0 < covered < len(CASES)
+    assert downs or device != "H200"   # SGLang 0.5.23 ships E=16,N=4096's _down file for the H200
 
 
 def test_two_ranks_without_arguments(records):
@@ -286,6 +302,53 @@ def test_block_gemm_recorded_through_the_hook(tmp_path):
         if mine["file"]:
             assert sorted(mine["tuned_m"]) == sorted(theirs[f"{n},{k}"])
     assert keys[(1536, 7168)]["file"] and keys[(1000, 7168)]["file"] is None
+
+
+DEEPGEMM = r"""
+import sys, json, torch, sgl_shapeprof
+from sglang.kernels.ops.gemm import fp8_kernel  # registers sglang::deep_gemm_fp8_fp8_bf16_nt
+shapes = json.loads(sys.argv[2])
+prof = sgl_shapeprof.ShapeProfiler(sys.argv[1], dedupe=True, args=sys.argv[3] == "args")
+raised = set()
+for phase, m, n, k in shapes:
+    B = torch.zeros(1, 1, dtype=torch.float8_e4m3fn).expand(n, k)
+    with prof.forward_pass(phase):
+        try:   # SGLang's own call, as w8a8_block_fp8_matmul_deepgemm makes it
+            fp8_kernel.deep_gemm_fp8_fp8_bf16_nt(torch.zeros(m, k, dtype=torch.float8_e4m3fn),
+                torch.ones(m, -(-k // 128)), B, torch.ones(-(-n // 128), -(-k // 128)),
+                torch.empty(m, n, dtype=torch.bfloat16), 128, 128)
+        except Exception as e:   # no DeepGEMM here: recorded, then raised
+            raised.add(type(e).__name__)
+prof.close()
+print(json.dumps(sorted(raised)))
+"""
+
+
+@pytest.mark.parametrize("mode", ["args", "shapes"])
+def test_deepgemm_pairs(tmp_path, mode):
+    """SGLang's DeepGEMM custom op, recorded in logged passes: its (N, K)
+    pairs (what DeepGEMM compiles) with their M, and no config lookup."""
+    shapes = [["extend", 700, 1536, 7168], ["decode", 8, 1536, 7168], ["decode", 8, 1536, 7168],
+              ["decode", 3, 24576, 7168]]
+    path = str(tmp_path / "d.jsonl")
+    r = run_python(DEEPGEMM, env_extra=ENV, timeout=300, cwd=str(tmp_path), args=[path, json.dumps(shapes), mode])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]), "DeepGEMM ran on a CPU?"
+    report = tune_json(path, "--device", "H200")
+    got = {(d["N"], d["K"]): d for d in report["deepgemm"]}
+    want = {}
+    for phase, m, n, k in shapes:
+        calls = want.setdefault((n, k), {})
+        key = ("prefill" if phase == "extend" else phase, m)
+        calls[key] = calls.get(key, 0) + 1
+    assert {nk: {(x["phase"], x["m"]): x["calls"] for x in d["m"]} for nk, d in got.items()} == want
+    assert all(d["block_shape"] == [128, 128] for d in got.values())
+    assert all(bool(d["assumed"]) == (mode == "shapes") for d in got.values())  # block read only with --args
+    assert report["block_gemm"]["keys"] == [] and report["keys"] == []   # not a Triton config's call
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "tune", path, "--device", "H200"],
+                       capture_output=True, text=True, env=dict(os.environ, **ENV), timeout=300, cwd="/")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "N=1536 K=7168 block=128x128 fp8_w8a8: 8 700  (3 calls)" in r.stdout
 
 
 # A tiny Mixtral (2 layers, 4 experts, top-2) through SGLang's real CPU engine

@@ -14,6 +14,7 @@ from helpers import needs_vllm
 
 from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof.integrations import graphs as graph_keys
+from sgl_shapeprof.integrations.vllm.workers import _Steps, step_phase
 from sgl_shapeprof.recording import env as profiler_module
 
 pytestmark = needs_vllm("0.32.0")
@@ -88,9 +89,13 @@ def test_captures_recorded_replays_counted(cuda_graph, tmp_path, monkeypatch):
     assert runs == [False, True, False, True]
     ctx.batch_descriptor = decode4
     outs = []
-    for _ in range(3):
-        with prof.forward_pass("decode"):
-            outs.append(full(x))                # replayed: nothing runs through the dispatcher
+    # two steps through the runner's wrapper, 3 requests decoding (padded to
+    # the graph of 4): the replays know their real size; a bare pass does not
+    step = _Steps().forward(lambda out: outs.append(full(x)), prof, step_phase)
+    for _ in range(2):
+        step(decode_step(["a", "b", "c"]))
+    with prof.forward_pass("decode"):
+        outs.append(full(x))                    # replayed: nothing runs through the dispatcher
     assert all(torch.equal(o, torch.relu(x)) for o in outs)   # vLLM's replay: the captured output
     assert FakeGraph.replays == 3 and len(runs) == 4
     prof.close()
@@ -100,7 +105,16 @@ def test_captures_recorded_replays_counted(cuda_graph, tmp_path, monkeypatch):
     assert [(r["operation"], r["phase"], r["graph"], r["inputs"]["self"]["shape"]) for r in records] == [
         ("aten.relu.default", "decode", 4, [4, 3]), ("aten.relu.default", "mixed", mixed_key, [8, 3])]
     assert json.load(open(tmp_path / "g_summary.json"))["graphs"] == {
-        "4": {"captures": 1, "replays": 3}, str(mixed_key): {"captures": 1, "replays": 0}}
+        "4": {"captures": 1, "replays": 3, "real_sizes": {"3": 2}}, str(mixed_key): {"captures": 1, "replays": 0}}
+
+
+def decode_step(reqs):
+    """A SchedulerOutput's fields that the runner's wrapper reads: every
+    request decoding one token."""
+    return types.SimpleNamespace(
+        num_scheduled_tokens={r: 1 for r in reqs}, scheduled_new_reqs=[], scheduled_spec_decode_tokens={},
+        scheduled_cached_reqs=types.SimpleNamespace(req_ids=list(reqs), num_output_tokens=[5] * len(reqs),
+                                                    resumed_req_ids=[]))
 
 
 def test_profiling_off_leaves_the_wrapper_alone(cuda_graph):

@@ -91,8 +91,11 @@ int sp_logging(const sp_profiler *p);
 int sp_graph_begin(sp_profiler *p, const char *phase, long long key);
 /* n replays of graph key, counted (returns 1) when they happen inside a
  * logged forward pass of the calling thread: the summary's "graphs" says,
- * per key, the captures recorded and the replays counted. */
-int sp_graph_replay(sp_profiler *p, long long key, long long n);
+ * per key, the captures recorded and the replays counted. real: the size
+ * those replays really served (the batch before it was padded to the
+ * graph's size), or -1 when the caller does not know it; the summary
+ * counts replays per real size too. */
+int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n);
 
 /* Counters, as the summary reports them. */
 typedef struct sp_stats {

@@ -186,9 +186,12 @@ struct phase_stat {
   long long passes, calls; /* logged passes; calls observed in them */
 };
 
-/* A graph (sp_graph_begin's key): captures recorded, replays counted. */
+/* A graph (sp_graph_begin's key): captures recorded, replays counted
+ * (real -1); or the replays of that graph that served a real size (real
+ * >= 0, captures 0). Kept sorted by (key, real), so a graph's own entry
+ * comes first and its real sizes follow it. */
 struct graph_stat {
-  long long key, captures, replays;
+  long long key, real, captures, replays;
 };
 
 /* What a summary says: copied from the profiler under its lock, then

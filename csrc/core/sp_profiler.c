@@ -262,10 +262,18 @@ static int logging_value(const sp_profiler *p) {
              : 0;
 }
 
-/* The slot of graph key (added if new); -1 only when out of memory. */
-static int graph_index(sp_profiler *p, long long key) {
-  for (int i = 0; i < p->n_graphs; i++)
-    if (p->graphs[i].key == key) return i;
+/* The slot of (graph key, real size), added if new in (key, real) order;
+ * -1 only when out of memory. Binary search: a replay's one lookup stays
+ * cheap with hundreds of sizes. */
+static int graph_index(sp_profiler *p, long long key, long long real) {
+  int lo = 0, hi = p->n_graphs;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    const struct graph_stat *m = &p->graphs[mid];
+    if (m->key < key || (m->key == key && m->real < real)) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < p->n_graphs && p->graphs[lo].key == key && p->graphs[lo].real == real) return lo;
   if (p->n_graphs == p->graph_cap) {
     int cap = p->graph_cap ? 2 * p->graph_cap : 16;
     struct graph_stat *g = realloc(p->graphs, (size_t)cap * sizeof *g);
@@ -273,10 +281,13 @@ static int graph_index(sp_profiler *p, long long key) {
     p->graphs = g;
     p->graph_cap = cap;
   }
-  struct graph_stat *g = &p->graphs[p->n_graphs];
+  struct graph_stat *g = &p->graphs[lo];
+  memmove(g + 1, g, (size_t)(p->n_graphs - lo) * sizeof *g);
   g->key = key;
+  g->real = real;
   g->captures = g->replays = 0;
-  return p->n_graphs++;
+  p->n_graphs++;
+  return lo;
 }
 
 /* ---- passes ------------------------------------------------------------
@@ -406,7 +417,7 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
   int logged = 0;
   ps->num = 0;
   if (!p->closed && phase_wanted(p, phase) && !p->failed) {
-    int g = graph_index(p, key);
+    int g = graph_index(p, key, -1);
     if (g < 0 || !set_pass_header(p, ps, 0, phase, &key)) {
       fail(p, "out of memory formatting a pass header for ", 0);
     } else {
@@ -417,14 +428,17 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
   return pass_opened(p, ps, logged, 1);
 }
 
-int sp_graph_replay(sp_profiler *p, long long key, long long n) {
+int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n) {
   if (!p || n <= 0 || atomic_load(&p->orphaned)) return 0;
   const struct sp_pass *ps = &t_pass;
   int counted = 0;
   lock_acquire(&p->lock);
   if (!p->closed && ps->p == p && ps->logged && !ps->capture && !p->failed) {
-    int g = graph_index(p, key);
-    if (g >= 0) {
+    int g = graph_index(p, key, -1);
+    /* (key, real) sorts after (key, -1): adding it leaves g in place */
+    int r = g >= 0 && real >= 0 ? graph_index(p, key, real) : g;
+    if (g >= 0 && r >= 0) {
+      if (r != g) p->graphs[r].replays += n;
       p->graphs[g].replays += n;
       counted = 1;
     } else {

@@ -493,6 +493,23 @@ static void next_call_id(sp_profiler *p) {
   }
 }
 
+/* Writes t's prefix at file offset `at` under call_id `id` instead of the
+ * one it was made with, which may be taken by now: its head, the id and its
+ * rest, in place, all or nothing, allocating nothing (a dying thread's
+ * rescue writes with it too). Returns 0, or ENOSPC without room; the length
+ * written in *len. */
+static int write_prefix_as(sp_file *f, size_t at, const sp_thread *t, long long id, size_t *len) {
+  char digits[24];
+  size_t n = (size_t)(put_i64(digits, id) - digits);
+  size_t head = t->id_digits_at, rest = t->prefix.n - t->id_digits_end;
+  *len = head + n + rest;
+  if (!file_room(f, at, *len)) return ENOSPC;
+  file_write_at(f, at, t->prefix.p, head);
+  file_write_at(f, at + head, digits, n);
+  file_write_at(f, at + head + n, t->prefix.p + t->id_digits_end, rest);
+  return 0;
+}
+
 /* Writes the record's rest (suffix) and commits it. Lock held; t->prefix is
  * made (at begin, or by the caller when there was no speculative write). */
 static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suffix_n) {
@@ -505,23 +522,11 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
   } else {
     /* Another thread wrote since, or nothing was written at begin (the
      * caller made the prefix then): the whole record. */
-    if (t->spec) {
-      /* Renumber: the call_id written at begin may be taken. */
-      char id[24];
-      size_t n = (size_t)(put_i64(id, p->records + 1) - id);
-      sp_buf *b = &t->prefix;
-      size_t old = t->id_digits_end - t->id_digits_at;
-      if (!buf_reserve(b, n)) {
-        fail(p, "out of memory formatting a record for ", 0);
-        return;
-      }
-      memmove(b->p + t->id_digits_at + n, b->p + t->id_digits_end, b->n - t->id_digits_end);
-      memcpy(b->p + t->id_digits_at, id, n);
-      b->n = b->n - old + n;
-    }
-    e = file_write_at(f, f->len, t->prefix.p, t->prefix.n);
-    if (!e) e = file_write_at(f, f->len + t->prefix.n, suffix, suffix_n);
-    if (!e) f->len += t->prefix.n + suffix_n;
+    size_t len = t->prefix.n;
+    e = t->spec ? write_prefix_as(f, f->len, t, p->records + 1, &len) /* its call_id may be taken */
+                : file_write_at(f, f->len, t->prefix.p, len);
+    if (!e) e = file_write_at(f, f->len + len, suffix, suffix_n);
+    if (!e) f->len += len + suffix_n;
   }
   if (f->spec_owner && f->spec_owner != t && f->spec_end > f->len && !e && f->map &&
       f->len >= f->map_off && f->spec_end <= f->map_off + f->map_len) {
@@ -737,16 +742,9 @@ SP_PRIVATE void rescue_in_flight(sp_profiler *p, sp_thread *t) {
   sp_file *f = &p->file;
   if (!t || !t->spec || t->prefix.failed || !t->pass || t->pass->p != p) return;
   if (f->spec_owner == t && t->spec_at == f->len) return; /* on disk already */
-  char id[24];
-  size_t n = (size_t)(put_i64(id, p->records + 1) - id);
-  const char *b = t->prefix.p;
-  size_t head = t->id_digits_at, rest = t->prefix.n - t->id_digits_end;
-  size_t at = f->len;
-  if (!file_room(f, at, head + n + rest)) return;
-  file_write_at(f, at, b, head);
-  file_write_at(f, at + head, id, n);
-  file_write_at(f, at + head + n, b + t->id_digits_end, rest);
+  size_t at = f->len, len;
+  if (write_prefix_as(f, at, t, p->records + 1, &len)) return;
   f->spec_owner = t;
   t->spec_at = at;
-  f->spec_end = at + head + n + rest;
+  f->spec_end = at + len;
 }

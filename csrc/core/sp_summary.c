@@ -284,17 +284,31 @@ SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
     fdw_str(&w, "}");
   }
   if (s->n_graphs) {
-    /* graph key -> captures recorded, replays counted in logged passes */
+    /* graph key -> captures recorded, replays counted in logged passes, and
+     * those replays per real size: the entries of a key follow its own */
     fdw_str(&w, ",\n  \"graphs\": {");
+    int keys = 0, sizes = 0;
     for (int i = 0; i < s->n_graphs; i++) {
-      fdw_str(&w, i ? ",\n    \"" : "\n    \"");
-      fdw_i64(&w, s->graphs[i].key);
-      fdw_str(&w, "\": {\"captures\": ");
-      fdw_i64(&w, s->graphs[i].captures);
-      fdw_str(&w, ", \"replays\": ");
-      fdw_i64(&w, s->graphs[i].replays);
-      fdw_str(&w, "}");
+      const struct graph_stat *g = &s->graphs[i];
+      if (g->real < 0) {
+        if (sizes) fdw_str(&w, "}");
+        if (keys) fdw_str(&w, "}");
+        fdw_str(&w, keys++ ? ",\n    \"" : "\n    \"");
+        fdw_i64(&w, g->key);
+        fdw_str(&w, "\": {\"captures\": ");
+        fdw_i64(&w, g->captures);
+        fdw_str(&w, ", \"replays\": ");
+        fdw_i64(&w, g->replays);
+        sizes = 0;
+      } else if (keys && s->graphs[i - 1].key == g->key) {
+        fdw_str(&w, sizes++ ? ", \"" : ", \"real_sizes\": {\"");
+        fdw_i64(&w, g->real);
+        fdw_str(&w, "\": ");
+        fdw_i64(&w, g->replays);
+      }
     }
+    if (sizes) fdw_str(&w, "}");
+    if (keys) fdw_str(&w, "}");
     fdw_str(&w, "\n  }");
   }
   fdw_str(&w, ",\n  \"format_version\": 1");

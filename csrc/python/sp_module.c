@@ -116,9 +116,9 @@ static PyObject *Profiler_graph_begin(PyObject *self_, PyObject *args) {
 
 static PyObject *Profiler_graph_replay(PyObject *self_, PyObject *args) {
   ProfilerObject *self = (ProfilerObject *)self_;
-  long long key = 0, n = 1;
-  if (!check(self) || !PyArg_ParseTuple(args, "L|L", &key, &n)) return NULL;
-  return PyBool_FromLong(sp_graph_replay(self->p, key, n));
+  long long key = 0, n = 1, real = -1;
+  if (!check(self) || !PyArg_ParseTuple(args, "L|LL", &key, &n, &real)) return NULL;
+  return PyBool_FromLong(sp_graph_replay(self->p, key, real, n));
 }
 
 static PyObject *Profiler_pass_reopen(PyObject *self_, PyObject *noargs) {
@@ -191,7 +191,8 @@ static PyMethodDef Profiler_methods[] = {
      "graph_begin($self, phase, key, /)\n--\n\n"
      "Start recording the capture of graph key; True if logged."},
     {"graph_replay", Profiler_graph_replay, METH_VARARGS,
-     "graph_replay($self, key, n=1, /)\n--\n\nCount n replays of graph key; True if counted."},
+     "graph_replay($self, key, n=1, real=-1, /)\n--\n\nCount n replays of graph key that served "
+     "real size `real` (-1: not known); True if counted."},
     {"pass_reopen", Profiler_pass_reopen, METH_NOARGS,
      "pass_reopen($self, /)\n--\n\nReopen the pass that ended last; True if logged."},
     {"pass_end", Profiler_pass_end, METH_NOARGS,

@@ -370,7 +370,8 @@ static void test_arguments(void) {
 }
 
 /* Graph captures: forward_pass 0 and the key on the records, signatures
- * per graph, no pass counted, replays counted in logged passes only. */
+ * per graph, no pass counted, replays counted in logged passes only, and
+ * per real size when the caller knows it. */
 static void test_graphs(void) {
   g_test = __func__;
   sp_profiler *p = open_prof("graphs.jsonl", 1, 1, 1, "decode");
@@ -385,23 +386,25 @@ static void test_graphs(void) {
       CHECK(sp_call_begin(p, t));
       sp_call_end(p, t);
     }
-    CHECK(sp_graph_replay(p, key, 1) == 0); /* not inside a capture */
+    CHECK(sp_graph_replay(p, key, -1, 1) == 0); /* not inside a capture */
     sp_pass_end(p);
     CHECK(sp_pass_reopen(p) == 0); /* a capture is not reopened */
     sp_pass_end(p);
   }
-  CHECK(sp_graph_replay(p, 1, 5) == 0); /* no pass open */
+  CHECK(sp_graph_replay(p, 1, 1, 5) == 0); /* no pass open */
   CHECK(sp_pass_begin(p, "decode") == 0); /* warm-up: skip_warmup=1 */
-  CHECK(sp_graph_replay(p, 1, 5) == 0);
+  CHECK(sp_graph_replay(p, 1, 1, 5) == 0);
   sp_pass_end(p);
   CHECK(sp_pass_begin(p, "decode") == 1);
-  CHECK(sp_graph_replay(p, 1, 5) == 1);
-  CHECK(sp_graph_replay(p, 2, 1) == 1);
-  CHECK(sp_graph_replay(p, 2, 1) == 1);
-  CHECK(sp_graph_replay(p, 9, 1) == 1); /* never captured: still counted */
+  CHECK(sp_graph_replay(p, 1, -1, 5) == 1);
+  CHECK(sp_graph_replay(p, 2, 1, 1) == 1);
+  CHECK(sp_graph_replay(p, 2, -1, 1) == 1); /* its real size not known */
+  CHECK(sp_graph_replay(p, 9, 7, 1) == 1); /* never captured: still counted */
+  CHECK(sp_graph_replay(p, 9, 3, 2) == 1); /* sizes in order whatever comes first */
+  CHECK(sp_graph_replay(p, 5, 5, 1) == 1); /* a key between two others */
   sp_pass_end(p);
   CHECK(sp_pass_begin(p, "decode") == 0); /* past log_n_passes=1 */
-  CHECK(sp_graph_replay(p, 1, 5) == 0);
+  CHECK(sp_graph_replay(p, 1, 1, 5) == 0);
   sp_pass_end(p);
   sp_stats st;
   sp_get_stats(p, &st);
@@ -416,8 +419,9 @@ static void test_graphs(void) {
   s = slurp(path_in("graphs_summary.json"), NULL);
   CHECK(s && strstr(s, "\"signature_counts\": {\"1\": 3, \"2\": 3}"));
   CHECK(strstr(s, "\"graphs\": {\n    \"1\": {\"captures\": 1, \"replays\": 5},\n"
-                  "    \"2\": {\"captures\": 1, \"replays\": 2},\n"
-                  "    \"9\": {\"captures\": 0, \"replays\": 1}\n  }"));
+                  "    \"2\": {\"captures\": 1, \"replays\": 2, \"real_sizes\": {\"1\": 1}},\n"
+                  "    \"5\": {\"captures\": 0, \"replays\": 1, \"real_sizes\": {\"5\": 1}},\n"
+                  "    \"9\": {\"captures\": 0, \"replays\": 3, \"real_sizes\": {\"3\": 2, \"7\": 1}}\n  }"));
   CHECK(strstr(s, "\"phase_passes\": {\n    \"decode\": 1\n  }"));
   free(s);
   sp_thread_free(t);

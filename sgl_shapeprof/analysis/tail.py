@@ -107,6 +107,9 @@ def _line(rec: dict) -> str:
 def write_tail(tail: Tail, out: TextIO) -> None:
     """The tail as text, for people."""
     w = out.write
+    if not tail.passes:  # killed between passes: nothing was cut short
+        w(f"\n{tail.path}: {tail.how}; no pass was open at its last snapshot, so no call was cut short\n")
+        return
     n = max((len(p.records) for p in tail.passes), default=0)
     w(f"\nLast calls before the end of {tail.path} ({tail.how}); per pass (a pass is one thread's), "
       f"latest first, at most {n}:\n")

@@ -83,6 +83,7 @@ class MoeUse:
     eager: Dict[str, Dict[int, int]] = field(default_factory=dict)  # the same, outside CUDA graphs
     assumed: List[str] = field(default_factory=list)  # what the records could not say
     lookup: Optional[Lookup] = None
+    down: Optional[Lookup] = None     # the `_down` file (fused-MoE keys only)
 
     @property
     def total(self) -> int:
@@ -192,6 +193,12 @@ def moe_key_of(sig: Signature, dtype_str: DtypeStr = plain_dtype_str
             assumed.append(f"per_channel_quant={per_channel} inferred from w1_scale's shape "
                            "(record with --args to read it)")
     dtype = dtype_str(_dt(x), flags)
+    pad = int(w1["shape"][-1]) - int(k)
+    if pad > 0 and not block and (flags.get("use_fp8_w8a8") or flags.get("use_int8_w8a8")):
+        # SGLANG_MOE_PADDING pads w13's K and w2's N; SGLang names the config by the unpadded N
+        n = int(n) - pad
+        assumed.append(f"SGLANG_MOE_PADDING seen (w1 is {pad} wider than hidden_states): N is w2's last "
+                       f"dimension - {pad}, as SGLang takes it")
     return MoeKey(int(e), int(n), dtype, block, per_channel), int(m), int(k), assumed
 
 
@@ -218,6 +225,8 @@ def moe_uses(signatures: Iterable[Signature], dtype_str: DtypeStr = plain_dtype_
 
 
 def _count(u: MoeUse, sig: Signature, m: int) -> None:
+    if not sig.count:  # a graph captured and never replayed ran no call
+        return
     phase = phase_group(sig.phase)
     for table in (u.calls, u.eager) if sig.graph is None else (u.calls,):
         ms = table.setdefault(phase, {})
@@ -327,14 +336,14 @@ class Naming:
     def __init__(self, device: str) -> None:
         self.device = device
 
-    def name(self, key: MoeKey) -> Optional[str]:
+    def name(self, key: MoeKey, down: bool = False) -> Optional[str]:
         return None
 
-    def matches(self, file_name: str, key: MoeKey, expected: Optional[str]) -> bool:
+    def matches(self, file_name: str, key: MoeKey, expected: Optional[str], down: bool = False) -> bool:
         if expected is not None:
             return file_name == expected
         p = parse_file_name(file_name)
-        return p is not None and not p[2] and p[0] == key and p[1] == self.device
+        return p is not None and p[2] == down and p[0] == key and p[1] == self.device
 
 
 class SGLangNaming(Naming):
@@ -345,14 +354,14 @@ class SGLangNaming(Naming):
         super().__init__(device)
         self.module = module
 
-    def name(self, key: MoeKey) -> Optional[str]:
+    def name(self, key: MoeKey, down: bool = False) -> Optional[str]:
         mod = self.module
         saved = getattr(mod, "get_device_name")
         setattr(mod, "get_device_name", lambda *a, **k: self.device)
         try:
             block = list(key.block_shape) if key.block_shape else None
             return str(getattr(mod, "get_config_file_name")(key.e, key.n, key.dtype, block,
-                                                            key.per_channel_quant))
+                                                            key.per_channel_quant, down_moe=down))
         finally:
             setattr(mod, "get_device_name", saved)
 
@@ -410,11 +419,12 @@ def _tuned_ms(path: str) -> List[int]:
         raise ValueError(f"{path}: not a kernel config file ({e})") from None
 
 
-def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming) -> Lookup:
+def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming, down: bool = False) -> Lookup:
     """The file SGLang would read for key: the roots in order (a user's
     folder, then SGLang's), in each the running Triton's folder first, then
-    the other versions newest first."""
-    expected = naming.name(key)
+    the other versions newest first. down: the `_down` file SGLang also
+    looks for, for the second (down-projection) GEMM."""
+    expected = naming.name(key, down)
     out = Lookup(expected)
     for root in roots:
         for version, folder in search_order(root, triton):
@@ -423,7 +433,7 @@ def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming)
                 files = sorted(os.listdir(folder))
             except OSError:
                 continue
-            hit = next((f for f in files if naming.matches(f, key, expected)), None)
+            hit = next((f for f in files if naming.matches(f, key, expected, down)), None)
             if hit is None:
                 continue
             path = os.path.join(folder, hit)
@@ -441,6 +451,9 @@ def lookup(key: MoeKey, roots: List[str], triton: Optional[str], naming: Naming)
 # (integrations/sglang/block_gemm.py) -> the dtype part of their config names
 BLOCK_GEMM_OPS = {"sgl_shapeprof.sglang_w8a8_block_fp8_matmul": "fp8_w8a8",
                   "sgl_shapeprof.sglang_w8a8_block_int8_matmul": "int8_w8a8"}
+# SGLang's DeepGEMM block-FP8 GEMM, a custom op (kernels/ops/gemm/fp8_kernel.py):
+# DeepGEMM compiles a kernel per (N, K) at run time; no config file to look up
+DEEPGEMM_OPS = {"sglang.deep_gemm_fp8_fp8_bf16_nt": "fp8_w8a8"}
 
 
 @dataclass(frozen=True)
@@ -461,26 +474,39 @@ class BlockKey:
                 and fields.get("device_name") == device and "down" not in fields)
 
 
-def block_uses(signatures: Iterable[Signature]) -> List[MoeUse]:
-    """Every (N, K, block shape) the records' block-quantized GEMMs needed,
-    with their M per phase; A is (M, K), B (N, K), the block shape read from
-    the arguments or inferred from Bs's shape (N/bn, K/bk), and said to be."""
+def _block_arg(args: dict) -> Optional[Tuple[int, int]]:
+    """The block shape a block GEMM's arguments give: block_size=[bn, bk]
+    (the markers), or block_n and block_k (DeepGEMM's op)."""
+    given = args.get("block_size")
+    if isinstance(given, list) and len(given) == 2:
+        return int(given[0]), int(given[1])
+    if isinstance(args.get("block_n"), int) and isinstance(args.get("block_k"), int):
+        return args["block_n"], args["block_k"]
+    return None
+
+
+def block_uses(signatures: Iterable[Signature], ops: Dict[str, str] = BLOCK_GEMM_OPS) -> List[MoeUse]:
+    """Every (N, K, block shape) the records' block-quantized GEMMs (the
+    operators of `ops`) needed, with their M per phase; A is (M, K), B
+    (N, K), the block shape read from the arguments or inferred from Bs's
+    shape (N/bn, K/bk), and said to be."""
     uses: Dict[BlockKey, MoeUse] = {}
     for sig in signatures:
-        dtype = BLOCK_GEMM_OPS.get(sig.operation.rsplit(".", 1)[0])
+        dtype = ops.get(sig.operation.rsplit(".", 1)[0])
         a, b, bs = (_t(sig.inputs.get(x)) for x in ("A", "B", "Bs"))
         if dtype is None or a is None or b is None or len(b["shape"]) != 2:
             continue
         n, k = b["shape"]
         m = math.prod(a["shape"][:-1])
         assumed: List[str] = []
-        given = (sig.args or {}).get("block_size")
-        if isinstance(given, list) and len(given) == 2:
-            block: Optional[Tuple[int, int]] = (int(given[0]), int(given[1]))
-        else:
+        block = _block_arg(sig.args or {})
+        if block is None:
             block = _block_from_scale({"shape": [1, n, k]}, {"shape": [1] + list(bs["shape"])} if bs else None)
             assumed.append(f"block shape {list(block) if block else '?'} inferred from Bs's shape "
                            "(record with --args to read it)")
+        if block is None and ops is DEEPGEMM_OPS:  # its scales' layout varies; its default is 128x128
+            block = (128, 128)
+            assumed[-1] = "block shape [128, 128] (the op's default) assumed (record with --args to read it)"
         if block is None:
             continue
         key = BlockKey(int(n), int(k), dtype, block)
@@ -592,6 +618,8 @@ def use_json(u: MoeUse, device: str, triton: Optional[str]) -> dict:
         "hidden_size": u.hidden, "operations": u.operations, "calls": u.total,
         "file_name": lk.name, "file": lk.path, "file_triton": lk.version,
         "other_triton_version": lk.other_version, "tuned_m": lk.tuned, "assumed": u.assumed,
+        "down_file_name": u.down.name if u.down else None, "down_file": u.down.path if u.down else None,
+        "down_tuned_m": u.down.tuned if u.down else [],
         "m": [{"phase": p, "m": m, "calls": c, "tuned_m": u.nearest(m),
                "distance": None if u.nearest(m) is None else abs(u.nearest(m) - m)}  # type: ignore[operator]
               for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())],
@@ -631,6 +659,7 @@ class TuneResult:
     gemm_folders: List[str]      # block-GEMM config folders, in lookup order
     moe: List[MoeUse]
     block: List[MoeUse]          # keys are BlockKey
+    deepgemm: List[MoeUse] = field(default_factory=list)  # keys are BlockKey; nothing to look up
 
     @property
     def moe_coverage(self) -> Dict[str, PhaseCoverage]:
@@ -663,10 +692,12 @@ def tune_result(signatures: List[Signature], device: str, configs: Optional[str]
     moe = moe_uses(signatures, sglang_dtype_str(mod) if mod is not None else plain_dtype_str)
     for u in moe:
         u.lookup = lookup(u.key, roots, triton, naming)
+        u.down = lookup(u.key, roots, triton, naming, down=True)
     block = block_uses(signatures)
     for u in block:
         u.lookup = lookup_block(u.key, folders, device)  # type: ignore[arg-type]
-    return TuneResult(device, triton, mod is not None, roots, folders, moe, block)
+    return TuneResult(device, triton, mod is not None, roots, folders, moe, block,
+                      block_uses(signatures, DEEPGEMM_OPS))
 
 
 def coverage_json(cov: Dict[str, PhaseCoverage]) -> dict:
@@ -685,30 +716,79 @@ def block_json(u: MoeUse, device: str) -> dict:
                   for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())]}
 
 
+def deepgemm_json(u: MoeUse) -> dict:
+    k: BlockKey = u.key  # type: ignore[assignment]
+    return {"N": k.n, "K": k.k, "dtype": k.dtype, "block_shape": list(k.block_shape), "operations": u.operations,
+            "calls": u.total, "assumed": u.assumed,
+            "m": [{"phase": p, "m": m, "calls": c} for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())]}
+
+
 # -- CUDA-graph batch sizes ----------------------------------------------------
 
 GRAPH_FAMILY = 1_000_000  # graph keys: family * 1e6 + size; family 0 = decode graphs (FORMAT.md)
 
 
 @dataclass
+class GraphSize:
+    """One captured decode size: its replays and the real batch sizes they
+    served (where the integration knew them: summaries' "real_sizes")."""
+    size: int
+    replays: int = 0
+    served: Dict[int, int] = field(default_factory=dict)  # real batch size -> replays
+
+    @property
+    def known(self) -> int:
+        return sum(self.served.values())
+
+    @property
+    def mean_real(self) -> Optional[float]:
+        return sum(r * n for r, n in self.served.items()) / self.known if self.known else None
+
+    @property
+    def padding(self) -> Optional[float]:
+        """The share of this graph's rows that were padding, over the
+        replays whose real size is known."""
+        return None if not self.known or not self.size else 1.0 - self.mean_real / self.size  # type: ignore[operator]
+
+
+@dataclass
 class GraphSizes:
     """What the decode passes' batch sizes say about SGLang's --cuda-graph-bs."""
     share: float                               # the share of calls the suggested list covers
-    replays: Dict[int, int] = field(default_factory=dict)   # captured decode size -> replays
+    graphs: Dict[int, GraphSize] = field(default_factory=dict)  # captured decode size -> its replays
     eager: Dict[int, int] = field(default_factory=dict)     # real batch size (eager decode) -> calls
+    per_replay: Dict[int, float] = field(default_factory=dict)  # captured size -> fused-MoE calls per replay
+    unit: str = "replays"                     # what `batches` counts
+    unweighed: List[int] = field(default_factory=list)  # sizes whose replays could not be weighed (left out)
+    batches: Dict[int, float] = field(default_factory=dict)  # real batch size -> decode work (unit)
     suggested: List[int] = field(default_factory=list)
-    waste_now: Optional[float] = None         # padded share of the eager sizes on the captured sizes
+    waste_now: Optional[float] = None         # padded share of the real sizes on the captured sizes
     waste_suggested: Optional[float] = None   # ... on the suggested list
+
+    def above(self, sizes: List[int]) -> float:
+        """The share of `batches` larger than every size: they run without a graph."""
+        total = sum(self.batches.values())
+        top = max(sizes, default=0)
+        return sum(c for b, c in self.batches.items() if b > top) / total if total else 0.0
+
+    @property
+    def replays(self) -> Dict[int, int]:
+        return {b: g.replays for b, g in self.graphs.items()}
 
     @property
     def unused(self) -> List[int]:
-        return sorted(b for b, n in self.replays.items() if not n)
+        return sorted(b for b, g in self.graphs.items() if not g.replays)
+
+    @property
+    def unknown(self) -> int:
+        """Replays whose real batch size is not in the summaries."""
+        return sum(g.replays - g.known for g in self.graphs.values())
 
 
-def padding_waste(real: Dict[int, int], sizes: List[int]) -> Optional[float]:
-    """The share of the padded rows that are padding, over the calls whose
-    batch fits a size (the next size up, as SGLang pads); None: none fits."""
-    rows = padded = 0
+def padding_waste(real: Dict[int, float], sizes: List[int]) -> Optional[float]:
+    """The share of the padded rows that are padding, over the batches that
+    fit a size (the next size up, as SGLang pads); None: none fits."""
+    rows = padded = 0.0
     for bs, c in real.items():
         up = min((s for s in sizes if s >= bs), default=None)
         if up is not None:
@@ -718,29 +798,56 @@ def padding_waste(real: Dict[int, int], sizes: List[int]) -> Optional[float]:
 
 
 def graph_sizes(sources: List[Source], uses: List[MoeUse], share: float) -> GraphSizes:
-    """The captured decode graph sizes and their replays (the summaries),
-    the real batch sizes of decode passes that ran eagerly (the fused-MoE
-    calls' M outside graphs: one token per request), the fewest sizes that
-    cover `share` percent of those calls, and the padding each list costs.
-    Replayed graphs' real batch sizes are not in the records (only the
-    padded size is), so their padding cannot be counted."""
+    """The captured decode graph sizes, their replays and the real batch
+    sizes those served (the summaries); the real batch sizes of decode
+    passes that ran eagerly (the fused-MoE calls' M outside graphs: one
+    token per request); the fewest sizes that cover `share` percent of all
+    of them, and the padding each list costs.
+
+    One unit for both: with fused-MoE calls in the records, a replay weighs
+    its graph's fused-MoE calls (what the capture recorded), so replays and
+    eager calls add up; without, the unit is replays."""
     out = GraphSizes(share)
+    moe_in_graph: Dict[int, int] = {}
     for src in sources:
         for key, g in src.graphs.items():
             if 0 <= key < GRAPH_FAMILY:
-                out.replays[key] = out.replays.get(key, 0) + int(g.get("replays", 0) or 0)
-    captured = set(out.replays)
+                gs = out.graphs.setdefault(key, GraphSize(key))
+                gs.replays += int(g.get("replays", 0) or 0)
+                for r, n in (g.get("real_sizes") or {}).items():
+                    gs.served[int(r)] = gs.served.get(int(r), 0) + int(n)
+        for sig in src.signatures.values():
+            if sig.graph is not None and 0 <= sig.graph < GRAPH_FAMILY and moe_key_of(sig) is not None:
+                moe_in_graph[sig.graph] = moe_in_graph.get(sig.graph, 0) + sig.count
     for u in uses:
         for m, c in u.eager.get("decode", {}).items():
             out.eager[m] = out.eager.get(m, 0) + c
-    total = sum(out.eager.values())
-    covered = 0
-    for bs, c in sorted(out.eager.items(), key=lambda x: (-x[1], x[0])):
+    if out.eager or moe_in_graph:
+        out.unit = "fused-MoE calls"
+        out.per_replay = {k: c / out.graphs[k].replays for k, c in moe_in_graph.items()
+                          if k in out.graphs and out.graphs[k].replays}
+    typical = sum(out.per_replay.values()) / len(out.per_replay) if out.per_replay else None
+    for k, g in sorted(out.graphs.items()):
+        # a graph whose capture was not recorded (on request, say) weighs
+        # what the others do: one model, the same layers in every graph
+        w = 1.0 if out.unit == "replays" else out.per_replay.get(k, typical)
+        if w is None:
+            if g.served:
+                out.unweighed.append(k)
+            continue
+        for r, n in g.served.items():
+            out.batches[r] = out.batches.get(r, 0.0) + w * n
+    for m, c in out.eager.items():
+        out.batches[m] = out.batches.get(m, 0.0) + c
+    out.batches = {b: c for b, c in out.batches.items() if c}
+    total = sum(out.batches.values())
+    covered = 0.0
+    for bs, c in sorted(out.batches.items(), key=lambda x: (-x[1], x[0])):
         if total and 100.0 * covered / total >= share:
             break
         out.suggested.append(bs)
         covered += c
     out.suggested.sort()
-    out.waste_now = padding_waste(out.eager, sorted(captured))
-    out.waste_suggested = padding_waste(out.eager, out.suggested)
+    out.waste_now = padding_waste(out.batches, sorted(out.graphs))
+    out.waste_suggested = padding_waste(out.batches, out.suggested)
     return out

@@ -60,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
     stale = glob.glob(os.path.join(out_dir, "shapes*.jsonl"))
     if stale:
         raise fail(f"{out_dir} already holds {os.path.basename(stale[0])}: give another --output-dir")
-    spec = {"server": args.server, "model_path": args.model_path, "tp": args.tp, "prompts": args.prompts,
+    # the engine runs in out_dir: a local folder given relative to here must still be found
+    model = os.path.abspath(args.model_path) if os.path.exists(args.model_path) else args.model_path
+    spec = {"server": args.server, "model_path": model, "tp": args.tp, "prompts": args.prompts,
             "max_tokens": args.max_tokens, "engine_args": _engine_args(args.engine_arg),
             "output": os.path.join(out_dir, "outputs.json")}
     with open(os.path.join(out_dir, "run.json"), "w") as f:

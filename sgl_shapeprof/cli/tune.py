@@ -12,7 +12,7 @@ from ..analysis.analyze import build
 from ..analysis.gemm import gemms
 from ..analysis.tunableop import GemmTuned, results_coverage, results_lines
 from ..analysis.tune import (CSV_FIELDS, GraphSizes, MoeUse, PhaseCoverage, TuneResult, block_json, coverage_json,
-                             csv_rows, graph_sizes, tune_result, tuner_command, use_json)
+                             csv_rows, deepgemm_json, graph_sizes, tune_result, tuner_command, use_json)
 from .common import add_filters, fail, scan_files
 from .gemm import write_untuned
 
@@ -39,9 +39,9 @@ OPTIONS = (
                           help="exit 1 when fewer than P%% of the fused-MoE calls (and, with "
                                "--tunableop-results, of the GEMM calls TunableOp tunes) run on a tuned config")),
     ("--cuda-graph-bs", dict(nargs="?", type=float, const=95.0, metavar="P",
-                             help="CUDA-graph batch sizes: the captured decode sizes used, and the fewest "
-                                  "sizes covering P%% (default 95) of the eager decode calls, with the "
-                                  "padding each list costs")),
+                             help="CUDA-graph batch sizes: the captured decode sizes used and each one's "
+                                  "padding, and the fewest sizes covering P%% (default 95) of the real decode "
+                                  "batch sizes (replays and eager calls), with the padding each list costs")),
     ("--csv", dict(action="store_true", help="CSV on stdout: one row per fused-MoE key, phase and M")),
     ("--json", dict(action="store_true", help="JSON on stdout")),
 )
@@ -87,12 +87,9 @@ def run(args: argparse.Namespace) -> int:
                    "tuner_commands": tuners,
                    "block_gemm": {"folders": r.gemm_folders, "coverage": coverage_json(r.block_coverage),
                                   "keys": [block_json(u, r.device) for u in r.block]},
+                   "deepgemm": [deepgemm_json(u) for u in r.deepgemm],
                    "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, args.tunableop_results),
-                   "cuda_graph_bs": None if sizes is None else {
-                       "share": sizes.share, "replays": {str(k): v for k, v in sorted(sizes.replays.items())},
-                       "unused": sizes.unused, "eager_decode": {str(k): v for k, v in sorted(sizes.eager.items())},
-                       "suggested": sizes.suggested, "padding_now": sizes.waste_now,
-                       "padding_suggested": sizes.waste_suggested}},
+                   "cuda_graph_bs": None if sizes is None else graph_sizes_json(sizes)},
                   sys.stdout, indent=1)
         print()
     elif args.csv:
@@ -195,10 +192,21 @@ def print_text(r: TuneResult, tuners: List[str], srcs) -> None:
         print_coverage(r.block_coverage)
         o("\n(N, K) pairs to tune (block-GEMM tuner; DeepGEMM compiles per N and K), with the observed M, "
           "most called first:\n")
-        for u in r.block:
-            k = u.key
-            o(f"  N={k.n} K={k.k} block={k.block_shape[0]}x{k.block_shape[1]} {k.dtype}: "  # type: ignore[attr-defined]
-              + " ".join(str(m) for m, _ in u.ms()) + "\n")
+        print_pairs(r.block)
+    if r.deepgemm:
+        o("\nDeepGEMM block-FP8 GEMMs (sglang::deep_gemm_fp8_fp8_bf16_nt): DeepGEMM compiles a kernel per "
+          "N and K at run time, no config file to tune; the (N, K) pairs to pre-compile, with the observed M, "
+          "most called first:\n")
+        print_pairs(r.deepgemm)
+        for a in sorted({a for u in r.deepgemm for a in u.assumed}):
+            o(f"  assumed: {a}\n")
+
+
+def print_pairs(uses: List[MoeUse]) -> None:
+    for u in uses:
+        k = u.key
+        sys.stdout.write(f"  N={k.n} K={k.k} block={k.block_shape[0]}x{k.block_shape[1]} {k.dtype}: "  # type: ignore[attr-defined]
+                         + " ".join(str(m) for m, _ in u.ms()) + f"  ({u.total:,} calls)\n")
 
 
 def print_keys(uses: List[MoeUse], triton: Optional[str], missing: Callable[[MoeUse], str]) -> None:
@@ -213,6 +221,12 @@ def print_keys(uses: List[MoeUse], triton: Optional[str], missing: Callable[[Moe
                   "performance may be sub-optimal)\n")
         else:
             o(f"  NOT TUNED: no {lk.name if lk and lk.name else missing(u)}; SGLang runs its default config\n")
+        if u.down is not None:
+            if u.down.path:
+                o(f"  down GEMM: {u.down.path}\n")
+            elif lk is not None and lk.path:
+                o(f"  down GEMM: no {u.down.name or 'down-projection file'}; SGLang reuses the up config "
+                  "for it, without TMA\n")
         for a in u.assumed:
             o(f"  assumed: {a}\n")
         o(f"  {'phase':<10} {'M':>7} {'calls':>10} {'share':>6} {'tuned M':>8} {'distance':>9}\n")
@@ -239,25 +253,59 @@ def print_coverage(cov: Dict[str, PhaseCoverage]) -> None:
         o(line + "\n")
 
 
+def graph_sizes_json(g: GraphSizes) -> dict:
+    return {"share": g.share, "replays": {str(k): v for k, v in sorted(g.replays.items())},
+            "unused": g.unused,
+            "graphs": [{"size": x.size, "replays": x.replays, "real_known": x.known,
+                        "real_sizes": {str(r): n for r, n in sorted(x.served.items())},
+                        "mean_real": x.mean_real, "padding": x.padding}
+                       for _, x in sorted(g.graphs.items())],
+            "real_unknown": g.unknown, "unweighed": g.unweighed,
+            "eager_decode": {str(k): v for k, v in sorted(g.eager.items())},
+            "unit": g.unit, "batch_sizes": {str(k): v for k, v in sorted(g.batches.items())},
+            "suggested": g.suggested, "padding_now": g.waste_now, "padding_suggested": g.waste_suggested,
+            "above_now": g.above(sorted(g.graphs)), "above_suggested": g.above(g.suggested)}
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x - round(x)) < 1e-9 else f"{x:,.1f}"
+
+
 def print_graph_sizes(g: GraphSizes) -> None:
     o = sys.stdout.write
     o("\nCUDA-graph batch sizes (decode):\n")
-    if g.replays:
-        o("  captured, with replays: " + ", ".join(f"{b}:{n:,}" for b, n in sorted(g.replays.items())) + "\n")
+    if not g.graphs:
+        o("  no decode graph captured or replayed in these files\n")
+    else:
         if g.unused:
             o("  captured, never replayed: " + " ".join(map(str, g.unused)) + "\n")
-    else:
-        o("  no decode graph captured or replayed in these files\n")
-    if not g.eager:
-        o("  no eager decode calls: the records of replayed graphs hold their padded size only, so the real "
-          "batch sizes and the padding are not known\n")
+        o("  graph size   replays   real size known   mean real size   padding\n")
+        for _, x in sorted(g.graphs.items()):
+            if x.replays:
+                o(f"  {x.size:>10}  {x.replays:>8,}  {x.known:>16,}  "
+                  + (f"{x.mean_real:>15.1f}  {100 * x.padding:>7.1f}%" if x.known else f"{'-':>15}  {'-':>8}")
+                  + "\n")
+        if g.unknown:
+            o(f"  {g.unknown:,} replays without their real batch size (recorded by an older version, or "
+              "a graph runner that does not say it): their padding is not known\n")
+        if g.unweighed:
+            o("  left out: the replays of sizes " + " ".join(map(str, g.unweighed)) + ", whose captures are "
+              "not in the records, cannot be weighed against the eager fused-MoE calls\n")
+    if not g.batches:
+        o("  no real decode batch size is known (no replay with its real size, no eager fused-MoE decode call)\n")
         return
-    total = sum(g.eager.values())
-    o(f"  eager decode batch sizes (fused-MoE M), {total:,} calls: "
-      + ", ".join(f"{b}:{n:,}" for b, n in sorted(g.eager.items(), key=lambda x: (-x[1], x[0]))[:20]) + "\n")
+    total = sum(g.batches.values())
+    what = ("graph replays" if g.unit == "replays" else
+            "fused-MoE calls: eager ones, and replays times their graph's fused-MoE calls")
+    o(f"  real decode batch sizes, {_num(total)} {what}: "
+      + ", ".join(f"{b}:{_num(n)}" for b, n in sorted(g.batches.items(), key=lambda x: (-x[1], x[0]))[:20]) + "\n")
     o(f"  --cuda-graph-bs covering {g.share:g}% of them: {' '.join(map(str, g.suggested))}\n")
-    if g.replays and g.waste_now is None:
-        o(f"  none of them fits a captured size (the largest is {max(g.replays)}): they ran without a graph\n")
-    for what, w in (("the captured sizes", g.waste_now), ("that list", g.waste_suggested)):
+    if g.graphs and g.waste_now is None:
+        o(f"  none of them fits a captured size (the largest is {max(g.graphs)}): they ran without a graph\n")
+    for what, sizes, w in (("the captured sizes", sorted(g.graphs), g.waste_now),
+                           ("that list", g.suggested, g.waste_suggested)):
         if w is not None:
-            o(f"  padding on {what}: {100 * w:.1f}% of the padded rows\n")
+            above = g.above(sizes)
+            o(f"  padding on {what}: {100 * w:.1f}% of the padded rows"
+              + (f"; {100 * above:.1f}% of the calls are larger than its largest size and run without a graph"
+                 if above else "") + "\n")

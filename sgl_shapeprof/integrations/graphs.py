@@ -66,10 +66,15 @@ def captured_key(backend: Any, shape_key: Any) -> Optional[int]:
     return vars(backend).get(_KEYS, {}).get(shape_key)
 
 
-def count_replay(backend: Any, shape_key: Any, profiler_of: Callable[[], Any]) -> None:
+def count_replay(backend: Any, shape_key: Any, profiler_of: Callable[[], Any],
+                 real: Optional[int] = None) -> None:
     """A replay of backend's graph for shape_key, counted by the profiler
-    profiler_of() returns (asked only when that graph was recorded)."""
+    profiler_of() returns (asked only when that graph was recorded). real:
+    the size the replay served before padding, in the unit of the graph's
+    size (requests or tokens); one that does not fit the graph is not
+    believed (counted as not known)."""
     key = captured_key(backend, shape_key)
     profiler = profiler_of() if key is not None else None
     if profiler is not None:
-        profiler.graph_replayed(key)
+        fits = isinstance(real, int) and not isinstance(real, bool) and 0 <= real <= key % GRAPH_FAMILY
+        profiler.graph_replayed(key, 1, real if fits else None)

@@ -187,9 +187,9 @@ class OnRequestProfiler(PassContext):
         stack.append(prof)
         return prof._start_capture(key, phase) if prof is not None else False
 
-    def graph_replayed(self, key: int, n: int = 1) -> bool:
+    def graph_replayed(self, key: int, n: int = 1, real: Optional[int] = None) -> bool:
         act = self._active
-        return act.graph_replayed(key, n) if act is not None else False
+        return act.graph_replayed(key, n, real) if act is not None else False
 
     def end_forward_pass(self) -> None:
         stack = self._stack()

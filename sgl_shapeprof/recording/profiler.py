@@ -286,15 +286,20 @@ class ShapeProfiler(PassContext):
             _refuse_sync(stop=False)
         return self._begin(st, self._native.graph_begin, _label(phase), key)
 
-    def graph_replayed(self, key: int, n: int = 1) -> bool:
+    def graph_replayed(self, key: int, n: int = 1, real: Optional[int] = None) -> bool:
         """Counts n replays of graph key; counted (True) inside a logged
         forward pass, so that they match the passes the records cover. The
         summary's "graphs" says, per key, captures recorded and replays
-        counted. Costs one lock, no per-operator work."""
+        counted, and with `real` (the size those replays really served: the
+        batch before the server padded it to the graph's size) the replays
+        per real size. Costs one lock, no per-operator work."""
         if not self._usable():
             return False
+        size = -1 if real is None else _check_key(real, "real size")
+        if real is not None and size < 0:
+            raise ValueError(f"real size must be at least 0, not {real}")
         try:
-            return bool(self._native.graph_replay(_check_key(key), n))
+            return bool(self._native.graph_replay(_check_key(key), n, size))
         except (TypeError, ValueError):
             raise
         except Exception as e:
@@ -376,15 +381,15 @@ class ShapeProfiler(PassContext):
         return f"<ShapeProfiler {self.path!r} rank={self.rank} {state}>"
 
 
-def _check_key(key) -> int:
+def _check_key(key, what: str = "graph key") -> int:
     if isinstance(key, bool) or not isinstance(key, int):
         try:
             import operator
             key = operator.index(key)  # numpy and torch integers
         except TypeError:
-            raise TypeError(f"graph key must be an int, not {type(key).__name__}") from None
+            raise TypeError(f"{what} must be an int, not {type(key).__name__}") from None
     if not -2 ** 63 <= key < 2 ** 63:
-        raise ValueError(f"graph key {key} does not fit in 64 bits")
+        raise ValueError(f"{what} {key} does not fit in 64 bits")
     return int(key)
 
 

@@ -198,13 +198,16 @@ def _signature_of(rec: dict) -> Signature:
 
 
 def graph_replays(summary: Optional[dict]) -> Dict[int, dict]:
-    """The summary's "graphs" by integer key ({} when there are none)."""
+    """The summary's "graphs" by integer key ({} when there are none), with
+    "real_sizes" by integer size where the summary has them."""
     out: Dict[int, dict] = {}
     graphs = summary.get("graphs") if summary else None
     if isinstance(graphs, dict):
         for k, v in graphs.items():
             try:
-                out[int(k)] = {"captures": int(v.get("captures", 0)), "replays": int(v.get("replays", 0))}
+                g = out[int(k)] = {"captures": int(v.get("captures", 0)), "replays": int(v.get("replays", 0))}
+                if v.get("real_sizes"):
+                    g["real_sizes"] = {int(r): int(n) for r, n in v["real_sizes"].items()}
             except (TypeError, ValueError, AttributeError):
                 continue
     return out

@@ -298,6 +298,7 @@ def main():
     for n in map(int, a.prefill_replays.split(",")):
         size = bucket(n, PREFILL_TOKENS)
         static_x[:n] = torch.randn(n, HIDDEN)
+        prefill_runner.raw_num_tokens = n  # as PrefillCudaGraphRunner.load_batch leaves it
         batch = NS(forward_mode=ForwardMode.EXTEND,
                    run=lambda size=size: prefill.replay(ShapeKey(size=size), None))
         with torch.no_grad():

@@ -62,6 +62,23 @@ def graph_key(backend: Any, shape_key: Any, phase: Optional[str]) -> Optional[in
     return new_graph_key(backend, shape_key, size, phase, variant)
 
 
+def replay_real_size(backend: Any) -> Optional[int]:
+    """The size a replay of backend's graph served before padding, in the
+    unit of its shape key's size, as its runner's replay_prepare left it:
+    tokens for prefill graphs (raw_num_tokens) and ragged verify graphs
+    (raw_num_token), requests for the others (raw_bs); None if not known."""
+    runner = getattr(backend, "_cuda_graph_runner", None)
+    if runner is None:
+        return None
+    if hasattr(runner, "raw_num_tokens"):  # PrefillCudaGraphRunner
+        real = runner.raw_num_tokens
+    elif getattr(runner, "ragged_verify_mode", False):
+        real = getattr(runner, "raw_num_token", None)
+    else:
+        real = getattr(runner, "raw_bs", None)
+    return real if isinstance(real, int) else None
+
+
 def _graphs_failed(e: BaseException) -> None:
     say_once("graphs", f"cannot record SGLang's CUDA graphs ({type(e).__name__}: {e}); "
                         f"they run unrecorded")
@@ -120,7 +137,7 @@ def _wrap_graph_backend(cls: type) -> None:
     def replay_counted(self, shape_key, *args, **kwargs):
         out = replay(self, shape_key, *args, **kwargs)
         try:
-            count_replay(self, shape_key, _graph_profiler)
+            count_replay(self, shape_key, _graph_profiler, replay_real_size(self))
         except Exception as e:
             _graphs_failed(e)
         return out

@@ -25,6 +25,7 @@ from ...recording.messages import say_once
 from ...recording.pauses import paused
 from ..graphs import count_replay, new_graph_key
 from ..passes import wrap_method
+from .workers import step_size
 
 
 def _graphs_failed(e: BaseException) -> None:
@@ -90,7 +91,7 @@ def patch_cuda_graph_module(module: Any) -> None:
             out = call(self, *args, **kwargs)
             if descriptor is not None and not capture:
                 try:
-                    count_replay(self, descriptor, lambda: prof)
+                    count_replay(self, descriptor, lambda: prof, step_size(graph_size_phase(descriptor)[1]))
                 except Exception as e:
                     _graphs_failed(e)
             return out

@@ -16,12 +16,14 @@ dummy_run=True (graph captures are recorded by cuda_graphs.py).
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any, Callable, Optional
 
 from ..passes import attach, call_phase, wrap_init
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
 WARMUP_PREFIXES = ("_warmup_", "_v2_mixed_warmup", "_dummy_req_")
+_step = threading.local()  # sizes: the running step's (requests, tokens), for its graph replays
 
 
 def step_phase(scheduler_output: Any = None, *args, dummy_run: bool = False, **kwargs) -> Optional[str]:
@@ -44,6 +46,26 @@ def step_phase(scheduler_output: Any = None, *args, dummy_run: bool = False, **k
                     and n <= 1 + len(spec.get(req, ())))
         kinds.add(DECODE if decoding else PREFILL)
     return kinds.pop() if len(kinds) == 1 else MIXED
+
+
+def step_size(phase: str) -> Optional[int]:
+    """What the calling thread's running step really holds, in the unit of
+    a graph of this phase's size (cuda_graphs.graph_size_phase): requests
+    for decode graphs, scheduled tokens otherwise; None outside a step."""
+    sizes = getattr(_step, "sizes", None)
+    if sizes is None:
+        return None
+    return sizes[0] if phase == DECODE else sizes[1]
+
+
+def _sizes(args: tuple, kwargs: dict) -> Optional[tuple]:
+    """(requests, tokens) of execute_model's SchedulerOutput; None if unreadable."""
+    try:
+        out = args[0] if args else kwargs.get("scheduler_output")
+        tokens = out.num_scheduled_tokens
+        return len(tokens), sum(int(n) for n in tokens.values())
+    except Exception:
+        return None
 
 
 def runner_rank(runner: Any = None) -> Optional[int]:
@@ -70,8 +92,12 @@ class _Steps:
             self.open = phase is not None
             if phase is None:
                 return fn(*args, **kwargs)
-            with profiler.forward_pass(phase):  # a with-block pass: it nests
-                return fn(*args, **kwargs)
+            _step.sizes = _sizes(args, kwargs)
+            try:
+                with profiler.forward_pass(phase):  # a with-block pass: it nests
+                    return fn(*args, **kwargs)
+            finally:
+                _step.sizes = None
         execute_model.__sgl_shapeprof_wrapped__ = True
         return execute_model
 
