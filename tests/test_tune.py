@@ -52,6 +52,10 @@ for bs, replays in spec["graphs"]:
     for real in replays if isinstance(replays, list) else [None] * replays:
         with prof.forward_pass("decode"):
             prof.graph_replayed(bs, real=real)
+for bs, reals in spec.get("uncaptured", []):  # replays of graphs captured before recording began
+    for real in reals:
+        with prof.forward_pass("decode"):
+            prof.graph_replayed(bs, real=real)
 prof.close()
 """
 
@@ -62,10 +66,10 @@ GRAPHS = [[8, 5]]
 
 
 def record(path, E=8, N=64, K=32, wdtype="float8_e4m3fn", w1_scale=(8,), flags=None, block=None,
-           args=False, eager=EAGER, graphs=GRAPHS, layers=1, pad=0):
+           args=False, eager=EAGER, graphs=GRAPHS, layers=1, pad=0, uncaptured=()):
     spec = dict(schema=SCHEMA, E=E, N=N, K=K, wdtype=wdtype, w1_scale=list(w1_scale) if w1_scale else None,
                 flags=flags if flags is not None else {"use_fp8_w8a8": True}, block=block, args=args,
-                eager=eager, graphs=graphs, layers=layers, pad=pad)
+                eager=eager, graphs=graphs, layers=layers, pad=pad, uncaptured=list(uncaptured))
     r = run_python(RECORD, args=[str(path), json.dumps(spec)], cwd=os.path.dirname(str(path)))
     assert r.returncode == 0, r.stderr[-2000:]
     return str(path)
@@ -489,6 +493,23 @@ def test_cuda_graph_bs_real_sizes(tmp_path, capsys):
     assert "captured, never replayed: 32" in out
     assert f"{8:>10}  {4:>8,}  {4:>16,}  {6.0:>15.1f}  {25.0:>7.1f}%" in out
     assert "--cuda-graph-bs covering 60% of them: 3 5 6" in out and "without their real batch size" not in out
+
+
+def test_cuda_graph_bs_uncaptured_graphs(tmp_path, capsys):
+    """Replays of a graph whose capture is not in the records (an on-request
+    recording, say) weigh what the recorded graphs' do; with none recorded
+    they cannot be weighed against eager calls, and are said to be left out."""
+    base = ["--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "100"]
+    path = record(tmp_path / "u1.jsonl", layers=2, graphs=[[8, [6]]], uncaptured=[[16, [10, 12]]])
+    _, d = run_json(capsys, path, *base)
+    g = d["cuda_graph_bs"]
+    assert g["unweighed"] == [] and g["batch_sizes"]["10"] == g["batch_sizes"]["12"] == 2   # 2 calls a replay
+    path = record(tmp_path / "u2.jsonl", layers=2, graphs=[], uncaptured=[[16, [10, 12]]])
+    _, d = run_json(capsys, path, *base)
+    g = d["cuda_graph_bs"]
+    assert g["unweighed"] == [16] and "10" not in g["batch_sizes"] and g["batch_sizes"]   # the eager calls stay
+    assert main(["tune", path, *base]) == 0
+    assert "left out: the replays of sizes 16" in capsys.readouterr().out
 
 
 def test_report_coverage_section(fp8_records, tmp_path, capsys):
