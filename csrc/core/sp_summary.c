@@ -288,9 +288,11 @@ SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
      * those replays per real size: the entries of a key follow its own */
     fdw_str(&w, ",\n  \"graphs\": {");
     int keys = 0, sizes = 0;
+    long long cur = 0; /* the key whose object is open */
     for (int i = 0; i < s->n_graphs; i++) {
       const struct graph_stat *g = &s->graphs[i];
       if (g->real < 0) {
+        cur = g->key;
         if (sizes) fdw_str(&w, "}");
         if (keys) fdw_str(&w, "}");
         fdw_str(&w, keys++ ? ",\n    \"" : "\n    \"");
@@ -300,7 +302,7 @@ SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
         fdw_str(&w, ", \"replays\": ");
         fdw_i64(&w, g->replays);
         sizes = 0;
-      } else if (keys && s->graphs[i - 1].key == g->key) {
+      } else if (keys && g->key == cur) {
         fdw_str(&w, sizes++ ? ", \"" : ", \"real_sizes\": {\"");
         fdw_i64(&w, g->real);
         fdw_str(&w, "\": ");
