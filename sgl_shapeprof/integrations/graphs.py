@@ -67,12 +67,12 @@ def captured_key(backend: Any, shape_key: Any) -> Optional[int]:
 
 
 def count_replay(backend: Any, shape_key: Any, profiler_of: Callable[[], Any],
-                 real: Optional[int] = None) -> None:
+                 real: Any = None) -> None:
     """A replay of backend's graph for shape_key, counted by the profiler
     profiler_of() returns (asked only when that graph was recorded). real:
     the size the replay served before padding, in the unit of the graph's
-    size (requests or tokens); one that does not fit the graph is not
-    believed (counted as not known)."""
+    size (requests or tokens); anything but an int that fits the graph is
+    not believed (counted as not known)."""
     key = captured_key(backend, shape_key)
     profiler = profiler_of() if key is not None else None
     if profiler is not None:

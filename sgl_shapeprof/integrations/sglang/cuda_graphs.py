@@ -62,21 +62,20 @@ def graph_key(backend: Any, shape_key: Any, phase: Optional[str]) -> Optional[in
     return new_graph_key(backend, shape_key, size, phase, variant)
 
 
-def replay_real_size(backend: Any) -> Optional[int]:
+def replay_real_size(backend: Any) -> Any:
     """The size a replay of backend's graph served before padding, in the
     unit of its shape key's size, as its runner's replay_prepare left it:
     tokens for prefill graphs (raw_num_tokens) and ragged verify graphs
-    (raw_num_token), requests for the others (raw_bs); None if not known."""
+    (raw_num_token), requests for the others (raw_bs); None if not known.
+    count_replay judges whether it is one (an int that fits the graph)."""
     runner = getattr(backend, "_cuda_graph_runner", None)
     if runner is None:
         return None
     if hasattr(runner, "raw_num_tokens"):  # PrefillCudaGraphRunner
-        real = runner.raw_num_tokens
-    elif getattr(runner, "ragged_verify_mode", False):
-        real = getattr(runner, "raw_num_token", None)
-    else:
-        real = getattr(runner, "raw_bs", None)
-    return real if isinstance(real, int) else None
+        return runner.raw_num_tokens
+    if getattr(runner, "ragged_verify_mode", False):
+        return getattr(runner, "raw_num_token", None)
+    return getattr(runner, "raw_bs", None)
 
 
 def _graphs_failed(e: BaseException) -> None:
