@@ -34,6 +34,18 @@ SP_PRIVATE int file_write_at(sp_file *f, size_t off, const char *data, size_t n)
   return 0;
 }
 
+/* Zeroes [from, to) where it is mapped: bytes of a prefix no record covers
+ * read as the unused tail after a crash, not as a torn line. Spinlock held,
+ * or the process is dying (async-signal-safe). */
+SP_PRIVATE void file_blank(sp_file *f, size_t from, size_t to) {
+  if (!f->map) return;
+  size_t lo = from > f->map_off ? from : f->map_off;
+  size_t hi = f->map_off + f->map_len;
+  if (to < hi) hi = to;
+  if (f->size < hi) hi = f->size;
+  if (lo < hi) memset(f->map + (lo - f->map_off), 0, hi - lo);
+}
+
 /* Makes the file writable up to file_tail() + need without a syscall under
  * the spinlock: allocates, maps a new window and faults it in with the
  * spinlock released, then installs the window under it. grow_mu orders this

@@ -369,6 +369,7 @@ static inline int file_tail_room(const sp_file *f, size_t need) {
 
 SP_PRIVATE void file_init(void); /* once per process, before any file */
 SP_PRIVATE int file_write_at(sp_file *f, size_t off, const char *data, size_t n);
+SP_PRIVATE void file_blank(sp_file *f, size_t from, size_t to);
 SP_PRIVATE int file_make_room(sp_profiler *p, size_t need);
 SP_PRIVATE off_t file_forget_tail(sp_file *f);
 /* Unmaps and closes (no lock: the caller owns f). */

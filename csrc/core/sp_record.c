@@ -466,14 +466,17 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
       return 0;
     }
   } else {
-    int e = file_write_at(&p->file, p->file.len, t->prefix.p, t->prefix.n);
+    sp_file *f = &p->file;
+    int e = file_write_at(f, f->len, t->prefix.p, t->prefix.n);
     if (e) {
       fail(p, "cannot write records file ", e);
     } else {
+      /* over another call's longer prefix: blank its end */
+      if (f->spec_end > f->len + t->prefix.n) file_blank(f, f->len + t->prefix.n, f->spec_end);
       t->spec = 1;
-      t->spec_at = p->file.len;
-      p->file.spec_end = p->file.len + t->prefix.n;
-      p->file.spec_owner = t;
+      t->spec_at = f->len;
+      f->spec_end = f->len + t->prefix.n;
+      f->spec_owner = t;
     }
   }
   lock_release(&p->lock);
@@ -528,13 +531,11 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     if (!e) e = file_write_at(f, f->len + len, suffix, suffix_n);
     if (!e) f->len += len + suffix_n;
   }
-  if (f->spec_owner && f->spec_owner != t && f->spec_end > f->len && !e && f->map &&
-      f->len >= f->map_off && f->spec_end <= f->map_off + f->map_len) {
+  if (f->spec_owner && f->spec_owner != t && f->spec_end > f->len && !e) {
     /* Our record went over another thread's prefix, which was longer: blank
      * what is left of it, so that a crash now leaves no torn line behind a
-     * whole one (zeros read as the unused tail). That call writes its whole
-     * record at its end. */
-    memset(f->map + (f->len - f->map_off), 0, f->spec_end - f->len);
+     * whole one. That call writes its whole record at its end. */
+    file_blank(f, f->len, f->spec_end);
   }
   if (f->spec_owner) {
     f->spec_owner = NULL;
@@ -560,9 +561,7 @@ static void drop_spec(sp_profiler *p, sp_thread *t) {
      * did not crash. Zeros read as the file's unused tail. (A prefix that
      * is no longer at the tail was written over, and blanked, by the record
      * that took its place: never blank records.) */
-    if (f->map && t->spec_at >= f->map_off && f->spec_end <= f->map_off + f->map_len &&
-        f->spec_end <= f->size)
-      memset(f->map + (t->spec_at - f->map_off), 0, f->spec_end - t->spec_at);
+    file_blank(f, t->spec_at, f->spec_end);
     f->spec_owner = NULL;
     f->spec_end = f->len;
   }

@@ -772,6 +772,68 @@ static void test_dying_threads_call_is_put_back(void) {
   g_passed++;
 }
 
+/* The tail holds one in-flight prefix at a time: a shorter prefix written
+ * over a longer one must not leave its end behind (a SIGKILL then showed it
+ * as a line of its own after a whole record), nor a dying thread's put-back
+ * inputs (glued to the cut line). */
+static void test_shorter_prefix_leaves_no_tail_behind(void) {
+  g_test = __func__;
+  static int kl, ks, kd;
+  char longname[240];
+  memset(longname, 'x', sizeof longname - 1);
+  longname[sizeof longname - 1] = 0;
+  memcpy(longname, "aten::", 6);
+  int op_l = -1, op_s = -1, op_d = -1;
+  CHECK(sp_op_intern(&kl, longname, "", 0, NULL, 1, &op_l) == SP_OK);
+  CHECK(sp_op_intern(&ks, "aten::s", "", 0, NULL, 1, &op_s) == SP_OK);
+  CHECK(sp_op_intern(&kd, "aten::dies", "", 0, NULL, 1, &op_d) == SP_OK);
+  sp_profiler *p = open_prof("tail.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *tl = sp_thread_new(), *ts = sp_thread_new(), *td = sp_thread_new();
+  CHECK(sp_pass_begin(p, NULL) == 1);
+  sp_enc_reset(&sp_thread_enc(tl)->in);
+  sp_enc_push(&sp_thread_enc(tl)->in, op_l);
+  sp_enc_reset(&sp_thread_enc(ts)->in);
+  sp_enc_push(&sp_thread_enc(ts)->in, op_s);
+  sp_enc *sout = &sp_thread_enc(ts)->out;
+  sp_enc_reset(sout);
+  int64_t n = 4;
+  sp_enc_push(sout, SP_ENC_TENSOR);
+  sp_enc_tensor(sout, 6, 1, &n);
+  CHECK(sp_call_begin(p, tl) == SP_CALL_RECORDING); /* the long prefix at the tail */
+  CHECK(sp_call_begin(p, ts) == SP_CALL_RECORDING); /* the short one over it */
+  char *s = slurp(path_in("tail.jsonl"), NULL);     /* what a kill now leaves */
+  CHECK(s && strcmp(s, "{\"call_id\": 1, \"forward_pass\": 1, \"operation\": \"aten.s.default\", "
+                       "\"inputs\": {}") == 0);
+  free(s);
+  sp_call_end(p, ts);
+  s = slurp(path_in("tail.jsonl"), NULL);
+  CHECK(s && count_lines(s) == 1 && s[strlen(s) - 1] == '\n');
+  free(s);
+  /* a dying thread's short inputs put back over the long prefix */
+  sp_enc_reset(&sp_thread_enc(td)->in);
+  sp_enc_push(&sp_thread_enc(td)->in, op_d);
+  sp_enc_reset(&sp_thread_enc(tl)->out);
+  sp_enc_push(&sp_thread_enc(tl)->out, SP_ENC_NONE);
+  sp_call_end(p, tl); /* not logged: no tensor */
+  CHECK(sp_call_begin(p, td) == SP_CALL_RECORDING);
+  CHECK(sp_call_begin(p, tl) == SP_CALL_RECORDING); /* over td's inputs */
+  g_dying = td;
+  sp_set_thread_getter(dying_thread);
+  sp_emergency_close_all();
+  sp_set_thread_getter(NULL);
+  s = slurp(path_in("tail.jsonl"), NULL);
+  const char *cut = s ? strchr(s, '\n') : NULL;
+  CHECK(cut && strcmp(cut + 1, "{\"call_id\": 2, \"forward_pass\": 1, \"operation\": "
+                               "\"aten.dies.default\", \"inputs\": {}") == 0);
+  free(s);
+  sp_thread_free(tl);
+  sp_thread_free(ts);
+  sp_thread_free(td);
+  sp_free(p);
+  g_passed++;
+}
+
 /* The summary names the forward passes open when it is written (a crash's
  * interrupted passes): each thread's, not an ended one, not a capture. */
 struct open_pass_arg {
@@ -848,6 +910,7 @@ int main(void) {
   test_threads_write_at_once();
   test_open_passes();
   test_dying_threads_call_is_put_back();
+  test_shorter_prefix_leaves_no_tail_behind();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
   if (!getenv("KEEP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
