@@ -194,15 +194,22 @@ static inline void sp_enc_push(sp_enc *e, int64_t v) {
   if (e->n == e->cap && sp_enc_grow(e, 1) != SP_OK) return;
   e->w[e->n++] = v;
 }
-static inline void sp_enc_tensor(sp_enc *e, int dtype, int ndim,
-                                 const int64_t *sizes) {
-  if (e->n + 2 + (size_t)ndim > e->cap &&
-      sp_enc_grow(e, 2 + (size_t)ndim) != SP_OK)
-    return;
-  e->w[e->n++] = dtype;
-  e->w[e->n++] = ndim;
-  for (int i = 0; i < ndim; i++) e->w[e->n++] = sizes[i];
+/* head_n words (a tag, an argument index), then <tensor>: one capacity
+ * check, the sizes copied through a local pointer (the hot path). */
+static inline void sp_enc_tensor_after(sp_enc *e, const int64_t *head, int head_n, int dtype,
+                                       int ndim, const int64_t *sizes) {
+  size_t need = (size_t)head_n + 2 + (size_t)ndim;
+  if (e->n + need > e->cap && sp_enc_grow(e, need) != SP_OK) return;
+  int64_t *w = e->w + e->n;
+  for (int i = 0; i < head_n; i++) *w++ = head[i];
+  w[0] = dtype;
+  w[1] = ndim;
+  for (int i = 0; i < ndim; i++) w[2 + i] = sizes[i];
+  e->n += need;
   e->tensors++;
+}
+static inline void sp_enc_tensor(sp_enc *e, int dtype, int ndim, const int64_t *sizes) {
+  sp_enc_tensor_after(e, NULL, 0, dtype, ndim, sizes);
 }
 
 /* A strided input tensor (see the encoding). */

@@ -103,15 +103,20 @@ void set_key(bool on) {
   return impl;
 }
 
-// Appends <tensor>; false when the call must not be logged.
-bool encode_tensor(sp_enc* e, const at::Tensor& t) {
+// Appends head_n words, then <tensor>; false when the call must not be
+// logged.
+[[gnu::always_inline]] inline bool encode_tensor_after(sp_enc* e, const int64_t* head, int head_n,
+                                                       const at::Tensor& t) {
   c10::TensorImpl* impl = loggable(t);
   if (!impl) return false;
   c10::IntArrayRef sizes = impl->sizes();
-  sp_enc_tensor(e, static_cast<int>(t.scalar_type()),
-                static_cast<int>(sizes.size()), sizes.data());
+  sp_enc_tensor_after(e, head, head_n, static_cast<int>(c10::typeMetaToScalarType(impl->dtype())),
+                      static_cast<int>(sizes.size()), sizes.data());
   return true;
 }
+
+// Appends <tensor>; false when the call must not be logged.
+bool encode_tensor(sp_enc* e, const at::Tensor& t) { return encode_tensor_after(e, nullptr, 0, t); }
 
 bool encode_strided(sp_enc* e, const at::Tensor& t);
 
@@ -148,9 +153,8 @@ int encode_list(sp_enc* e, const c10::IValue& v) {
       // A Python number passed where a Tensor goes arrives as a 0-dim
       // "wrapped number"; Python (and TorchDispatchMode) see a number.
       if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number()) continue;
-      sp_enc_push(e, SP_ENC_TENSOR);
-      sp_enc_push(e, static_cast<int64_t>(i));
-      if (!encode_tensor(e, t)) return false;
+      const int64_t head[2] = {SP_ENC_TENSOR, static_cast<int64_t>(i)};
+      if (!encode_tensor_after(e, head, 2, t)) return false;
     } else if (v.isList()) {
       size_t mark = e->n;
       sp_enc_push(e, SP_ENC_LIST);
@@ -168,8 +172,8 @@ bool encode_outputs(sp_enc* e, const c10::IValue* rets, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const c10::IValue& v = rets[i];
     if (v.isTensor() && v.toTensor().defined()) {
-      sp_enc_push(e, SP_ENC_TENSOR);
-      if (!encode_tensor(e, v.toTensor())) return false;
+      const int64_t head[1] = {SP_ENC_TENSOR};
+      if (!encode_tensor_after(e, head, 1, v.toTensor())) return false;
       continue;
     }
     if (v.isList()) {
