@@ -5,9 +5,16 @@
 
 /* ---- signatures -------------------------------------------------------- */
 SP_PRIVATE uint64_t sig_hash(const int64_t *w, size_t n) {
-  /* One multiply per word, one final mix: these are short int arrays. */
-  uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
-  for (size_t i = 0; i < n; i++) h = (h + (uint64_t)w[i]) * 0xff51afd7ed558ccdULL;
+  /* One multiply per word, one final mix: these are short int arrays. Two
+   * lanes, so that the multiplies of neighbouring words overlap. */
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, g = 0xC2B2AE3D27D4EB4FULL;
+  size_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    h = (h + (uint64_t)w[i]) * 0xff51afd7ed558ccdULL;
+    g = (g + (uint64_t)w[i + 1]) * 0x9FB21C651E98DF25ULL;
+  }
+  if (i < n) h = (h + (uint64_t)w[i]) * 0xff51afd7ed558ccdULL;
+  h ^= (g << 31 | g >> 33);
   h ^= h >> 32;
   h *= 0xc4ceb9fe1a85ec53ULL;
   h ^= h >> 29;
