@@ -11,6 +11,11 @@ each round); each row's time is the median over rounds, and the added cost is
 The two baselines that change process-wide state (torch.profiler, the Python
 TorchDispatchMode logger) run in a child process with their own base. Ratios
 compare rows of this run only, because these machines are noisy.
+
+The floor (forward_only.py): a boxed fallback on sgl_shapeprof's key that
+records nothing and only forwards, in the baseline process (timing) and in a
+callgrind process of its own: what any dispatch-key hook pays per call, the
+part of sgl_shapeprof's cost that is the dispatcher's.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import torch  # noqa: E402
 from reference_logger import ReferenceLogger  # noqa: E402  (the Python baseline)
+from forward_only import ENV as FORWARD_ONLY_ENV, ForwardOnly, build as forward_only_lib  # noqa: E402
 
 import sgl_shapeprof  # noqa: E402
 from sgl_shapeprof import ShapeProfiler  # noqa: E402
@@ -128,7 +134,8 @@ class Rows:
 
     def close(self):
         for m in self.live.values():
-            m.close()
+            if hasattr(m, "close"):
+                m.close()
         self.live.clear()
 
     def base(self):
@@ -136,6 +143,14 @@ class Rows:
 
     def python_logger(self):
         return self._keep("py", lambda: ReferenceLogger(self._path("py"), flush=True))
+
+    def forward_only(self):
+        lib = os.environ.get(FORWARD_ONLY_ENV)
+        if not lib:
+            return None, contextlib.nullcontext()
+        if "forward_only" not in self.live:
+            self.live["forward_only"] = ForwardOnly(lib)
+        return self.live["forward_only"], contextlib.nullcontext()
 
     def torch_profiler(self):
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True)
@@ -173,6 +188,7 @@ ROW_ORDER = [
     ("base", "no profiler"),
     ("python_logger", "Python TorchDispatchMode logger, flush per record"),
     ("torch_profiler", "torch.profiler(record_shapes=True)"),
+    ("forward_only", "a boxed fallback that only forwards (the floor)"),
     ("ours", "sgl_shapeprof, every call written"),
     ("ours_dedupe", "sgl_shapeprof, dedupe on"),
     ("ours_args", "sgl_shapeprof, arguments on, every call written"),
@@ -186,7 +202,8 @@ LABELS = dict(ROW_ORDER)
 # the Python logger's mode leaves state behind too. These baselines therefore
 # run in a child process, interleaved with a base of their own; each row's
 # added cost is against the base of its own process.
-BASELINE_ROWS = ["base", "python_logger", "torch_profiler"]
+# The forward-only fallback sits on sgl_shapeprof's key: it too runs there.
+BASELINE_ROWS = ["base", "python_logger", "torch_profiler", "forward_only"]
 OUR_ROWS = ["base", "ours", "ours_dedupe", "ours_args", "ours_args_dedupe", "ours_outside_pass",
             "ours_other_rank"]
 
@@ -237,7 +254,8 @@ def time_rows(name: str, rounds: int, keys: list, tmp: str) -> dict:
 def bench_workload(name: str, rounds: int, tmp: str) -> dict:
     calls, nbytes, records = count_calls(WORKLOADS[name]())
     ours = time_rows(name, rounds, OUR_ROWS, tmp)
-    child = subprocess.run([sys.executable, __file__, "--baseline-child", name, str(rounds)],
+    keys = BASELINE_ROWS if os.environ.get(FORWARD_ONLY_ENV) else BASELINE_ROWS[:-1]
+    child = subprocess.run([sys.executable, __file__, "--baseline-child", name, str(rounds), ",".join(keys)],
                            capture_output=True, text=True)
     if child.returncode != 0:
         raise SystemExit(f"baseline process failed:\n{child.stderr[-3000:]}")
@@ -267,7 +285,9 @@ def print_timing(results: list) -> None:
               f"baseline process's base {res['baseline_process_base_s'] * 1e3:.2f} ms")
         print(f"{'':52} {'added us/call':>13} {'x base time':>11} {'x ours':>8}")
         for key, label in ROW_ORDER:
-            r = rows[key]
+            r = rows.get(key)
+            if r is None:
+                continue
             ratio = r["added_us_per_call"] / ours if ours > 0 and key != "base" else float("nan")
             print(f"  {label:50} {r['added_us_per_call']:>13.3f} {r['slowdown']:>11.2f} "
                   f"{'' if key == 'base' else f'{ratio:>8.1f}'}")
@@ -343,9 +363,11 @@ void cg_dump(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
 '''
 
 CG_SEGMENTS = ["base", "ours", "ours_dedupe", "ours_args", "ours_args_dedupe", "ours_outside_pass"]
+# in a process of its own (its fallback sits on sgl_shapeprof's key)
+CG_FORWARD_ONLY = ["base", "forward_only"]
 
 
-def callgrind_child(helper: str, n: int) -> None:
+def callgrind_child(helper: str, n: int, segments: list = CG_SEGMENTS) -> None:
     lib = ctypes.CDLL(helper)
     lib.cg_dump.argtypes = [ctypes.c_char_p]
     torch.set_num_threads(1)
@@ -358,8 +380,9 @@ def callgrind_child(helper: str, n: int) -> None:
         "ours_args": lambda: ShapeProfiler(os.path.join(tmp, "a.jsonl"), args=True),
         "ours_args_dedupe": lambda: ShapeProfiler(os.path.join(tmp, "ad.jsonl"), dedupe=True, args=True),
         "ours_outside_pass": lambda: ShapeProfiler(os.path.join(tmp, "w.jsonl"), skip_warmup=10 ** 9),
+        "forward_only": lambda: ForwardOnly(os.environ[FORWARD_ONLY_ENV]),
     }
-    markers = {k: v for k, v in markers.items() if k in CG_SEGMENTS}
+    markers = {k: v for k, v in markers.items() if k in segments}
 
     def loop(count):
         for _ in range(count):
@@ -367,7 +390,7 @@ def callgrind_child(helper: str, n: int) -> None:
 
     lib.cg_start()
     with torch.inference_mode():
-        for seg in CG_SEGMENTS:
+        for seg in segments:
             m = markers[seg]()
             if m is not None:
                 m.start_forward_pass()
@@ -379,7 +402,8 @@ def callgrind_child(helper: str, n: int) -> None:
             lib.cg_dump(seg.encode())
             if m is not None:
                 m.end_forward_pass()
-                m.close()
+                if hasattr(m, "close"):
+                    m.close()
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -425,6 +449,13 @@ def bench_callgrind(n: int, tmp: str) -> dict:
     base = totals["base"] / n
     res = {"n": n, "instructions_per_call": {k: totals[k] / n for k in CG_SEGMENTS}}
     print(f"  base call (torch.add from Python, 8x8): {base:,.0f} instructions")
+    if os.environ.get(FORWARD_ONLY_ENV):
+        floor = callgrind_totals([__file__, "--callgrind-child", helper, str(n), ",".join(CG_FORWARD_ONLY)],
+                                 os.path.join(tmp, "cg-floor.out"))
+        added = (floor["forward_only"] - floor["base"]) / n
+        res["forward_only_added"] = added
+        print(f"  {'a boxed fallback that only forwards':40} {added:+,.0f} instructions per call "
+              f"(its own process)")
     for k, label in [("ours", "logged and written"), ("ours_dedupe", "logged, deduplicated"),
                      ("ours_args", "arguments on, logged and written"),
                      ("ours_args_dedupe", "arguments on, deduplicated"),
@@ -445,8 +476,8 @@ def main() -> None:
     ap.add_argument("--all", action="store_true", help="timing, memory and callgrind")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--device", default=DEVICE, help="cpu (default) or cuda: where the workloads run")
-    ap.add_argument("--callgrind-child", nargs=2, help=argparse.SUPPRESS)
-    ap.add_argument("--baseline-child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--callgrind-child", nargs="+", help=argparse.SUPPRESS)
+    ap.add_argument("--baseline-child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     DEVICE = os.environ["SHAPEPROF_BENCH_DEVICE"] = args.device
     if DEVICE != "cpu" and not torch.cuda.is_available():
@@ -454,16 +485,22 @@ def main() -> None:
     if args.baseline_child:
         torch.set_num_threads(1)
         with tempfile.TemporaryDirectory(prefix="shapeprof-bench-") as tmp:
-            med = time_rows(args.baseline_child[0], int(args.baseline_child[1]), BASELINE_ROWS, tmp)
+            med = time_rows(args.baseline_child[0], int(args.baseline_child[1]),
+                            args.baseline_child[2].split(","), tmp)
         print(json.dumps(med))
         return
     if args.callgrind_child:
-        callgrind_child(args.callgrind_child[0], int(args.callgrind_child[1]))
+        segments = args.callgrind_child[2].split(",") if len(args.callgrind_child) > 2 else CG_SEGMENTS
+        callgrind_child(args.callgrind_child[0], int(args.callgrind_child[1]), segments)
         return
     torch.set_num_threads(1)
     results = {}
     with tempfile.TemporaryDirectory(prefix="shapeprof-bench-") as tmp:
         run_timing = not (args.memory or args.callgrind) or args.all
+        if run_timing or args.callgrind:
+            lib = forward_only_lib()
+            if lib:
+                os.environ[FORWARD_ONLY_ENV] = lib
         if run_timing:
             names = [w for w in args.workloads.split(",") if w]
             for w in names:

@@ -22,6 +22,10 @@ environment):
               (SKIP_WARMUP=0, LOG_N_PASSES=0: no warm-up skipped, no limit)
     dedupe    the same, SGLANG_PROFILE_SHAPES_DEDUPE=1
     args      the same as written, SGLANG_PROFILE_SHAPES_ARGS=1
+    floor     no profiler: the same passes with the dispatch key on and a
+              fallback that records nothing and only forwards
+              (forward_only.cpp, through forward_only_site/sitecustomize.py):
+              what any dispatch-key hook pays. SGLang only.
 
 Each configuration runs in a driver process of its own (this script with
 --child), which creates `sgl.Engine` (its scheduler and detokenizer
@@ -63,9 +67,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")
+FLOOR_SITE = os.path.join(HERE, "forward_only_site")
+FORWARD_ONLY_ENV = "SHAPEPROF_BENCH_FORWARD_ONLY"  # forward_only.ENV
 SGLANG_VERSION = "0.5.23"
 VLLM_VERSION = "0.32.0"
-CONFIGS = ("off", "armed", "written", "dedupe", "args")
+CONFIGS = ("off", "armed", "written", "dedupe", "args", "floor")
 PROFILED = ("written", "dedupe", "args")
 
 # Words of the tiny model's WordLevel vocabulary (tests/sglang_env/make_models.py).
@@ -185,7 +191,7 @@ def profile_env(config: str, folder: str, control: str, server: str = "sglang") 
 
 
 def _profile_env(config: str, folder: str, control: str) -> dict:
-    if config == "off":
+    if config in ("off", "floor"):
         return {}
     if config == "armed":
         # requests that name no file would go into the config's folder; the
@@ -211,6 +217,10 @@ class Driver:
         if spec.get("server") == "vllm":
             env.update(VLLM_CPU_OMP_THREADS_BIND=bind, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1")
         env.update(profile_env(config, self.folder, control, spec.get("server", "sglang")))
+        if config == "floor":
+            pp = env.get("PYTHONPATH")
+            env.update(PYTHONPATH=FLOOR_SITE + (os.pathsep + pp if pp else ""),
+                       **{FORWARD_ONLY_ENV: spec["forward_only"]})
         self.env = {k: v for k, v in env.items() if k.startswith(("SGLANG_PROFILE", "SHAPEPROF", "OMP_"))}
         with open(self.log, "w") as log:
             # cwd: the config's folder, so a stray default shapes.jsonl would show
@@ -269,7 +279,7 @@ def tree_rss_mib(pid):
 def check_files(config, folder, batches, tokens, control):
     """What the config's engine left on disk: (ok, description)."""
     files = sorted(os.listdir(folder))
-    if config in ("off", "armed"):
+    if config in ("off", "armed", "floor"):
         stray = files + (sorted(os.listdir(control)) if config == "armed" and os.path.isdir(control) else [])
         return (not stray, "nothing written" if not stray else "WROTE " + ", ".join(stray))
     path = os.path.join(folder, "shapes.jsonl")
@@ -378,7 +388,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--prompts", type=int, default=16, help="requests per batch (default 16)")
     ap.add_argument("--tokens", type=int, default=128, help="new tokens per request (default 128)")
-    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"subset of {','.join(CONFIGS)}")
+    ap.add_argument("--configs", help=f"subset of {','.join(CONFIGS)} (default: all; vLLM: all but floor)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed batches per engine first (default 1)")
     ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of each engine (default 1)")
     ap.add_argument("--dtype", default="float32")
@@ -391,12 +401,16 @@ def main():
     if a.child:
         return child(json.loads(a.child))
 
+    if a.configs is None:
+        a.configs = ",".join(c for c in CONFIGS if a.server == "sglang" or c != "floor")
     configs = [c.strip() for c in a.configs.split(",") if c.strip()]
     bad = [c for c in configs if c not in CONFIGS]
     if bad or not configs or len(set(configs)) != len(configs):
         ap.error(f"--configs: pick from {','.join(CONFIGS)} (got {a.configs})")
     if a.rounds < 1 or a.prompts < 1 or a.tokens < 2:
         ap.error("--rounds and --prompts at least 1, --tokens at least 2")
+    if a.server == "vllm" and "floor" in configs:
+        ap.error("--configs: floor is SGLang's only (its passes are opened by the SGLang wrappers)")
     if a.server == "vllm":
         pkg = preflight_vllm()
     else:
@@ -415,6 +429,11 @@ def main():
     model = os.path.abspath(a.model) if a.model else make_model(out, a.server)
     spec = {"model": model, "prompts": a.prompts, "tokens": a.tokens, "dtype": a.dtype, "server": a.server,
             "compiled": a.compiled}
+    if "floor" in configs:
+        from forward_only import build
+        spec["forward_only"] = build()
+        if not spec["forward_only"]:
+            sys.exit("server.py: the floor's fallback could not be built (above); leave out floor")
     engine = (f"vLLM {VLLM_VERSION} CPU engine ({'torch.compile' if a.compiled else 'eager'})"
               if a.server == "vllm" else f"SGLang {SGLANG_VERSION} CPU engine")
     print(f"{engine}, tiny Llama ({a.dtype}), {a.prompts} prompts x {a.tokens} "
