@@ -69,7 +69,13 @@ int sp_summary_path_for(const char *records_path, char *buf, size_t cap);
  * failed). A begin while this thread's pass is open (of any profiler) ends
  * that pass first. The caller holds a reference to p (its owner's). */
 int sp_pass_begin(sp_profiler *p, const char *phase);
+/* May wait: the flusher thread holds the pass lock while it cuts the file
+ * (a caller holding an interpreter lock lets go of it first). */
 void sp_pass_end(sp_profiler *p);
+/* sp_pass_end if it needs no waiting (the pass lock is free and the flusher
+ * thread runs): returns 1 if the pass was ended, 0 if the caller should call
+ * sp_pass_end. */
+int sp_pass_end_nowait(sp_profiler *p);
 /* Reopens this thread's pass that ended last, under its number and phase, without
  * counting a new pass: for work that belongs to it but runs after its end
  * (SGLang's delayed sampling). Returns 1 if it was logged. End it with

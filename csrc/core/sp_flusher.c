@@ -7,7 +7,7 @@ static pthread_mutex_t g_flush_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_flush_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int g_flush_pending; /* some profiler wants a flush */
 static atomic_uint g_flush_asks;   /* flushes asked for, ever: a pass ended */
-static int g_flusher_started;      /* g_flush_mu */
+static atomic_int g_flusher_started; /* written under g_flush_mu */
 
 /* fork(2) (pthread_atfork, sp_profiler.c): the flusher is between flushes
  * while its lock is held. */
@@ -16,7 +16,7 @@ SP_PRIVATE void flusher_fork_parent(void) { pthread_mutex_unlock(&g_flush_mu); }
 SP_PRIVATE void flusher_fork_child(void) {
   /* The flusher thread is not in the child: a profiler made here starts
    * its own. */
-  g_flusher_started = 0;
+  atomic_store(&g_flusher_started, 0);
   atomic_store(&g_flush_pending, 0);
   pthread_cond_init(&g_flush_cv, NULL);
   pthread_mutex_unlock(&g_flush_mu);
@@ -130,20 +130,22 @@ static void *flusher_main(void *arg) {
   return NULL;
 }
 
+SP_PRIVATE int flusher_running(void) { return atomic_load_explicit(&g_flusher_started, memory_order_relaxed); }
+
 SP_PRIVATE void request_flush(sp_profiler *p) {
   atomic_store(&p->flush_wanted, 1);
   atomic_fetch_add(&g_flush_asks, 1);
   if (atomic_exchange(&g_flush_pending, 1)) return; /* asked already */
   pthread_mutex_lock(&g_flush_mu);
-  if (!g_flusher_started) {
+  if (!atomic_load(&g_flusher_started)) {
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    g_flusher_started = pthread_create(&t, &attr, flusher_main, NULL) == 0;
+    atomic_store(&g_flusher_started, pthread_create(&t, &attr, flusher_main, NULL) == 0);
     pthread_attr_destroy(&attr);
   }
-  int started = g_flusher_started;
+  int started = atomic_load(&g_flusher_started);
   if (started) pthread_cond_signal(&g_flush_cv);
   pthread_mutex_unlock(&g_flush_mu);
   if (!started) { /* no thread to be had: flush on this one */

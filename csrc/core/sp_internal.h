@@ -412,6 +412,7 @@ SP_PRIVATE void summary_failed(sp_profiler *p, int e);
 
 /* ---- sp_flusher.c: the flusher thread ---- */
 SP_PRIVATE void request_flush(sp_profiler *p);
+SP_PRIVATE int flusher_running(void); /* the thread was started (and not lost to a fork) */
 SP_PRIVATE void flusher_fork_prepare(void);
 SP_PRIVATE void flusher_fork_parent(void);
 SP_PRIVATE void flusher_fork_child(void);

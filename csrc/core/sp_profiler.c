@@ -491,9 +491,8 @@ int sp_pass_reopen(sp_profiler *p) {
   return pass_opened(p, ps, logged, 0);
 }
 
-void sp_pass_end(sp_profiler *p) {
-  if (!p || atomic_load(&p->orphaned)) return;
-  pthread_mutex_lock(&p->pass_mu);
+/* The end of sp_pass_end, pass_mu held (let go here). */
+static void pass_end_locked(sp_profiler *p) {
   lock_acquire(&p->lock);
   int ended = t_pass.p == p && pass_close(p, &t_pass);
   lock_release(&p->lock);
@@ -505,6 +504,20 @@ void sp_pass_end(sp_profiler *p) {
     request_flush(p);
     sp_unref(p); /* the pass's: p may be freed now */
   }
+}
+
+void sp_pass_end(sp_profiler *p) {
+  if (!p || atomic_load(&p->orphaned)) return;
+  pthread_mutex_lock(&p->pass_mu);
+  pass_end_locked(p);
+}
+
+int sp_pass_end_nowait(sp_profiler *p) {
+  if (!p || atomic_load(&p->orphaned)) return 1;
+  /* without a flusher thread, request_flush may start one, or flush here */
+  if (!flusher_running() || pthread_mutex_trylock(&p->pass_mu) != 0) return 0;
+  pass_end_locked(p);
+  return 1;
 }
 
 /* This thread's pass of p, for a call it records: its own, or NULL for the

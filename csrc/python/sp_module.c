@@ -132,11 +132,15 @@ static PyObject *Profiler_pass_end(PyObject *self_, PyObject *noargs) {
   ProfilerObject *self = (ProfilerObject *)self_;
   (void)noargs;
   if (!check(self)) return NULL;
-  /* may wait for the flusher thread (it holds the pass lock while it cuts
-   * the file), or flush here when no thread could be started */
-  Py_BEGIN_ALLOW_THREADS
-  sp_pass_end(self->p);
-  Py_END_ALLOW_THREADS
+  /* Without the GIL only when it may wait for the flusher thread (it holds
+   * the pass lock while it cuts the file) or flush here (no thread could
+   * be started): letting go of the GIL at every pass end costs its hand-off,
+   * and in a server another thread may take it for a while. */
+  if (!sp_pass_end_nowait(self->p)) {
+    Py_BEGIN_ALLOW_THREADS
+    sp_pass_end(self->p);
+    Py_END_ALLOW_THREADS
+  }
   sp_fallback_disable(self->p); /* after: it asks whether other passes log */
   Py_RETURN_NONE;
 }
