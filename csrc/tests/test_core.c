@@ -834,6 +834,28 @@ static void test_shorter_prefix_leaves_no_tail_behind(void) {
   g_passed++;
 }
 
+/* sp_pass_end_nowait ends a pass only when that needs no waiting: not
+ * before the flusher thread runs (the end may have to start it); then it
+ * does what sp_pass_end does. */
+static void test_pass_end_nowait(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("nowait.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  CHECK(sp_pass_begin(p, NULL) == 1);
+  CHECK(sp_logging(p));
+  for (int i = 0; i < 2 && !sp_pass_end_nowait(p); i++) sp_pass_end(p); /* starts the flusher */
+  CHECK(!sp_logging(p));
+  CHECK(sp_pass_begin(p, NULL) == 1);
+  CHECK(sp_pass_end_nowait(p) == 1); /* the flusher runs, the lock is free */
+  CHECK(!sp_logging(p));
+  sp_stats st;
+  sp_get_stats(p, &st);
+  CHECK(st.passes == 2 && st.logged_passes == 2);
+  CHECK(sp_close(p) == SP_OK);
+  sp_free(p);
+  g_passed++;
+}
+
 /* The summary names the forward passes open when it is written (a crash's
  * interrupted passes): each thread's, not an ended one, not a capture. */
 struct open_pass_arg {
@@ -911,6 +933,7 @@ int main(void) {
   test_open_passes();
   test_dying_threads_call_is_put_back();
   test_shorter_prefix_leaves_no_tail_behind();
+  test_pass_end_nowait();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
   if (!getenv("KEEP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
