@@ -41,7 +41,8 @@ def build() -> str | None:
         return None
     os.makedirs(CACHE, exist_ok=True)
     tmp = f"{lib}.{os.getpid()}.tmp"
-    cmd = [cxx, "-O2", "-std=c++17", "-shared", "-fPIC",
+    # the C++ standard torch builds its extensions with (cpp_extension)
+    cmd = [cxx, "-O2", "-std=c++20", "-shared", "-fPIC",
            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
            *[f"-I{d}" for d in cpp_extension.include_paths()],
            *[f"-L{d}" for d in cpp_extension.library_paths()], "-o", tmp, SOURCE, "-lc10", "-ltorch_cpu"]
