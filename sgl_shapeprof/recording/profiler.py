@@ -262,13 +262,13 @@ class ShapeProfiler(PassContext):
         """A begin raised: again with the labels made acceptable (a NUL byte
         or a lone surrogate in one), else profiling goes off (never into
         the model). Returns whether the pass is logged."""
-        try:
-            if not isinstance(e, ValueError):
-                raise e
-            return native_begin(*(_label(a) if isinstance(a, str) else a for a in args))
-        except Exception as again:
-            self._give_up(again)
-            return False
+        if isinstance(e, ValueError):
+            try:
+                return native_begin(*(_label(a) if isinstance(a, str) else a for a in args))
+            except Exception as again:
+                e = again
+        self._give_up(e)
+        return False
 
     def _start_implicit_pass(self) -> bool:
         """The pass `sgl-shapeprof record` wraps a whole program in, until the
