@@ -169,6 +169,44 @@ def test_the_patched_modules_and_classes_exist():
         assert method not in vars(CPUModelRunner) and method in vars(gpu_model_runner.GPUModelRunner)
 
 
+@needs_vllm(VLLM_VERSION)
+def test_worker_shutdown_closes_the_profiler_before_vllms_teardown(tmp_path, monkeypatch):
+    """vLLM SIGKILLs a worker (with its engine's process tree) that has not
+    exited 5 s after shutdown began: the records must be closed when vLLM's
+    own teardown starts, not at interpreter exit. The oracle is vLLM's
+    Worker.shutdown itself: its first step (gc.unfreeze) sees the summary."""
+    import torch
+    from vllm.v1.worker import cpu_worker, gpu_worker
+
+    from sgl_shapeprof import ShapeProfiler
+    from sgl_shapeprof.integrations.passes import ATTACHED
+    assert "shutdown" not in vars(cpu_worker.CPUWorker)   # the CPU worker inherits it
+    workers.patch_worker_module(gpu_worker)
+    profiler = ShapeProfiler(tmp_path / "w.jsonl")
+    x = torch.ones(2)
+    with profiler.forward_pass("decode"):
+        x.add(1)
+    runner = types.SimpleNamespace(**{ATTACHED: profiler})
+    worker = gpu_worker.Worker.__new__(gpu_worker.Worker)   # only what shutdown reads first
+    worker.model_runner = runner
+    seen = []
+
+    class Teardown(Exception):
+        pass
+
+    def unfreeze():
+        seen.append(json.load(open(tmp_path / "w_summary.json"))["ended_by"])
+        raise Teardown   # the rest of vLLM's teardown needs a real worker
+
+    monkeypatch.setattr(gpu_worker, "gc", types.SimpleNamespace(unfreeze=unfreeze))
+    with pytest.raises(Teardown):
+        worker.shutdown()
+    assert seen == ["close"] and profiler.closed
+    assert [json.loads(line)["operation"] for line in open(tmp_path / "w.jsonl")] == ["aten.add.Tensor"]
+    with pytest.raises(Teardown):   # a second shutdown: nothing of ours raises
+        worker.shutdown()
+
+
 def cli(*args, env=None, cwd=None):
     return subprocess.run([sys.executable, "-m", "sgl_shapeprof", *map(str, args)], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=300)

@@ -46,6 +46,18 @@ def attach(worker: Any, methods: dict, rank: Optional[int], dedupe_default: bool
         return None
 
 
+def close_attached(worker: Any) -> None:
+    """Close worker's profiler, if one is attached (records and summary
+    final); never the host's error."""
+    profiler = getattr(worker, "__dict__", {}).get(ATTACHED)
+    if profiler is None:
+        return
+    try:
+        profiler.close()
+    except Exception as e:
+        say(f"cannot close the profiler of {type(worker).__name__}: {e}")
+
+
 def wrap_method(owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> None:
     """owner.name = wrap(owner.name), once: the wrapper is marked, and a
     marked one is left alone (both ways in at once, a plugin loaded twice)."""

@@ -3,7 +3,8 @@ from vLLM's own plugin entry point (zero-edit: pip install, one variable).
 
 - plugin.py: register(), the `vllm.general_plugins` entry point;
 - workers.py: each model runner step one pass (execute_model, and the
-  sample_tokens that follows), its phase from the SchedulerOutput;
+  sample_tokens that follows), its phase from the SchedulerOutput; the
+  worker's shutdown closes its profiler first;
 - cuda_graphs.py: CUDAGraphWrapper's captures recorded, replays counted;
 - start_profile.py: /start_profile and /stop_profile record shapes in the
   workers of a server armed with SHAPEPROF=on_request;
@@ -16,9 +17,9 @@ below load on first use.
 _LAZY = {
     "register": "plugin",
     "step_phase": "workers", "runner_rank": "workers", "attach_model_runner": "workers",
-    "patch_model_runner_module": "workers",
+    "patch_model_runner_module": "workers", "patch_worker_module": "workers",
     "patch_cuda_graph_module": "cuda_graphs",
-    "patch_worker_module": "start_profile", "shapes_output": "start_profile",
+    "shapes_output": "start_profile",
     "patch_profile_router_module": "api_server",
 }
 __all__ = sorted(_LAZY)

@@ -21,7 +21,7 @@ PATCHES = {module: (f"{__package__}.{ours}", function) for module, ours, functio
     (VLLM_MODEL_RUNNER, "workers", "patch_model_runner_module"),
     (VLLM_MODEL_RUNNER_V2, "workers", "patch_model_runner_module"),
     (VLLM_CUDA_GRAPH, "cuda_graphs", "patch_cuda_graph_module"),
-    (VLLM_WORKER, "start_profile", "patch_worker_module"),
+    (VLLM_WORKER, "workers", "patch_worker_module"),
     (VLLM_PROFILE_ROUTER, "api_server", "patch_profile_router_module"))}
 # profiling off: the API server's profile routes only
 UNARMED_PATCHES = {VLLM_PROFILE_ROUTER: PATCHES[VLLM_PROFILE_ROUTER]}

@@ -12,6 +12,11 @@ synthetic warm-up steps (V2's warmup_kernels, request ids '_warmup_...' and
 '_v2_mixed_warmup...'), and the profile, dummy and capture runs: V1 calls
 the model without execute_model for them, V2 calls execute_model with
 dummy_run=True (graph captures are recorded by cuda_graphs.py).
+
+The worker's shutdown closes its runner's profiler before vLLM's own
+teardown: vLLM gives a process 5 s to exit before it SIGKILLs it with its
+children, and the interpreter's exit (where atexit would close it) comes
+after the collectives are torn down.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import functools
 import threading
 from typing import Any, Callable, Optional
 
-from ..passes import attach, call_phase, wrap_init
+from ..passes import attach, call_phase, close_attached, wrap_init, wrap_method
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
 WARMUP_PREFIXES = ("_warmup_", "_v2_mixed_warmup", "_dummy_req_")
@@ -127,3 +132,18 @@ def attach_model_runner(runner: Any) -> Any:
 def patch_model_runner_module(module: Any) -> None:
     """vllm.v1.worker.gpu_model_runner or vllm.v1.worker.gpu.model_runner."""
     wrap_init(module.GPUModelRunner, attach_model_runner)
+
+
+def _close_first(shutdown: Callable) -> Callable:
+    def shutdown_closing(self, *args, **kwargs):
+        close_attached(getattr(self, "model_runner", None))
+        return shutdown(self, *args, **kwargs)
+    return shutdown_closing
+
+
+def patch_worker_module(module: Any) -> None:
+    """vllm.v1.worker.gpu_worker (the CPU worker inherits from its Worker):
+    shutdown closes the runner's profiler first; profile serves /start_profile."""
+    from .start_profile import patch_worker_module as patch_profile
+    wrap_method(module.Worker, "shutdown", _close_first)
+    patch_profile(module)
