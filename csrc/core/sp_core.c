@@ -18,6 +18,7 @@
 #include "sp_sigs.c"
 #include "sp_record.c"
 #include "sp_summary.c"
+#include "sp_grower.c"
 #include "sp_flusher.c"
 #include "sp_close.c"
 #include "sp_signal.c"

@@ -274,6 +274,14 @@ void sp_install_signal_handlers(void);
  * another thread's record took its place. getter must be async-signal-safe. */
 void sp_set_thread_getter(sp_thread *(*getter)(void));
 
+#ifdef SP_DEBUG
+/* Test builds only (make test-core): the grower thread, which makes room in
+ * records files ahead of their writers, held before its next job (1) or let
+ * go (0); whether it has a job queued or under way. */
+void sp_debug_hold_grower(int hold);
+int sp_debug_grower_busy(void);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

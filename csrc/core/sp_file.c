@@ -50,13 +50,16 @@ SP_PRIVATE void file_blank(sp_file *f, size_t from, size_t to) {
  * the spinlock: allocates, maps a new window and faults it in with the
  * spinlock released, then installs the window under it. grow_mu orders this
  * against other growers, the flusher's trim and close. Returns 0, ESHUTDOWN
- * if the file was closed or given up, or an errno value. Spinlock not held. */
-SP_PRIVATE int file_make_room(sp_profiler *p, size_t need) {
+ * if the file was closed or given up (or cut since cuts), or an errno
+ * value. Spinlock not held. */
+SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cuts) {
   sp_file *f = &p->file;
   pthread_mutex_lock(&p->grow_mu);
   lock_acquire(&p->lock);
   sp_file now = *f;
-  int gone = p->closed || f->fd < 0 || atomic_load(&p->orphaned);
+  /* A trim between the ask and now: the pass that asked has ended, and
+   * between passes the file holds its records only. */
+  int gone = p->closed || f->fd < 0 || atomic_load(&p->orphaned) || (cuts >= 0 && f->cuts != (unsigned)cuts);
   lock_release(&p->lock);
   if (gone || file_tail_room(&now, need)) {
     pthread_mutex_unlock(&p->grow_mu);
@@ -92,11 +95,11 @@ SP_PRIVATE int file_make_room(sp_profiler *p, size_t need) {
   if (!e) {
     char *base = map ? map : now.map;
     size_t from = map ? map_off : (now.faulted > map_off ? now.faulted : map_off);
-    size_t to = (target + SP_PREFAULT - 1) / SP_PREFAULT * SP_PREFAULT;
+    size_t to = (target + unit - 1) / unit * unit;
     if (to > size) to = size;
     if (to > map_off + map_len) to = map_off + map_len;
-    /* one call per SP_PREFAULT instead of a page fault per 4 KiB; best
-     * effort (old kernels: ordinary page faults it is) */
+    /* one call per unit instead of a page fault per 4 KiB; best effort
+     * (old kernels: ordinary page faults it is) */
     if (to > from && !no_populate &&
         madvise(base + (from - map_off), to - from, MADV_POPULATE_WRITE) != 0)
       no_populate = 1;
@@ -137,6 +140,7 @@ SP_PRIVATE int file_make_room(sp_profiler *p, size_t need) {
 SP_PRIVATE off_t file_forget_tail(sp_file *f) {
   if (f->fd < 0 || f->size <= f->len) return -1;
   f->size = f->len;
+  f->cuts++;
   if (f->faulted > f->len) f->faulted = f->len / g_page * g_page;
   f->spec_owner = NULL;
   f->spec_end = f->len;

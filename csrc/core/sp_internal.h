@@ -38,6 +38,11 @@
  * is thrown away at the next cut. */
 #define SP_FILE_GROW ((size_t)1 << 20)     /* allocated 1 MiB at a time */
 #define SP_PREFAULT ((size_t)256 << 10)    /* faulted in 256 KiB at a time */
+#define SP_PREFAULT_NOW ((size_t)64 << 10) /* ... 64 KiB by a writer that ran out */
+/* The grower thread keeps SP_AHEAD faulted in ahead of the writers; a
+ * writer asks it for more when less than SP_AHEAD_LOW is left. */
+#define SP_AHEAD ((size_t)1 << 20)
+#define SP_AHEAD_LOW ((size_t)512 << 10)
 #define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
@@ -113,6 +118,7 @@ struct sp_thread {
   sp_buf prefix;   /* the record up to the inputs' closing brace */
   size_t id_digits_at, id_digits_end; /* where call_id's digits are in it */
   sp_buf line;     /* the rest of the record */
+  int grow_ask;    /* its record asked the grower for room (spinlock held) */
 #ifdef SP_DEBUG
   int in_call;     /* sp_call_begin returned nonzero; end or fail not yet */
 #endif
@@ -128,6 +134,7 @@ typedef struct sp_file {
   size_t len;       /* bytes of complete records */
   size_t spec_end;  /* end of an in-flight call's prefix (>= len) */
   const sp_thread *spec_owner;
+  unsigned cuts;    /* trims so far: room asked for before one is not made */
 } sp_file;
 
 /* A signature (FORMAT.md; the one meaning of the word here): what makes a
@@ -229,6 +236,11 @@ struct sp_profiler {
    * pass_mu, before the spinlock. */
   pthread_mutex_t grow_mu;
   atomic_int flush_wanted; /* a pass ended since the last flush */
+  /* The grower was asked for room ahead, when the file had been cut
+   * grow_cuts times (spinlock); the queue's link (the grower's lock). */
+  int grow_asked;
+  unsigned grow_cuts;
+  struct sp_profiler *next_grow;
   double summary_at, cut_at; /* the flusher's last summary and cut (summary_mu) */
   sp_config cfg;
   char *path, *summary_path, *phases;
@@ -370,7 +382,17 @@ static inline int file_tail_room(const sp_file *f, size_t need) {
 SP_PRIVATE void file_init(void); /* once per process, before any file */
 SP_PRIVATE int file_write_at(sp_file *f, size_t off, const char *data, size_t n);
 SP_PRIVATE void file_blank(sp_file *f, size_t from, size_t to);
-SP_PRIVATE int file_make_room(sp_profiler *p, size_t need);
+/* unit: what is faulted in is rounded up to it. cuts: the file's trims
+ * when the room was asked for (-1: any); after another, nothing is made. */
+SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cuts);
+/* Room faulted in past the tail (where the next write may end). */
+static inline size_t file_runway(const sp_file *f) {
+  size_t end = f->faulted;
+  if (f->size < end) end = f->size;
+  if (f->map_off + f->map_len < end) end = f->map_off + f->map_len;
+  size_t tail = file_tail(f);
+  return f->map && end > tail ? end - tail : 0;
+}
 SP_PRIVATE off_t file_forget_tail(sp_file *f);
 /* Unmaps and closes (no lock: the caller owns f). */
 SP_PRIVATE void release_file(sp_file *f);
@@ -409,6 +431,17 @@ SP_PRIVATE void live_src(sp_profiler *p, summary_src *s);
 SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s);
 SP_PRIVATE int write_summary_now(sp_profiler *p, const char *ended_by);
 SP_PRIVATE void summary_failed(sp_profiler *p, int e);
+
+/* ---- sp_grower.c: the grower thread ---- */
+/* Asks the grower to make room ahead of p's writers (p->grow_asked was
+ * set under the spinlock, which is not held now). */
+SP_PRIVATE void grow_ask(sp_profiler *p);
+/* The grower's work for p, on any thread: room for SP_AHEAD past the tail,
+ * unless the file was cut since the ask. */
+SP_PRIVATE void grow_ahead(sp_profiler *p);
+SP_PRIVATE void grower_fork_prepare(void);
+SP_PRIVATE void grower_fork_parent(void);
+SP_PRIVATE void grower_fork_child(void);
 
 /* ---- sp_flusher.c: the flusher thread ---- */
 SP_PRIVATE void request_flush(sp_profiler *p);

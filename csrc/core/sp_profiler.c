@@ -37,8 +37,10 @@ static void at_fork_prepare(void) {
   pthread_mutex_lock(&g_open_lock);
   registry_fork_lock();
   flusher_fork_prepare(); /* the flusher is between flushes */
+  grower_fork_prepare();
 }
 static void at_fork_parent(void) {
+  grower_fork_parent();
   flusher_fork_parent();
   registry_fork_unlock();
   pthread_mutex_unlock(&g_open_lock);
@@ -54,6 +56,7 @@ static void at_fork_child(void) {
      * reopen the path while children (DataLoader workers...) live on. */
     release_file(&p->file);
   }
+  grower_fork_child();
   flusher_fork_child();
   registry_fork_unlock();
   pthread_mutex_unlock(&g_open_lock);

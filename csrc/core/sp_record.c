@@ -323,7 +323,7 @@ static int fmt_outputs(sp_thread *t) {
 static int make_room(sp_profiler *p, size_t need) {
   for (int tries = 0; tries < 8; tries++) {
     lock_release(&p->lock);
-    int e = file_make_room(p, need);
+    int e = file_make_room(p, need, SP_PREFAULT_NOW, -1);
     lock_acquire(&p->lock);
     if (e) {
       if (e != ESHUTDOWN && !p->closed) fail(p, "cannot grow records file ", e);
@@ -552,6 +552,23 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     p->recs[t->sig].reps++;
   }
   next_call_id(p);
+  if (!p->grow_asked && file_runway(f) < SP_AHEAD_LOW) {
+    /* little room left ahead: the grower makes more (asked for once the
+     * spinlock is let go), so that writers seldom stop for a syscall */
+    p->grow_asked = 1;
+    p->grow_cuts = f->cuts;
+    t->grow_ask = 1;
+  }
+}
+
+/* Lets go of the spinlock; then asks the grower for room if this thread's
+ * record left little (a syscall at most once per SP_AHEAD_LOW written). */
+static inline void release_and_ask(sp_profiler *p, sp_thread *t) {
+  lock_release(&p->lock);
+  if (t->grow_ask) {
+    t->grow_ask = 0;
+    grow_ask(p);
+  }
 }
 
 static void drop_spec(sp_profiler *p, sp_thread *t) {
@@ -686,7 +703,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
     fail(p, "out of memory formatting a record for ", 0);
   else
     commit(p, t, text, text_n);
-  lock_release(&p->lock);
+  release_and_ask(p, t);
 }
 
 void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type, const char *msg) {
@@ -729,7 +746,7 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
     commit(p, t, s->p, s->n);
     p->errors++;
   }
-  lock_release(&p->lock);
+  release_and_ask(p, t);
 }
 
 /* A dying thread's call in flight whose inputs another thread's record

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../core/sp_core.h"
@@ -910,6 +911,119 @@ static void test_open_passes(void) {
   g_passed++;
 }
 
+/* ---- the grower: room made ahead of the writers, off their thread ---- */
+static long long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* Polls cond(arg) for up to 10 s: what another thread does soon. */
+static int soon(int (*cond)(const void *), const void *arg) {
+  for (int i = 0; i < 10000; i++) {
+    if (cond(arg)) return 1;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return cond(arg);
+}
+
+static int grower_idle(const void *arg) {
+  (void)arg;
+  return !sp_debug_grower_busy();
+}
+
+struct exact_arg {
+  const char *path;
+  sp_profiler *p;
+};
+
+static int file_exact(const void *arg) { /* the file holds its records only */
+  const struct exact_arg *a = arg;
+  sp_stats st;
+  sp_get_stats(a->p, &st);
+  return file_size(a->path) == st.bytes;
+}
+
+static void record_mm(sp_profiler *p, sp_thread *t) {
+  enc_mm(t, 5, 6, 7, 6);
+  if (sp_call_begin(p, t)) sp_call_end(p, t);
+}
+
+static void test_grower_makes_room_ahead(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("grow.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  sp_pass_begin(p, NULL);
+  record_mm(p, t); /* the writer made a little room, and asked for more */
+  CHECK(soon(grower_idle, NULL));
+  sp_stats st;
+  sp_get_stats(p, &st);
+  CHECK(st.records == 1 && file_size(path_in("grow.jsonl")) >= st.bytes + (1 << 20));
+  sp_pass_end(p);
+  sp_close(p);
+  struct exact_arg a = {path_in("grow.jsonl"), p};
+  CHECK(file_exact(&a));
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
+/* An ask from a pass that has ended, served after the flusher cut the file
+ * to its records, makes nothing: between passes the file holds its records
+ * only. The next pass's ask is served. */
+static void test_grower_never_grows_a_cut_file(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("cut.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  struct exact_arg a = {path_in("cut.jsonl"), p};
+  sp_debug_hold_grower(1);
+  sp_pass_begin(p, NULL);
+  record_mm(p, t); /* asks; the grower is held */
+  sp_pass_end(p);
+  int cut = soon(file_exact, &a); /* the flusher's cut */
+  sp_debug_hold_grower(0);
+  CHECK(cut);
+  CHECK(soon(grower_idle, NULL));
+  CHECK(file_exact(&a));
+  sp_pass_begin(p, NULL);
+  record_mm(p, t);
+  CHECK(soon(grower_idle, NULL));
+  sp_stats st;
+  sp_get_stats(p, &st);
+  CHECK(st.records == 2 && file_size(a.path) >= st.bytes + (1 << 20));
+  sp_pass_end(p);
+  sp_close(p);
+  CHECK(file_exact(&a));
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
+/* The grower's queue holds a reference: a profiler closed and freed while
+ * its ask waits is freed by the grower after (ASan checks the order). */
+static void test_grower_outlives_a_freed_profiler(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("freed.jsonl", 0, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  sp_debug_hold_grower(1);
+  sp_pass_begin(p, NULL);
+  record_mm(p, t);
+  sp_pass_end(p);
+  sp_close(p);
+  sp_free(p);
+  sp_debug_hold_grower(0);
+  CHECK(soon(grower_idle, NULL));
+  size_t n;
+  char *s = slurp(path_in("freed.jsonl"), &n);
+  CHECK(s && count_lines(s) == 1 && strlen(s) == n);
+  free(s);
+  sp_thread_free(t);
+  g_passed++;
+}
+
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "%s", "/tmp/sp_core_test_XXXXXX");
   if (!mkdtemp(g_dir)) return 2;
@@ -934,6 +1048,9 @@ int main(void) {
   test_dying_threads_call_is_put_back();
   test_shorter_prefix_leaves_no_tail_behind();
   test_pass_end_nowait();
+  test_grower_makes_room_ahead();
+  test_grower_never_grows_a_cut_file();
+  test_grower_outlives_a_freed_profiler();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
   if (!getenv("KEEP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);

@@ -1,0 +1,107 @@
+/* sp_grower.c -- The grower thread: room in the records file made ahead of the writers.
+ * A part of the core: compiled alone, or inside the amalgamation sp_core.c
+ * (see sp_internal.h).
+ *
+ * Growing the file (fallocate, a new window, MADV_POPULATE_WRITE) costs the
+ * kernel about 1 us per 4 KiB page; on the writer's thread that was about
+ * 0.05 us per record written. A writer whose record leaves less than
+ * SP_AHEAD_LOW faulted in asks; the grower makes SP_AHEAD. A writer that
+ * still runs out (the grower is late, or there is none) makes a little room
+ * itself, as before (make_room, sp_record.c). */
+#include "sp_internal.h"
+
+static pthread_mutex_t g_grow_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_grow_cv = PTHREAD_COND_INITIALIZER;
+/* Profilers that asked, each holding a reference (g_grow_mu). */
+static sp_profiler *g_grow_queue;
+static int g_grower; /* 1: the thread runs; -1: it could not start (g_grow_mu) */
+#ifdef SP_DEBUG
+static int g_hold, g_working; /* sp_debug_hold_grower; a job under way (g_grow_mu) */
+
+void sp_debug_hold_grower(int hold) {
+  pthread_mutex_lock(&g_grow_mu);
+  g_hold = hold;
+  pthread_cond_broadcast(&g_grow_cv);
+  pthread_mutex_unlock(&g_grow_mu);
+}
+
+int sp_debug_grower_busy(void) {
+  pthread_mutex_lock(&g_grow_mu);
+  int busy = g_grow_queue || g_working;
+  pthread_mutex_unlock(&g_grow_mu);
+  return busy;
+}
+#define HELD() g_hold
+#define WORKING(n) (g_working = (n))
+#else
+#define HELD() 0
+#define WORKING(n) ((void)0)
+#endif
+
+SP_PRIVATE void grower_fork_prepare(void) { pthread_mutex_lock(&g_grow_mu); }
+SP_PRIVATE void grower_fork_parent(void) { pthread_mutex_unlock(&g_grow_mu); }
+SP_PRIVATE void grower_fork_child(void) {
+  /* The thread is not in the child, and the parent's profilers are
+   * orphaned here: their queued references are let go of, unfreed. */
+  g_grower = 0;
+  g_grow_queue = NULL;
+  pthread_cond_init(&g_grow_cv, NULL);
+  pthread_mutex_unlock(&g_grow_mu);
+}
+
+SP_PRIVATE void grow_ahead(sp_profiler *p) {
+  lock_acquire(&p->lock);
+  unsigned cuts = p->grow_cuts;
+  lock_release(&p->lock);
+  int e = file_make_room(p, SP_AHEAD, SP_PREFAULT, (long)cuts);
+  /* A failure (a full disk) is not reported here, and not tried again: the
+   * writers make room themselves from now on, meet it and report it. */
+  lock_acquire(&p->lock);
+  if (!e || e == ESHUTDOWN) p->grow_asked = 0;
+  lock_release(&p->lock);
+}
+
+static void *grower_main(void *arg) {
+  (void)arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the host's threads' */
+  pthread_mutex_lock(&g_grow_mu);
+  for (;;) {
+    while (!g_grow_queue || HELD()) pthread_cond_wait(&g_grow_cv, &g_grow_mu);
+    sp_profiler *p = g_grow_queue;
+    g_grow_queue = p->next_grow;
+    p->next_grow = NULL;
+    WORKING(1);
+    pthread_mutex_unlock(&g_grow_mu);
+    grow_ahead(p);
+    sp_unref(p); /* the queue's: p may be freed now */
+    pthread_mutex_lock(&g_grow_mu);
+    WORKING(0);
+  }
+  return NULL;
+}
+
+SP_PRIVATE void grow_ask(sp_profiler *p) {
+  sp_ref(p);
+  pthread_mutex_lock(&g_grow_mu);
+  if (!g_grower) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    g_grower = pthread_create(&t, &attr, grower_main, NULL) == 0 ? 1 : -1;
+    pthread_attr_destroy(&attr);
+  }
+  if (g_grower < 0) {
+    /* No thread: the writers make room themselves (grow_asked stays set,
+     * so they do not ask again). */
+    pthread_mutex_unlock(&g_grow_mu);
+    sp_unref(p);
+    return;
+  }
+  p->next_grow = g_grow_queue;
+  g_grow_queue = p;
+  pthread_cond_signal(&g_grow_cv);
+  pthread_mutex_unlock(&g_grow_mu);
+}
