@@ -4,10 +4,10 @@
  *
  * Growing the file (fallocate, a new window, MADV_POPULATE_WRITE) costs the
  * kernel about 1 us per 4 KiB page; on the writer's thread that was about
- * 0.05 us per record written. A writer whose record leaves less than
- * SP_AHEAD_LOW faulted in asks; the grower makes SP_AHEAD. A writer that
- * still runs out (the grower is late, or there is none) makes a little room
- * itself, as before (make_room, sp_record.c). */
+ * 0.05 us per record written. A writer whose record leaves little room
+ * faulted in asks (commit, sp_record.c); the grower makes SP_AHEAD. A
+ * writer that still runs out (the grower is late, or there is none, or a
+ * cut dropped the room) makes a little itself (make_room). */
 #include "sp_internal.h"
 
 static pthread_mutex_t g_grow_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -52,8 +52,18 @@ SP_PRIVATE void grower_fork_child(void) {
 SP_PRIVATE void grow_ahead(sp_profiler *p) {
   lock_acquire(&p->lock);
   unsigned cuts = p->grow_cuts;
+  size_t runway = file_runway(&p->file);
   lock_release(&p->lock);
-  int e = file_make_room(p, SP_AHEAD, SP_PREFAULT, (long)cuts);
+  /* A step at a time: a writer that runs out meanwhile waits for one step
+   * (grow_mu), not for all of them. */
+  int e = 0;
+  for (int step = 0; step < (int)(SP_AHEAD / SP_PREFAULT) && runway < SP_AHEAD && !e; step++) {
+    e = file_make_room(p, runway + SP_PREFAULT, SP_PREFAULT, (long)cuts);
+    lock_acquire(&p->lock);
+    runway = file_runway(&p->file);
+    if (!e && p->file.cuts == cuts) p->file.streaming = 1;
+    lock_release(&p->lock);
+  }
   /* A failure (a full disk) is not reported here, and not tried again: the
    * writers make room themselves from now on, meet it and report it. */
   lock_acquire(&p->lock);

@@ -37,12 +37,15 @@
  * grows in small steps: what is allocated and faulted in ahead of the writer
  * is thrown away at the next cut. */
 #define SP_FILE_GROW ((size_t)1 << 20)     /* allocated 1 MiB at a time */
-#define SP_PREFAULT ((size_t)256 << 10)    /* faulted in 256 KiB at a time */
+#define SP_PREFAULT ((size_t)128 << 10)    /* faulted in 128 KiB at a time */
 #define SP_PREFAULT_NOW ((size_t)64 << 10) /* ... 64 KiB by a writer that ran out */
-/* The grower thread keeps SP_AHEAD faulted in ahead of the writers; a
- * writer asks it for more when less than SP_AHEAD_LOW is left. */
-#define SP_AHEAD ((size_t)1 << 20)
-#define SP_AHEAD_LOW ((size_t)512 << 10)
+/* The grower thread keeps up to SP_AHEAD faulted in ahead of the writers.
+ * A writer asks it for more when less than SP_AHEAD_FIRST is left after a
+ * cut (a short pass between cuts never asks: what is faulted in ahead is
+ * dropped by the cut), and when less than SP_AHEAD / 2 is left once the
+ * grower has made room since the cut (records stream). */
+#define SP_AHEAD ((size_t)512 << 10)
+#define SP_AHEAD_FIRST ((size_t)32 << 10)
 #define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
@@ -135,6 +138,7 @@ typedef struct sp_file {
   size_t spec_end;  /* end of an in-flight call's prefix (>= len) */
   const sp_thread *spec_owner;
   unsigned cuts;    /* trims so far: room asked for before one is not made */
+  int streaming;    /* the grower made room since the last trim */
 } sp_file;
 
 /* A signature (FORMAT.md; the one meaning of the word here): what makes a
@@ -385,7 +389,7 @@ SP_PRIVATE void file_blank(sp_file *f, size_t from, size_t to);
 /* unit: what is faulted in is rounded up to it. cuts: the file's trims
  * when the room was asked for (-1: any); after another, nothing is made. */
 SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cuts);
-/* Room faulted in past the tail (where the next write may end). */
+/* Room faulted in past the tail (where the next write may end). Spinlock held. */
 static inline size_t file_runway(const sp_file *f) {
   size_t end = f->faulted;
   if (f->size < end) end = f->size;
@@ -436,8 +440,8 @@ SP_PRIVATE void summary_failed(sp_profiler *p, int e);
 /* Asks the grower to make room ahead of p's writers (p->grow_asked was
  * set under the spinlock, which is not held now). */
 SP_PRIVATE void grow_ask(sp_profiler *p);
-/* The grower's work for p, on any thread: room for SP_AHEAD past the tail,
- * unless the file was cut since the ask. */
+/* The grower's work for p, on any thread: SP_AHEAD faulted in past the
+ * tail, SP_PREFAULT at a time, unless the file was cut since the ask. */
 SP_PRIVATE void grow_ahead(sp_profiler *p);
 SP_PRIVATE void grower_fork_prepare(void);
 SP_PRIVATE void grower_fork_parent(void);

@@ -323,7 +323,9 @@ static int fmt_outputs(sp_thread *t) {
 static int make_room(sp_profiler *p, size_t need) {
   for (int tries = 0; tries < 8; tries++) {
     lock_release(&p->lock);
-    int e = file_make_room(p, need, SP_PREFAULT_NOW, -1);
+    /* a little room past the record: a pass that writes less than
+     * SP_AHEAD_FIRST more never asks the grower (sp_internal.h) */
+    int e = file_make_room(p, need + 2 * SP_AHEAD_FIRST, SP_PREFAULT_NOW, -1);
     lock_acquire(&p->lock);
     if (e) {
       if (e != ESHUTDOWN && !p->closed) fail(p, "cannot grow records file ", e);
@@ -552,7 +554,7 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     p->recs[t->sig].reps++;
   }
   next_call_id(p);
-  if (!p->grow_asked && file_runway(f) < SP_AHEAD_LOW) {
+  if (!p->grow_asked && file_runway(f) < (f->streaming ? SP_AHEAD / 2 : SP_AHEAD_FIRST)) {
     /* little room left ahead: the grower makes more (asked for once the
      * spinlock is let go), so that writers seldom stop for a syscall */
     p->grow_asked = 1;
@@ -562,7 +564,8 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
 }
 
 /* Lets go of the spinlock; then asks the grower for room if this thread's
- * record left little (a syscall at most once per SP_AHEAD_LOW written). */
+ * record left little (a syscall at most once per SP_AHEAD / 2 written, or
+ * per cut). */
 static inline void release_and_ask(sp_profiler *p, sp_thread *t) {
   lock_release(&p->lock);
   if (t->grow_ask) {
