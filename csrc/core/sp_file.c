@@ -141,7 +141,7 @@ SP_PRIVATE off_t file_forget_tail(sp_file *f) {
   if (f->fd < 0 || f->size <= f->len) return -1;
   f->size = f->len;
   f->cuts++;
-  f->streaming = 0;
+  f->cut_len = f->len;
   if (f->faulted > f->len) f->faulted = f->len / g_page * g_page;
   f->spec_owner = NULL;
   f->spec_end = f->len;

@@ -56,6 +56,7 @@ static int flush_one(sp_profiler *p, int busy) {
     pthread_mutex_lock(&p->grow_mu); /* no growth in flight while we cut */
     lock_acquire(&p->lock);
     off_t cut = file_forget_tail(&p->file);
+    if (cut >= 0) p->grow_off = 0; /* the grower is tried again */
     lock_release(&p->lock);
     /* No pass can begin (pass_mu) and none runs: nothing writes the file. */
     if (cut >= 0 && ftruncate(p->file.fd, cut) != 0) {

@@ -45,6 +45,7 @@ SP_PRIVATE void grower_fork_child(void) {
    * orphaned here: their queued references are let go of, unfreed. */
   g_grower = 0;
   g_grow_queue = NULL;
+  WORKING(0);
   pthread_cond_init(&g_grow_cv, NULL);
   pthread_mutex_unlock(&g_grow_mu);
 }
@@ -61,21 +62,19 @@ SP_PRIVATE void grow_ahead(sp_profiler *p) {
     e = file_make_room(p, runway + SP_PREFAULT, SP_PREFAULT, (long)cuts);
     lock_acquire(&p->lock);
     runway = file_runway(&p->file);
-    if (!e && p->file.cuts == cuts) p->file.streaming = 1;
     lock_release(&p->lock);
   }
-  /* A failure (a full disk) is not reported here, and not tried again: the
-   * writers make room themselves from now on, meet it and report it. */
+  /* A failure (a full disk) is not reported here, and not tried again
+   * before the next cut: the writers make room themselves, meet it and
+   * report it. */
   lock_acquire(&p->lock);
-  if (!e || e == ESHUTDOWN) p->grow_asked = 0;
+  p->grow_asked = 0;
+  if (e && e != ESHUTDOWN) p->grow_off = 1;
   lock_release(&p->lock);
 }
 
 static void *grower_main(void *arg) {
   (void)arg;
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the host's threads' */
   pthread_mutex_lock(&g_grow_mu);
   for (;;) {
     while (!g_grow_queue || HELD()) pthread_cond_wait(&g_grow_cv, &g_grow_mu);
@@ -100,7 +99,12 @@ SP_PRIVATE void grow_ask(sp_profiler *p) {
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* born with every signal blocked: they are the host's threads' */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     g_grower = pthread_create(&t, &attr, grower_main, NULL) == 0 ? 1 : -1;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
   }
   if (g_grower < 0) {

@@ -39,13 +39,14 @@
 #define SP_FILE_GROW ((size_t)1 << 20)     /* allocated 1 MiB at a time */
 #define SP_PREFAULT ((size_t)128 << 10)    /* faulted in 128 KiB at a time */
 #define SP_PREFAULT_NOW ((size_t)64 << 10) /* ... 64 KiB by a writer that ran out */
-/* The grower thread keeps up to SP_AHEAD faulted in ahead of the writers.
- * A writer asks it for more when less than SP_AHEAD_FIRST is left after a
- * cut (a short pass between cuts never asks: what is faulted in ahead is
- * dropped by the cut), and when less than SP_AHEAD / 2 is left once the
- * grower has made room since the cut (records stream). */
+/* The grower thread keeps up to SP_AHEAD faulted in ahead of the writers
+ * once records stream: SP_STREAM written since the file was last cut. A
+ * writer then asks it for more when less than SP_AHEAD / 2 is left. Short
+ * passes between cuts (an idle server, vLLM's steps of a few hundred calls
+ * with gaps) never ask: a cut drops what is faulted in ahead, and the
+ * grower's 512 KiB would be zeroed again after each. */
 #define SP_AHEAD ((size_t)512 << 10)
-#define SP_AHEAD_FIRST ((size_t)32 << 10)
+#define SP_STREAM ((size_t)256 << 10)
 #define SP_MAP_WINDOW ((size_t)32 << 20)   /* 32 MiB of it mapped at once */
 #define SP_OPCACHE_SIZE 1024               /* per-thread op cache entries */
 #define SP_ERRMSG_CAP 512
@@ -138,7 +139,7 @@ typedef struct sp_file {
   size_t spec_end;  /* end of an in-flight call's prefix (>= len) */
   const sp_thread *spec_owner;
   unsigned cuts;    /* trims so far: room asked for before one is not made */
-  int streaming;    /* the grower made room since the last trim */
+  size_t cut_len;   /* len at the last trim */
 } sp_file;
 
 /* A signature (FORMAT.md; the one meaning of the word here): what makes a
@@ -240,9 +241,11 @@ struct sp_profiler {
    * pass_mu, before the spinlock. */
   pthread_mutex_t grow_mu;
   atomic_int flush_wanted; /* a pass ended since the last flush */
-  /* The grower was asked for room ahead, when the file had been cut
-   * grow_cuts times (spinlock); the queue's link (the grower's lock). */
-  int grow_asked;
+  /* The grower was asked for room ahead (queued or at work), when the
+   * file had been cut grow_cuts times; it failed since the last cut (a
+   * full disk: the writers make room themselves, and report it) (spinlock).
+   * The queue's link (the grower's lock). */
+  int grow_asked, grow_off;
   unsigned grow_cuts;
   struct sp_profiler *next_grow;
   double summary_at, cut_at; /* the flusher's last summary and cut (summary_mu) */

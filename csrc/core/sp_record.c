@@ -322,11 +322,17 @@ static int fmt_outputs(sp_thread *t) {
  * closed, or a failure was reported and logging is off). Spinlock held. */
 static int make_room(sp_profiler *p, size_t need) {
   for (int tries = 0; tries < 8; tries++) {
+    /* A thread with no pass of its own (it inherited the key) may get here
+     * while the last pass ends: after the flusher's cut nothing is grown,
+     * and it writes only if a pass is open again. */
+    unsigned cuts = p->file.cuts;
     lock_release(&p->lock);
-    /* a little room past the record: a pass that writes less than
-     * SP_AHEAD_FIRST more never asks the grower (sp_internal.h) */
-    int e = file_make_room(p, need + 2 * SP_AHEAD_FIRST, SP_PREFAULT_NOW, -1);
+    int e = file_make_room(p, need, SP_PREFAULT_NOW, (long)cuts);
     lock_acquire(&p->lock);
+    if (e == ESHUTDOWN && !p->closed && p->file.cuts != cuts) {
+      if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) return 0;
+      continue;
+    }
     if (e) {
       if (e != ESHUTDOWN && !p->closed) fail(p, "cannot grow records file ", e);
       return 0;
@@ -554,7 +560,7 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     p->recs[t->sig].reps++;
   }
   next_call_id(p);
-  if (!p->grow_asked && file_runway(f) < (f->streaming ? SP_AHEAD / 2 : SP_AHEAD_FIRST)) {
+  if (!p->grow_asked && !p->grow_off && f->len - f->cut_len >= SP_STREAM && file_runway(f) < SP_AHEAD / 2) {
     /* little room left ahead: the grower makes more (asked for once the
      * spinlock is let go), so that writers seldom stop for a syscall */
     p->grow_asked = 1;
@@ -564,8 +570,7 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
 }
 
 /* Lets go of the spinlock; then asks the grower for room if this thread's
- * record left little (a syscall at most once per SP_AHEAD / 2 written, or
- * per cut). */
+ * record left little (a syscall at most once per SP_AHEAD / 2 written). */
 static inline void release_and_ask(sp_profiler *p, sp_thread *t) {
   lock_release(&p->lock);
   if (t->grow_ask) {
