@@ -3,8 +3,9 @@
  * (see sp_internal.h).
  *
  * Growing the file (fallocate, a new window, MADV_POPULATE_WRITE) costs the
- * kernel about 1 us per 4 KiB page; on the writer's thread that was about
- * 0.05 us per record written. A writer whose record leaves little room
+ * kernel about 1 us per 4 KiB page; on the writer's thread it added 0.15 to
+ * 0.23 us of wall time per record written (benchmarks/ab.py; strace saw
+ * only 0.05 us of it in the syscalls). A writer whose record leaves little room
  * faulted in asks (commit, sp_record.c); the grower makes SP_AHEAD. A
  * writer that still runs out (the grower is late, or there is none, or a
  * cut dropped the room) makes a little itself (make_room). */

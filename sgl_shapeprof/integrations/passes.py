@@ -23,14 +23,19 @@ def call_phase(phase_of: Callable[..., Optional[str]], args, kwargs) -> Optional
         return None
 
 
+def attached(worker: Any) -> Optional[ShapeProfiler]:
+    """The profiler attach() gave worker, else None. Read from the
+    instance's own dict: worker classes may answer any attribute."""
+    return getattr(worker, "__dict__", {}).get(ATTACHED)
+
+
 def attach(worker: Any, methods: dict, rank: Optional[int], dedupe_default: bool,
            phase_of: Callable[..., Optional[str]]) -> Optional[ShapeProfiler]:
     """methods: {name: wrap(bound method, profiler, phase_of)}; absent ones
     are skipped. Once per worker; None when profiling is off for it."""
-    # The instance's own dict: worker classes may answer any attribute.
-    attached = vars(worker).get(ATTACHED)
-    if attached is not None:  # patched and zero-edit both
-        return attached
+    already = attached(worker)
+    if already is not None:  # patched and zero-edit both
+        return already
     try:
         profiler = from_env(rank=rank, dedupe_default=dedupe_default)
         if profiler is None:
@@ -49,7 +54,7 @@ def attach(worker: Any, methods: dict, rank: Optional[int], dedupe_default: bool
 def close_attached(worker: Any) -> None:
     """Close worker's profiler, if one is attached (records and summary
     final); never the host's error."""
-    profiler = getattr(worker, "__dict__", {}).get(ATTACHED)
+    profiler = attached(worker)
     if profiler is None:
         return
     try:
