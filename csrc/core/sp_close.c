@@ -71,10 +71,11 @@ static void destroy(sp_profiler *p) {
   free(p->op_counts);
   free(p->op_first);
   free(p->op_order);
+  free(p->op_memo);
   free(p->recs);
   free(p->slots);
   free(p->vslots);
-  free(p->arena);
+  arena_free(p);
   free(p->text);
   free(p->snap_ops);
   free(p->snap_counts);

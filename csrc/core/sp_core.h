@@ -179,6 +179,10 @@ typedef struct sp_enc {
 
 struct sp_thread_public {
   sp_enc in, out;
+  /* After sp_call_begin returned SP_CALL_COUNTED: the words the outputs
+   * must encode to for the call to be the repeat it was counted as. */
+  const int64_t *expect;
+  size_t expect_n;
 };
 
 sp_thread *sp_thread_new(void);
@@ -214,6 +218,22 @@ static inline void sp_enc_tensor_after(sp_enc *e, const int64_t *head, int head_
   e->n += need;
   e->tensors++;
 }
+/* Whether sp_enc_tensor_after would write w[*at..] (w holds n words), for
+ * comparing a call's outputs with expected words without encoding them;
+ * moves *at past them. */
+static inline int sp_enc_tensor_is(const int64_t *w, size_t n, size_t *at, const int64_t *head,
+                                   int head_n, int dtype, int ndim, const int64_t *sizes) {
+  size_t i = *at;
+  if (n - i < (size_t)head_n + 2 + (size_t)ndim) return 0; /* i <= n always */
+  for (int k = 0; k < head_n; k++)
+    if (w[i++] != head[k]) return 0;
+  if (w[i] != dtype || w[i + 1] != ndim) return 0;
+  i += 2;
+  for (int k = 0; k < ndim; k++)
+    if (w[i++] != sizes[k]) return 0;
+  *at = i;
+  return 1;
+}
 static inline void sp_enc_tensor(sp_enc *e, int dtype, int ndim, const int64_t *sizes) {
   sp_enc_tensor_after(e, NULL, 0, dtype, ndim, sizes);
 }
@@ -243,8 +263,9 @@ enum {
   SP_CALL_RECORDING = 1, /* fill t's outputs, then sp_call_end, or sp_call_fail */
   SP_CALL_COUNTED = 2    /* counted as a repeat of a deduplicated signature:
                             the same, and sp_call_end, which checks that the
-                            outputs are that signature's, writes nothing if
-                            they are (errors are always written) */
+                            outputs are that signature's (t's expect words),
+                            writes nothing if they are (errors are always
+                            written); or sp_call_repeat */
 };
 /* The caller has filled t's inputs. Returns one of SP_CALL_*. After a
  * nonzero return, no other sp_call_begin may come on this thread before the
@@ -254,6 +275,10 @@ enum {
 int sp_call_begin(sp_profiler *p, sp_thread *t);
 /* The call returned; t's outputs are filled. */
 void sp_call_end(sp_profiler *p, sp_thread *t);
+/* A call that began SP_CALL_COUNTED returned, and the caller found that its
+ * outputs encode to exactly t's expect words (compared in place, which costs
+ * less than filling t's outputs for sp_call_end): it is that repeat. */
+void sp_call_repeat(sp_profiler *p, sp_thread *t);
 /* The call raised error_type(message). */
 void sp_call_fail(sp_profiler *p, sp_thread *t, const char *error_type,
                   const char *message);

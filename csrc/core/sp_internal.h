@@ -113,8 +113,9 @@ struct sp_thread {
   int floats;      /* the inputs hold float values: no cached prefix text */
   sp_enc keybuf;   /* the masked copy, when floats */
   long prim;       /* the record of its inputs (first outputs seen), or -1 */
-  int counted;     /* a deduplicated repeat, already counted at begin */
-  sp_enc expect;   /* ...whose outputs must be these (checked at the end) */
+  int counted;     /* a deduplicated repeat, already counted at begin: its
+                      outputs must be pub.expect (read at the end without
+                      the lock: the arena never moves) */
   long sig;        /* the record of the call's signature, or -1 */
   size_t head_at;  /* where '"operation"' starts in prefix */
   int spec;        /* our prefix sits speculatively at the file's tail */
@@ -151,19 +152,36 @@ typedef struct sp_file {
  * repeats. Other outputs with the same inputs make "variant" records, found
  * by inputs and outputs (vslots). Records keep the text rendered for them,
  * so that writing a call whose shapes were seen before is a copy. */
+/* The arena: words that never move while their profiler lives, so that a
+ * call can read its expected outputs at its end without the lock. */
+struct arena_chunk {
+  struct arena_chunk *prev;
+  size_t n, cap;
+  int64_t w[];
+};
+
 typedef struct sig_rec {
   uint64_t hash;            /* of the key (and outputs, for a variant) */
-  size_t w_at, w_n;         /* the inputs key, in arena */
+  const int64_t *w;         /* the inputs key, in the arena */
+  size_t w_n;
   long prim;                /* a variant's primary record; -1 for a primary */
   int has_out;              /* outputs known: the record is a signature */
   size_t in_at, in_n;       /* '"operation": ..., "inputs": {...}' in text; 0: none */
-  size_t out_w_at, out_w_n; /* the outputs, in arena */
+  const int64_t *out_w;     /* the outputs, in the arena */
+  size_t out_w_n;
   size_t out_at, out_n;     /* ', "outputs": ...}\n' in text; 0: none yet */
   /* The record that stands for the signature's deduplicated calls: its
    * call_id (0: none written yet), and the calls it stands for, itself and
    * the repeats not written (the summary's signature_counts). */
   long long rep_id, reps;
 } sig_rec;
+
+/* An operator's last primary record (index + 1; 0: none) and the salt it
+ * was found under: tried before hashing a call's inputs key (sig_lookup). */
+struct op_memo {
+  long prim;
+  uint64_t salt;
+};
 
 /* A signature_counts entry, as the summary copies it. */
 struct sig_count {
@@ -293,6 +311,7 @@ struct sp_profiler {
   /* counters */
   long long records, dedupe_skipped, signatures, errors, ops_seen_order;
   long long *op_counts, *op_first; /* by op id */
+  struct op_memo *op_memo;         /* by op id */
   int *op_order;                   /* scratch for sorting, same size */
   int op_cap;
   /* signatures: records, open-addressing indexes of them, and their data */
@@ -303,8 +322,7 @@ struct sp_profiler {
   size_t slot_cap, n_prims;
   uint32_t *vslots; /* variants by inputs and outputs */
   size_t vslot_cap, n_variants;
-  int64_t *arena;  /* inputs keys and outputs words */
-  size_t arena_n, arena_cap;
+  struct arena_chunk *arena; /* inputs keys and outputs words (the newest chunk) */
   char *text;      /* cached JSON text */
   size_t text_n, text_cap;
   struct sp_profiler *next_open; /* in g_open */
@@ -417,14 +435,18 @@ SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int
 /* ---- sp_sigs.c: the signature table ---- */
 SP_PRIVATE uint64_t sig_hash(const int64_t *w, size_t n);
 SP_PRIVATE long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n);
+SP_PRIVATE long sig_lookup(sp_profiler *p, int op, uint64_t salt, const int64_t *w, size_t n,
+                           uint64_t *h);
+SP_PRIVATE void sig_remember(sp_profiler *p, int op, uint64_t salt, long k);
 SP_PRIVATE long sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n);
 SP_PRIVATE int sig_set_outputs(sp_profiler *p, long k, const sp_enc *out);
 SP_PRIVATE uint64_t variant_hash(uint64_t key_hash, const int64_t *out, size_t n);
 SP_PRIVATE long variant_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n,
                              const int64_t *out, size_t out_n);
 SP_PRIVATE long variant_add(sp_profiler *p, uint64_t h, long prim, const sp_enc *out);
-SP_PRIVATE int outputs_equal(const sp_profiler *p, const sig_rec *r, const sp_enc *out);
+SP_PRIVATE int outputs_equal(const sig_rec *r, const sp_enc *out);
 SP_PRIVATE size_t text_put(sp_profiler *p, const char *s, size_t n);
+SP_PRIVATE void arena_free(sp_profiler *p);
 SP_PRIVATE int count_op(sp_profiler *p, int id, int phase);
 SP_PRIVATE void uncount_op(sp_profiler *p, int id, int phase);
 

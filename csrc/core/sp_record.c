@@ -401,24 +401,12 @@ static int make_key(const sp_profiler *p, sp_thread *t) {
   return 1;
 }
 
-/* A repeat's outputs must be these (its primary's); copied, because the
- * arena may move before the call ends. Spinlock held. */
-static int expect_outputs(const sp_profiler *p, sp_thread *t, const sig_rec *r) {
-  sp_enc *e = &t->expect;
-  e->n = 0;
-  if (e->cap < r->out_w_n && sp_enc_grow(e, r->out_w_n) != SP_OK) return 0;
-  memcpy(e->w, p->arena + r->out_w_at, r->out_w_n * sizeof *e->w);
-  e->n = r->out_w_n;
-  return 1;
-}
-
 static inline int call_begin(sp_profiler *p, sp_thread *t) {
   sp_enc *in = &t->pub.in;
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) return 0;
   if (in->failed || in->n < 1) return 0;
   t->op = op_get(in->w[0]);
   if (!t->op || !make_key(p, t)) return 0;
-  uint64_t h = sig_hash(t->key, t->key_n);
   uint64_t salt;
   t->spec = 0;
   t->counted = 0;
@@ -429,8 +417,8 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
     lock_release(&p->lock);
     return 0;
   }
-  t->sig_hash = h ^ salt; /* 0 unless a phase or a graph */
-  t->prim = sig_find(p, t->sig_hash, t->key, t->key_n);
+  /* salt: 0 unless a phase or a graph */
+  t->prim = sig_lookup(p, (int)in->w[0], salt, t->key, t->key_n, &t->sig_hash);
   if (t->prim >= 0) {
     const sig_rec *r = &p->recs[t->prim];
     if (p->cfg.dedupe && r->has_out) {
@@ -438,7 +426,9 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
         /* A repeat with tensor inputs is logged for sure: count it now as a
          * repeat of its inputs' primary signature; its end checks that the
          * outputs are that signature's, and nothing more happens if so. */
-        if (expect_outputs(p, t, r) && count_op(p, (int)in->w[0], t->phase)) {
+        if (count_op(p, (int)in->w[0], t->phase)) {
+          t->pub.expect = r->out_w;
+          t->pub.expect_n = r->out_w_n;
           p->dedupe_skipped++;
           p->recs[t->prim].reps++;
           t->counted = 1;
@@ -458,6 +448,7 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
       lock_release(&p->lock);
       return 0;
     }
+    sig_remember(p, (int)in->w[0], salt, t->prim);
   }
   /* Put the inputs on disk before the kernel runs: if it kills the
    * process, this half line is what is left of the call. */
@@ -625,7 +616,7 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
   if (sig >= 0 && !p->recs[sig].has_out) { /* the first outputs of these inputs */
     known = 0;
     if (!sig_set_outputs(p, sig, out)) sig = -1;
-  } else if (sig >= 0 && !outputs_equal(p, &p->recs[sig], out)) {
+  } else if (sig >= 0 && !outputs_equal(&p->recs[sig], out)) {
     uint64_t h = variant_hash(t->sig_hash, out->w, out->n);
     sig = variant_find(p, h, t->key, t->key_n, out->w, out->n);
     if (sig < 0) {
@@ -669,6 +660,13 @@ static int outputs_text(sp_profiler *p, sp_thread *t, const char **s, size_t *n)
   return 1;
 }
 
+/* A few words: a loop beats a call to memcmp. */
+static inline int words_same(const int64_t *a, const int64_t *b, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i]) return 0;
+  return 1;
+}
+
 void sp_call_end(sp_profiler *p, sp_thread *t) {
 #ifdef SP_DEBUG
   sp_api_check(t->in_call); /* only after sp_call_begin returned nonzero */
@@ -677,9 +675,8 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   sp_enc *out = &t->pub.out;
   if (t->counted) {
     /* A repeat of its inputs' primary signature if the outputs are its
-     * (no lock: the expected outputs are the thread's copy). */
-    if (!out->failed && out->n == t->expect.n &&
-        memcmp(out->w, t->expect.w, out->n * sizeof *out->w) == 0)
+     * (no lock: the arena never moves, and these words never change). */
+    if (!out->failed && out->n == t->pub.expect_n && words_same(out->w, t->pub.expect, out->n))
       return;
     /* Other outputs: another signature. Take the count back; the call is
      * observed afresh below. */
@@ -712,6 +709,17 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   else
     commit(p, t, text, text_n);
   release_and_ask(p, t);
+}
+
+void sp_call_repeat(sp_profiler *p, sp_thread *t) {
+  (void)p;
+  sp_api_check(t->counted); /* only after sp_call_begin returned SP_CALL_COUNTED */
+#ifdef SP_DEBUG
+  sp_api_check(t->in_call);
+  t->in_call = 0;
+#else
+  (void)t;
+#endif
 }
 
 void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type, const char *msg) {

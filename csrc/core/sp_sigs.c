@@ -33,9 +33,36 @@ SP_PRIVATE long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, siz
     uint32_t k = p->slots[i];
     if (!k) return -1;
     const sig_rec *r = &p->recs[k - 1];
-    if (r->hash == h && r->w_n == n && words_equal(p->arena + r->w_at, w, n))
+    if (r->hash == h && r->w_n == n && words_equal(r->w, w, n))
       return (long)(k - 1);
   }
+}
+
+/* Primary record k is op's latest under salt. */
+SP_PRIVATE void sig_remember(sp_profiler *p, int op, uint64_t salt, long k) {
+  if (op < 0 || op >= p->op_cap) return; /* not counted yet: next time */
+  p->op_memo[op].prim = k + 1;
+  p->op_memo[op].salt = salt;
+}
+
+/* sig_find for a call of op under salt (*h: the key's hash, salted). The
+ * operator's latest primary is tried first: a loop calls an operator on the
+ * same shapes again and again, and comparing the key costs less than
+ * hashing it. */
+SP_PRIVATE long sig_lookup(sp_profiler *p, int op, uint64_t salt, const int64_t *w, size_t n,
+                           uint64_t *h) {
+  const struct op_memo *m = op >= 0 && op < p->op_cap ? &p->op_memo[op] : NULL;
+  if (m && m->prim && m->salt == salt) {
+    const sig_rec *r = &p->recs[m->prim - 1];
+    if (r->w_n == n && words_equal(r->w, w, n)) {
+      *h = r->hash;
+      return m->prim - 1;
+    }
+  }
+  *h = sig_hash(w, n) ^ salt;
+  long k = sig_find(p, *h, w, n);
+  if (k >= 0) sig_remember(p, op, salt, k);
+  return k;
 }
 
 /* A variant's hash: its inputs key's, mixed with its outputs'. */
@@ -53,29 +80,42 @@ SP_PRIVATE long variant_find(const sp_profiler *p, uint64_t h, const int64_t *w,
     if (!k) return -1;
     const sig_rec *r = &p->recs[k - 1];
     if (r->hash == h && r->w_n == n && r->out_w_n == out_n &&
-        words_equal(p->arena + r->w_at, w, n) && words_equal(p->arena + r->out_w_at, out, out_n))
+        words_equal(r->w, w, n) && words_equal(r->out_w, out, out_n))
       return (long)(k - 1);
   }
 }
 
 /* The outputs of record r are these. */
-SP_PRIVATE int outputs_equal(const sp_profiler *p, const sig_rec *r, const sp_enc *out) {
-  return r->out_w_n == out->n && words_equal(p->arena + r->out_w_at, out->w, out->n);
+SP_PRIVATE int outputs_equal(const sig_rec *r, const sp_enc *out) {
+  return r->out_w_n == out->n && words_equal(r->out_w, out->w, out->n);
 }
 
-/* Appends n words to the arena; returns their offset, or (size_t)-1. */
-static size_t arena_put(sp_profiler *p, const int64_t *w, size_t n) {
-  if (p->arena_n + n > p->arena_cap) {
-    size_t cap = p->arena_cap ? p->arena_cap : 4096;
-    while (cap < p->arena_n + n) cap *= 2;
-    int64_t *a = realloc(p->arena, cap * sizeof *a);
-    if (!a) return (size_t)-1;
-    p->arena = a;
-    p->arena_cap = cap;
+/* Appends n words to the arena; returns where they are (they never move),
+ * or NULL. Chunks double up to 8 MiB. */
+static const int64_t *arena_put(sp_profiler *p, const int64_t *w, size_t n) {
+  struct arena_chunk *c = p->arena;
+  if (!c || c->n + n > c->cap) {
+    size_t cap = c ? (c->cap < ((size_t)1 << 20) ? c->cap * 2 : c->cap) : 4096;
+    if (cap < n) cap = n;
+    c = malloc(sizeof *c + cap * sizeof *c->w);
+    if (!c) return NULL;
+    c->prev = p->arena;
+    c->n = 0;
+    c->cap = cap;
+    p->arena = c;
   }
-  memcpy(p->arena + p->arena_n, w, n * sizeof *w);
-  p->arena_n += n;
-  return p->arena_n - n;
+  int64_t *at = c->w + c->n;
+  memcpy(at, w, n * sizeof *w);
+  c->n += n;
+  return at;
+}
+
+SP_PRIVATE void arena_free(sp_profiler *p) {
+  while (p->arena) {
+    struct arena_chunk *prev = p->arena->prev;
+    free(p->arena);
+    p->arena = prev;
+  }
 }
 
 /* Appends text; returns its offset, or (size_t)-1. */
@@ -116,7 +156,7 @@ static int index_room(sp_profiler *p, int variants) {
 }
 
 /* A new record, indexed; its index, or -1 when out of memory. */
-static long rec_add(sp_profiler *p, uint64_t h, size_t w_at, size_t w_n, long prim) {
+static long rec_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t w_n, long prim) {
   if (p->n_recs >= UINT32_MAX - 1 || !index_room(p, prim >= 0)) return -1;
   if ((size_t)p->n_recs == p->recs_cap) {
     size_t cap = p->recs_cap ? p->recs_cap * 2 : 512;
@@ -129,7 +169,7 @@ static long rec_add(sp_profiler *p, uint64_t h, size_t w_at, size_t w_n, long pr
   sig_rec *r = &p->recs[k];
   memset(r, 0, sizeof *r);
   r->hash = h;
-  r->w_at = w_at;
+  r->w = w;
   r->w_n = w_n;
   r->prim = prim;
   uint32_t *slots = prim >= 0 ? p->vslots : p->slots;
@@ -145,15 +185,15 @@ static long rec_add(sp_profiler *p, uint64_t h, size_t w_at, size_t w_n, long pr
 /* Adds the primary record of an inputs key known to be absent, without
  * outputs yet (the call is in flight); its index or -1 (NOMEM). */
 SP_PRIVATE long sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
-  size_t at = arena_put(p, w, n);
-  return at == (size_t)-1 ? -1 : rec_add(p, h, at, n, -1);
+  const int64_t *at = arena_put(p, w, n);
+  return at ? rec_add(p, h, at, n, -1) : -1;
 }
 
 /* Record k's outputs are out: it is a signature now. 0 when out of memory. */
 SP_PRIVATE int sig_set_outputs(sp_profiler *p, long k, const sp_enc *out) {
-  size_t at = arena_put(p, out->w, out->n);
-  if (at == (size_t)-1) return 0;
-  p->recs[k].out_w_at = at;
+  const int64_t *at = arena_put(p, out->w, out->n);
+  if (!at) return 0;
+  p->recs[k].out_w = at;
   p->recs[k].out_w_n = out->n;
   p->recs[k].has_out = 1;
   p->signatures++;
@@ -163,7 +203,7 @@ SP_PRIVATE int sig_set_outputs(sp_profiler *p, long k, const sp_enc *out) {
 /* Adds the signature of primary prim's inputs with other outputs; its
  * index or -1 (NOMEM). */
 SP_PRIVATE long variant_add(sp_profiler *p, uint64_t h, long prim, const sp_enc *out) {
-  long k = rec_add(p, h, p->recs[prim].w_at, p->recs[prim].w_n, prim);
+  long k = rec_add(p, h, p->recs[prim].w, p->recs[prim].w_n, prim);
   if (k >= 0 && !sig_set_outputs(p, k, out)) return -1;
   return k;
 }
@@ -179,8 +219,11 @@ SP_PRIVATE int count_op(sp_profiler *p, int id, int phase) {
     if (f) p->op_first = f;
     int *o = realloc(p->op_order, (size_t)cap * sizeof *o);
     if (o) p->op_order = o;
-    if (!c || !f || !o) return 0;
+    struct op_memo *m = realloc(p->op_memo, (size_t)cap * sizeof *m);
+    if (m) p->op_memo = m;
+    if (!c || !f || !o || !m) return 0;
     memset(c + p->op_cap, 0, (size_t)(cap - p->op_cap) * sizeof *c);
+    memset(m + p->op_cap, 0, (size_t)(cap - p->op_cap) * sizeof *m);
     p->op_cap = cap;
   }
   if (p->op_counts[id]++ == 0) p->op_first[id] = p->ops_seen_order++;

@@ -17,7 +17,6 @@ void sp_thread_free(sp_thread *t) {
   free(t->pub.in.w);
   free(t->pub.out.w);
   free(t->keybuf.w);
-  free(t->expect.w);
   free(t->prefix.p);
   free(t->line.p);
   free(t);

@@ -227,6 +227,61 @@ static void test_dedupe_errors_and_escaping(void) {
   g_passed++;
 }
 
+/* A repeat's expected outputs, compared in place by the caller
+ * (sp_enc_tensor_is, sp_call_repeat), must be exactly what the writer
+ * (sp_enc_tensor_after) puts down for its signature; the operator's latest
+ * signature, tried before hashing, must not be taken for another key or
+ * another phase's. The oracle: the counts each call must have. */
+static void test_repeats_compared_in_place(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("inplace.jsonl", 1, 0, 0, NULL);
+  CHECK(p);
+  sp_thread *t = sp_thread_new();
+  struct sp_thread_public *pub = sp_thread_enc(t);
+  const int64_t head[1] = {SP_ENC_TENSOR}, c[2] = {4, 6}, other[2] = {4, 7};
+  for (int pass = 0; pass < 2; pass++) {
+    CHECK(sp_pass_begin(p, pass ? "decode" : "prefill") == 1);
+    for (int i = 0; i < 3; i++) {
+      enc_mm(t, 4, 8, 6, 6);
+      /* a new phase is a new signature, though the operator's latest
+       * signature has the same inputs */
+      CHECK(sp_call_begin(p, t) == (i ? SP_CALL_COUNTED : SP_CALL_RECORDING));
+      if (!i) {
+        sp_call_end(p, t);
+      } else {
+        /* the expected words are the writer's, for these outputs only */
+        size_t at = 0;
+        CHECK(pub->expect_n == pub->out.n &&
+              memcmp(pub->expect, pub->out.w, pub->out.n * sizeof *pub->out.w) == 0);
+        CHECK(sp_enc_tensor_is(pub->expect, pub->expect_n, &at, head, 1, 6, 2, c) && at == pub->expect_n);
+        at = 0;
+        CHECK(!sp_enc_tensor_is(pub->expect, pub->expect_n, &at, head, 1, 6, 2, other) && at == 0);
+        CHECK(!sp_enc_tensor_is(pub->expect, pub->expect_n, &at, head, 1, 5, 2, c));
+        CHECK(!sp_enc_tensor_is(pub->expect, pub->expect_n, &at, head, 1, 6, 1, c));
+        CHECK(!sp_enc_tensor_is(pub->expect, pub->expect_n - 1, &at, head, 1, 6, 2, c));
+        sp_call_repeat(p, t);
+      }
+      enc_mm(t, 4, 8, 3, 6); /* the operator's latest is another key now */
+      CHECK(sp_call_begin(p, t) == (i ? SP_CALL_COUNTED : SP_CALL_RECORDING));
+      sp_call_end(p, t);
+    }
+    enc_mm(t, 4, 8, 6, 6); /* the next pass begins with the latest key */
+    CHECK(sp_call_begin(p, t) == SP_CALL_COUNTED);
+    sp_call_end(p, t);
+    sp_pass_end(p);
+  }
+  sp_stats st;
+  sp_get_stats(p, &st);
+  CHECK(st.records == 4 && st.dedupe_skipped == 10 && st.signatures == 4);
+  CHECK(sp_close(p) == SP_OK);
+  char *s = slurp(path_in("inplace_summary.json"), NULL);
+  CHECK(s && strstr(s, "\"signature_counts\": {\"1\": 4, \"2\": 3, \"3\": 4, \"4\": 3},"));
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
 static void test_lists_outputs_and_no_tensor_calls(void) {
   g_test = __func__;
   sp_profiler *p = open_prof("l.jsonl", 0, 0, 0, NULL);
@@ -1082,6 +1137,7 @@ int main(void) {
   test_open_errors();
   test_records_and_summary();
   test_dedupe_errors_and_escaping();
+  test_repeats_compared_in_place();
   test_lists_outputs_and_no_tensor_calls();
   test_arguments();
   test_dropped_prefix_never_blanks_a_record();

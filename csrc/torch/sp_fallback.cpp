@@ -167,30 +167,70 @@ int encode_list(sp_enc* e, const c10::IValue& v) {
   return true;
 }
 
-bool encode_outputs(sp_enc* e, const c10::IValue* rets, size_t n) {
-  sp_enc_reset(e);
+// Where encode_outputs puts its words: the thread's outputs...
+struct Writer {
+  static constexpr bool kLists = true;
+  sp_enc* e;
+  void push(int64_t v) { sp_enc_push(e, v); }
+  bool tensor(const int64_t* head, int head_n, const at::Tensor& t) {
+    return encode_tensor_after(e, head, head_n, t);
+  }
+  bool done() const { return true; }
+};
+
+// ...or a comparison with the words a deduplicated repeat's outputs must
+// encode to, in place: no copy, no second pass. It compares tensors and
+// None; a list return makes it give up (false), and the outputs are then
+// written for sp_call_end to compare.
+struct Checker {
+  static constexpr bool kLists = false;
+  const int64_t* w;
+  size_t n;
+  size_t at = 0;
+  bool same = true;
+  void push(int64_t v) { same = same && at < n && w[at++] == v; }
+  bool tensor(const int64_t* head, int head_n, const at::Tensor& t) {
+    c10::TensorImpl* impl = loggable(t);
+    if (!impl) return false;
+    c10::IntArrayRef sizes = impl->sizes();
+    return sp_enc_tensor_is(w, n, &at, head, head_n,
+                            static_cast<int>(c10::typeMetaToScalarType(impl->dtype())),
+                            static_cast<int>(sizes.size()), sizes.data());
+  }
+  bool done() const { return same && at == n; }
+};
+
+// Outputs: each return, a tensor, a list of them, or None for anything
+// else. False when the call must not be logged (a Writer) or the outputs
+// are not the expected ones (a Checker).
+template <class Sink>
+[[gnu::always_inline]] inline bool encode_outputs(Sink& s, const c10::IValue* rets, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const c10::IValue& v = rets[i];
     if (v.isTensor() && v.toTensor().defined()) {
       const int64_t head[1] = {SP_ENC_TENSOR};
-      if (!encode_tensor_after(e, head, 1, v.toTensor())) return false;
+      if (!s.tensor(head, 1, v.toTensor())) return false;
       continue;
     }
     if (v.isList()) {
-      size_t mark = e->n;
-      sp_enc_push(e, SP_ENC_LIST);
-      int r = encode_list<false>(e, v);
-      if (r < 0) return false;
-      if (r == 1) continue;
-      if (v.isTensorList()) {  // an empty Tensor[] is still a list
-        sp_enc_push(e, 0);
-        continue;
+      if constexpr (!Sink::kLists) {
+        return false;
+      } else {
+        size_t mark = s.e->n;
+        s.push(SP_ENC_LIST);
+        int r = encode_list<false>(s.e, v);
+        if (r < 0) return false;
+        if (r == 1) continue;
+        if (v.isTensorList()) {  // an empty Tensor[] is still a list
+          s.push(0);
+          continue;
+        }
+        s.e->n = mark;
       }
-      e->n = mark;
     }
-    sp_enc_push(e, SP_ENC_NONE);
+    s.push(SP_ENC_NONE);
   }
-  return true;
+  return s.done();
 }
 
 // ---- arguments (SP_LOGGING_ARGS): what a call needs to be run again ----
@@ -536,17 +576,26 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     throw;
   }
   // A deduplicated repeat (SP_CALL_COUNTED) too: its outputs say whether it
-  // is one (sp_call_end compares them, without a lock, when it is).
+  // is one. They are compared in place first; if they differ, or cannot be
+  // compared there, they are written and sp_call_end decides.
   size_t n_rets = op.schema().returns().size();
-  sp_enc* out = &sp_thread_enc(t)->out;
+  sp_thread_public* pub = sp_thread_enc(t);
   bool ok = false;
   try {
-    ok = stack->size() >= n_rets &&
-         encode_outputs(out, stack->data() + stack->size() - n_rets, n_rets);
+    if (stack->size() >= n_rets) {
+      const c10::IValue* rets = stack->data() + stack->size() - n_rets;
+      if (state == SP_CALL_COUNTED) {
+        Checker check{pub->expect, pub->expect_n};
+        if (encode_outputs(check, rets, n_rets)) return sp_call_repeat(p, t);
+      }
+      sp_enc_reset(&pub->out);
+      Writer write{&pub->out};
+      ok = encode_outputs(write, rets, n_rets);
+    }
   } catch (const std::exception& e) {
     internal_error(e.what());
   }
-  if (!ok) out->failed = 1;  // written with "outputs": null
+  if (!ok) pub->out.failed = 1;  // written with "outputs": null
   sp_call_end(p, t);
 }
 
