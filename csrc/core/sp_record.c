@@ -370,17 +370,10 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
 #endif
 }
 
-/* The inputs key of t's call: its inputs, with float values zeroed. A
- * float (a scale, a schedule's sigma) decides neither shapes nor the kernel
- * chosen, and changes every step of a diffusion loop: it does not make a
- * new signature (FORMAT.md). Only recorded arguments hold floats. 0 when
- * out of memory. */
-static int make_key(const sp_profiler *p, sp_thread *t) {
+/* With arguments recorded: the key is a copy of the inputs with their
+ * float values zeroed, if they hold any. */
+static SP_OUTLINE int mask_floats(sp_thread *t) {
   const sp_enc *in = &t->pub.in;
-  t->key = in->w;
-  t->key_n = in->n;
-  t->floats = 0;
-  if (!p->cfg.args) return 1;
   for (size_t i = 1; i < in->n && !t->floats; i = item_end(in->w, i)) {
     int64_t tag = in->w[i];
     t->floats = tag == SP_ENC_FLOAT || tag == SP_ENC_FLOATS || tag == SP_ENC_COMPLEX;
@@ -399,6 +392,51 @@ static int make_key(const sp_profiler *p, sp_thread *t) {
   }
   t->key = k->w;
   return 1;
+}
+
+/* The inputs key of t's call: its inputs, with float values zeroed. A
+ * float (a scale, a schedule's sigma) decides neither shapes nor the kernel
+ * chosen, and changes every step of a diffusion loop: it does not make a
+ * new signature (FORMAT.md). Only recorded arguments hold floats. 0 when
+ * out of memory. */
+static inline int make_key(const sp_profiler *p, sp_thread *t) {
+  t->key = t->pub.in.w;
+  t->key_n = t->pub.in.n;
+  t->floats = 0;
+  return p->cfg.args ? mask_floats(t) : 1;
+}
+
+/* Puts the inputs on disk before the kernel runs: if it kills the process,
+ * this half line is what is left of the call. Spinlock held; let go here. */
+static SP_OUTLINE int put_prefix(sp_profiler *p, sp_thread *t) {
+  if (!make_prefix(p, t)) {
+    fail(p, "out of memory formatting a record for ", 0);
+  } else if (!file_room(&p->file, p->file.len, t->prefix.n) &&
+             (!make_room(p, t->prefix.n) || !make_prefix(p, t) ||
+              !file_room(&p->file, p->file.len, t->prefix.n))) {
+    /* The lock was let go to make room (the prefix was made again: its
+     * call_id may be taken). No room means the file was closed or a failure
+     * was reported (logging is off): nothing more to do. */
+    if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) {
+      lock_release(&p->lock);
+      return 0;
+    }
+  } else {
+    sp_file *f = &p->file;
+    int e = file_write_at(f, f->len, t->prefix.p, t->prefix.n);
+    if (e) {
+      fail(p, "cannot write records file ", e);
+    } else {
+      /* over another call's longer prefix: blank its end */
+      if (f->spec_end > f->len + t->prefix.n) file_blank(f, f->len + t->prefix.n, f->spec_end);
+      t->spec = 1;
+      t->spec_at = f->len;
+      f->spec_end = f->len + t->prefix.n;
+      f->spec_owner = t;
+    }
+  }
+  lock_release(&p->lock);
+  return SP_CALL_RECORDING;
 }
 
 static inline int call_begin(sp_profiler *p, sp_thread *t) {
@@ -450,36 +488,7 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
     }
     sig_remember(p, (int)in->w[0], salt, t->prim);
   }
-  /* Put the inputs on disk before the kernel runs: if it kills the
-   * process, this half line is what is left of the call. */
-  if (!make_prefix(p, t)) {
-    fail(p, "out of memory formatting a record for ", 0);
-  } else if (!file_room(&p->file, p->file.len, t->prefix.n) &&
-             (!make_room(p, t->prefix.n) || !make_prefix(p, t) ||
-              !file_room(&p->file, p->file.len, t->prefix.n))) {
-    /* The lock was let go to make room (the prefix was made again: its
-     * call_id may be taken). No room means the file was closed or a failure
-     * was reported (logging is off): nothing more to do. */
-    if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) {
-      lock_release(&p->lock);
-      return 0;
-    }
-  } else {
-    sp_file *f = &p->file;
-    int e = file_write_at(f, f->len, t->prefix.p, t->prefix.n);
-    if (e) {
-      fail(p, "cannot write records file ", e);
-    } else {
-      /* over another call's longer prefix: blank its end */
-      if (f->spec_end > f->len + t->prefix.n) file_blank(f, f->len + t->prefix.n, f->spec_end);
-      t->spec = 1;
-      t->spec_at = f->len;
-      f->spec_end = f->len + t->prefix.n;
-      f->spec_owner = t;
-    }
-  }
-  lock_release(&p->lock);
-  return SP_CALL_RECORDING;
+  return put_prefix(p, t);
 }
 
 static void next_call_id(sp_profiler *p) {

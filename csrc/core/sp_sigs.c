@@ -209,23 +209,26 @@ SP_PRIVATE long variant_add(sp_profiler *p, uint64_t h, long prim, const sp_enc 
 }
 
 /* Counts a call of operator id observed in a pass of phase slot phase. */
+static SP_OUTLINE int grow_op_tables(sp_profiler *p, int id) {
+  int cap = p->op_cap ? p->op_cap : 256;
+  while (cap <= id) cap *= 2;
+  long long *c = realloc(p->op_counts, (size_t)cap * sizeof *c);
+  if (c) p->op_counts = c;
+  long long *f = realloc(p->op_first, (size_t)cap * sizeof *f);
+  if (f) p->op_first = f;
+  int *o = realloc(p->op_order, (size_t)cap * sizeof *o);
+  if (o) p->op_order = o;
+  struct op_memo *m = realloc(p->op_memo, (size_t)cap * sizeof *m);
+  if (m) p->op_memo = m;
+  if (!c || !f || !o || !m) return 0;
+  memset(c + p->op_cap, 0, (size_t)(cap - p->op_cap) * sizeof *c);
+  memset(m + p->op_cap, 0, (size_t)(cap - p->op_cap) * sizeof *m);
+  p->op_cap = cap;
+  return 1;
+}
+
 SP_PRIVATE int count_op(sp_profiler *p, int id, int phase) {
-  if (id >= p->op_cap) {
-    int cap = p->op_cap ? p->op_cap : 256;
-    while (cap <= id) cap *= 2;
-    long long *c = realloc(p->op_counts, (size_t)cap * sizeof *c);
-    if (c) p->op_counts = c;
-    long long *f = realloc(p->op_first, (size_t)cap * sizeof *f);
-    if (f) p->op_first = f;
-    int *o = realloc(p->op_order, (size_t)cap * sizeof *o);
-    if (o) p->op_order = o;
-    struct op_memo *m = realloc(p->op_memo, (size_t)cap * sizeof *m);
-    if (m) p->op_memo = m;
-    if (!c || !f || !o || !m) return 0;
-    memset(c + p->op_cap, 0, (size_t)(cap - p->op_cap) * sizeof *c);
-    memset(m + p->op_cap, 0, (size_t)(cap - p->op_cap) * sizeof *m);
-    p->op_cap = cap;
-  }
+  if (id >= p->op_cap && !grow_op_tables(p, id)) return 0;
   if (p->op_counts[id]++ == 0) p->op_first[id] = p->ops_seen_order++;
   if (phase >= 0) p->phase_stats[phase].calls++;
   return 1;

@@ -233,6 +233,13 @@ template <class Sink>
   return s.done();
 }
 
+// Out of line: the hot path of a deduplicated repeat stays short.
+[[gnu::noinline]] bool write_outputs(sp_enc* e, const c10::IValue* rets, size_t n) {
+  sp_enc_reset(e);
+  Writer write{e};
+  return encode_outputs(write, rets, n);
+}
+
 // ---- arguments (SP_LOGGING_ARGS): what a call needs to be run again ----
 
 // A strided input: sizes, strides, offset, device. Other layouts (sparse,
@@ -392,21 +399,27 @@ bool encode_inputs_args(sp_enc* e, int op_id, const c10::FunctionSchema& schema,
   return true;
 }
 
-[[gnu::always_inline]] inline int intern_op(sp_thread* t, const c10::OperatorHandle& op) {
+// An operator this thread has not met yet: its id from the registry (and
+// its schema's names the first time anyone meets it).
+[[gnu::noinline]] int intern_op_slow(sp_thread* t, const c10::OperatorHandle& op) {
   const void* key = &op.operator_name();
-  int id = sp_thread_op(t, key);
-  if (id >= 0) return id;
   if (!op.hasSchema()) return -1;
   const c10::FunctionSchema& schema = op.schema();
   std::vector<const char*> names;
   names.reserve(schema.arguments().size());
   for (const auto& a : schema.arguments()) names.push_back(a.name().c_str());
+  int id = -1;
   if (sp_op_intern(key, op.operator_name().name.c_str(), op.operator_name().overload_name.c_str(),
                    static_cast<int>(names.size()), names.data(),
                    static_cast<int>(schema.returns().size()), &id) != SP_OK)
     return -1;
   sp_thread_cache_op(t, key, id);
   return id;
+}
+
+[[gnu::always_inline]] inline int intern_op(sp_thread* t, const c10::OperatorHandle& op) {
+  int id = sp_thread_op(t, &op.operator_name());
+  return id >= 0 ? id : intern_op_slow(t, op);
 }
 
 // The Python class name the caller will see, as torch's exception translation
@@ -588,9 +601,7 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
         Checker check{pub->expect, pub->expect_n};
         if (encode_outputs(check, rets, n_rets)) return sp_call_repeat(p, t);
       }
-      sp_enc_reset(&pub->out);
-      Writer write{&pub->out};
-      ok = encode_outputs(write, rets, n_rets);
+      ok = write_outputs(&pub->out, rets, n_rets);
     }
   } catch (const std::exception& e) {
     internal_error(e.what());
