@@ -71,7 +71,6 @@ static void destroy(sp_profiler *p) {
   free(p->op_counts);
   free(p->op_first);
   free(p->op_order);
-  free(p->op_memo);
   free(p->recs);
   free(p->slots);
   free(p->vslots);

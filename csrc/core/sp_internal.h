@@ -110,12 +110,15 @@ struct sp_thread {
                                  profiler's latest, for a thread that
                                  inherited the key and runs no pass) */
   int phase;       /* that pass's phase slot, or -1 */
-  uint64_t sig_hash; /* of its inputs key, salted by the pass */
+  uint64_t salt;     /* its pass's signature salt (sp_pass) */
+  uint64_t sig_hash; /* of its inputs key, salted */
   const int64_t *key; /* the inputs key: the inputs, float values masked */
   size_t key_n;
   int floats;      /* the inputs hold float values: no cached prefix text */
   sp_enc keybuf;   /* the masked copy, when floats */
   long prim;       /* the record of its inputs (first outputs seen), or -1 */
+  const sp_profiler *last_p; /* the primary record of this thread's latest */
+  long last;                 /* call with one, and whose record it is */
   int counted;     /* a deduplicated repeat, already counted at begin: its
                       outputs must be pub.expect (read at the end without
                       the lock: the arena never moves) */
@@ -168,6 +171,10 @@ typedef struct sig_rec {
   const int64_t *w;         /* the inputs key, in the arena */
   size_t w_n;
   long prim;                /* a variant's primary record; -1 for a primary */
+  uint64_t salt;            /* a primary's: its phase and graph (see sp_pass) */
+  long next;                /* a primary's: the primary a thread's call after
+                               one of its calls had, last time (index + 1; 0:
+                               none), tried first for the next (sig_lookup) */
   int has_out;              /* outputs known: the record is a signature */
   size_t in_at, in_n;       /* '"operation": ..., "inputs": {...}' in text; 0: none */
   const int64_t *out_w;     /* the outputs, in the arena */
@@ -178,13 +185,6 @@ typedef struct sig_rec {
    * the repeats not written (the summary's signature_counts). */
   long long rep_id, reps;
 } sig_rec;
-
-/* An operator's last primary record (index + 1; 0: none) and the salt it
- * was found under: tried before hashing a call's inputs key (sig_lookup). */
-struct op_memo {
-  long prim;
-  uint64_t salt;
-};
 
 /* A signature_counts entry, as the summary copies it. */
 struct sig_count {
@@ -314,7 +314,6 @@ struct sp_profiler {
   /* counters */
   long long records, dedupe_skipped, signatures, errors, ops_seen_order;
   long long *op_counts, *op_first; /* by op id */
-  struct op_memo *op_memo;         /* by op id */
   int *op_order;                   /* scratch for sorting, same size */
   int op_cap;
   /* signatures: records, open-addressing indexes of them, and their data */
@@ -438,10 +437,9 @@ SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int
 /* ---- sp_sigs.c: the signature table ---- */
 SP_PRIVATE uint64_t sig_hash(const int64_t *w, size_t n);
 SP_PRIVATE long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n);
-SP_PRIVATE long sig_lookup(sp_profiler *p, int op, uint64_t salt, const int64_t *w, size_t n,
-                           uint64_t *h);
-SP_PRIVATE void sig_remember(sp_profiler *p, int op, uint64_t salt, long k);
-SP_PRIVATE long sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n);
+SP_PRIVATE long sig_lookup(const sp_profiler *p, long guess, uint64_t salt, const int64_t *w,
+                           size_t n, uint64_t *h);
+SP_PRIVATE long sig_add(sp_profiler *p, uint64_t h, uint64_t salt, const int64_t *w, size_t n);
 SP_PRIVATE int sig_set_outputs(sp_profiler *p, long k, const sp_enc *out);
 SP_PRIVATE uint64_t variant_hash(uint64_t key_hash, const int64_t *out, size_t n);
 SP_PRIVATE long variant_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n,

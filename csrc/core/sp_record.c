@@ -439,54 +439,66 @@ static SP_OUTLINE int put_prefix(sp_profiler *p, sp_thread *t) {
   return SP_CALL_RECORDING;
 }
 
+/* The record that followed the thread's latest call with one, last time
+ * (sig_lookup tries it first), or -1. Spinlock held. */
+static inline long guess_of(const sp_profiler *p, const sp_thread *t) {
+  return t->last_p == p && t->last < p->n_recs ? p->recs[t->last].next - 1 : -1;
+}
+
+/* t's call, of record t->prim, follows the thread's latest. Spinlock held. */
+static inline void follow(sp_profiler *p, sp_thread *t) {
+  /* written only when it changes: a repeat then writes nothing shared */
+  if (t->last_p == p && t->last < p->n_recs && p->recs[t->last].next != t->prim + 1)
+    p->recs[t->last].next = t->prim + 1;
+  t->last_p = p;
+  t->last = t->prim;
+}
+
 static inline int call_begin(sp_profiler *p, sp_thread *t) {
   sp_enc *in = &t->pub.in;
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) return 0;
   if (in->failed || in->n < 1) return 0;
   t->op = op_get(in->w[0]);
   if (!t->op || !make_key(p, t)) return 0;
-  uint64_t salt;
   t->spec = 0;
   t->counted = 0;
   t->sig = -1;
   lock_acquire(&p->lock);
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed) ||
-      !pass_of_call(p, &t->pass, &t->phase, &salt)) {
+      !pass_of_call(p, &t->pass, &t->phase, &t->salt)) {
     lock_release(&p->lock);
     return 0;
   }
-  /* salt: 0 unless a phase or a graph */
-  t->prim = sig_lookup(p, (int)in->w[0], salt, t->key, t->key_n, &t->sig_hash);
-  if (t->prim >= 0) {
-    const sig_rec *r = &p->recs[t->prim];
-    if (p->cfg.dedupe && r->has_out) {
-      if (in->tensors > 0) {
-        /* A repeat with tensor inputs is logged for sure: count it now as a
-         * repeat of its inputs' primary signature; its end checks that the
-         * outputs are that signature's, and nothing more happens if so. */
-        if (count_op(p, (int)in->w[0], t->phase)) {
-          t->pub.expect = r->out_w;
-          t->pub.expect_n = r->out_w_n;
-          p->dedupe_skipped++;
-          p->recs[t->prim].reps++;
-          t->counted = 1;
-        }
-        lock_release(&p->lock);
-        return t->counted ? SP_CALL_COUNTED : 0;
-      }
-      lock_release(&p->lock);
-      return SP_CALL_RECORDING; /* logged or not, written or not: at its end */
-    }
-  } else if (in->tensors > 0) {
+  t->prim = sig_lookup(p, guess_of(p, t), t->salt, t->key, t->key_n, &t->sig_hash);
+  if (t->prim < 0 && in->tensors > 0) {
     /* Tensor inputs: this call will be logged, so its inputs can be
      * registered now, and their text cached as it is formatted. */
-    t->prim = sig_add(p, t->sig_hash, t->key, t->key_n);
+    t->prim = sig_add(p, t->sig_hash, t->salt, t->key, t->key_n);
     if (t->prim < 0) {
       fail(p, "out of memory recording signatures for ", 0);
       lock_release(&p->lock);
       return 0;
     }
-    sig_remember(p, (int)in->w[0], salt, t->prim);
+  }
+  if (t->prim >= 0) follow(p, t);
+  const sig_rec *r = t->prim >= 0 ? &p->recs[t->prim] : NULL;
+  if (r && p->cfg.dedupe && r->has_out) {
+    if (in->tensors > 0) {
+      /* A repeat with tensor inputs is logged for sure: count it now as a
+       * repeat of its inputs' primary signature; its end checks that the
+       * outputs are that signature's, and nothing more happens if so. */
+      if (count_op(p, (int)in->w[0], t->phase)) {
+        t->pub.expect = r->out_w;
+        t->pub.expect_n = r->out_w_n;
+        p->dedupe_skipped++;
+        p->recs[t->prim].reps++;
+        t->counted = 1;
+      }
+      lock_release(&p->lock);
+      return t->counted ? SP_CALL_COUNTED : 0;
+    }
+    lock_release(&p->lock);
+    return SP_CALL_RECORDING; /* logged or not, written or not: at its end */
   }
   return put_prefix(p, t);
 }
@@ -618,7 +630,7 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
   if (raised || out->failed) return 1; /* no signature: written as it is */
   if (t->prim < 0) { /* not registered at begin (no tensor inputs) */
     t->prim = sig_find(p, t->sig_hash, t->key, t->key_n);
-    if (t->prim < 0) t->prim = sig_add(p, t->sig_hash, t->key, t->key_n);
+    if (t->prim < 0) t->prim = sig_add(p, t->sig_hash, t->salt, t->key, t->key_n);
   }
   long sig = t->prim;
   int known = 1;

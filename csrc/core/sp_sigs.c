@@ -38,31 +38,22 @@ SP_PRIVATE long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, siz
   }
 }
 
-/* Primary record k is op's latest under salt. */
-SP_PRIVATE void sig_remember(sp_profiler *p, int op, uint64_t salt, long k) {
-  if (op < 0 || op >= p->op_cap) return; /* not counted yet: next time */
-  p->op_memo[op].prim = k + 1;
-  p->op_memo[op].salt = salt;
-}
-
-/* sig_find for a call of op under salt (*h: the key's hash, salted). The
- * operator's latest primary is tried first: a loop calls an operator on the
- * same shapes again and again, and comparing the key costs less than
- * hashing it. */
-SP_PRIVATE long sig_lookup(sp_profiler *p, int op, uint64_t salt, const int64_t *w, size_t n,
-                           uint64_t *h) {
-  const struct op_memo *m = op >= 0 && op < p->op_cap ? &p->op_memo[op] : NULL;
-  if (m && m->prim && m->salt == salt) {
-    const sig_rec *r = &p->recs[m->prim - 1];
-    if (r->w_n == n && words_equal(r->w, w, n)) {
+/* sig_find, for a key salted with salt, but guess (a record, or -1) is
+ * tried first: a model runs the same calls in the same order pass after
+ * pass, and a loop the same call, so the record that followed the thread's
+ * previous call last time is nearly always right for a repeat, and comparing
+ * the key costs less than hashing it. */
+SP_PRIVATE long sig_lookup(const sp_profiler *p, long guess, uint64_t salt, const int64_t *w,
+                           size_t n, uint64_t *h) {
+  if (guess >= 0 && guess < p->n_recs) {
+    const sig_rec *r = &p->recs[guess];
+    if (r->prim < 0 && r->salt == salt && r->w_n == n && words_equal(r->w, w, n)) {
       *h = r->hash;
-      return m->prim - 1;
+      return guess;
     }
   }
   *h = sig_hash(w, n) ^ salt;
-  long k = sig_find(p, *h, w, n);
-  if (k >= 0) sig_remember(p, op, salt, k);
-  return k;
+  return sig_find(p, *h, w, n);
 }
 
 /* A variant's hash: its inputs key's, mixed with its outputs'. */
@@ -184,9 +175,11 @@ static long rec_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t w_n, lo
 
 /* Adds the primary record of an inputs key known to be absent, without
  * outputs yet (the call is in flight); its index or -1 (NOMEM). */
-SP_PRIVATE long sig_add(sp_profiler *p, uint64_t h, const int64_t *w, size_t n) {
+SP_PRIVATE long sig_add(sp_profiler *p, uint64_t h, uint64_t salt, const int64_t *w, size_t n) {
   const int64_t *at = arena_put(p, w, n);
-  return at ? rec_add(p, h, at, n, -1) : -1;
+  long k = at ? rec_add(p, h, at, n, -1) : -1;
+  if (k >= 0) p->recs[k].salt = salt;
+  return k;
 }
 
 /* Record k's outputs are out: it is a signature now. 0 when out of memory. */
@@ -218,11 +211,8 @@ static SP_OUTLINE int grow_op_tables(sp_profiler *p, int id) {
   if (f) p->op_first = f;
   int *o = realloc(p->op_order, (size_t)cap * sizeof *o);
   if (o) p->op_order = o;
-  struct op_memo *m = realloc(p->op_memo, (size_t)cap * sizeof *m);
-  if (m) p->op_memo = m;
-  if (!c || !f || !o || !m) return 0;
+  if (!c || !f || !o) return 0;
   memset(c + p->op_cap, 0, (size_t)(cap - p->op_cap) * sizeof *c);
-  memset(m + p->op_cap, 0, (size_t)(cap - p->op_cap) * sizeof *m);
   p->op_cap = cap;
   return 1;
 }
