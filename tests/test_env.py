@@ -172,6 +172,22 @@ def test_a_bad_phase_label_is_escaped_and_profiling_goes_on(tmp_path, capsys, la
     assert len(err) == 1 and "phase label" in err[0]
 
 
+def test_native_pass_begin_takes_a_phase_as_str_or_none(tmp_path):
+    """The Python side turns a bad label into a good one on ValueError
+    (above): the native call must raise it, and TypeError for what is not
+    a label, as PyArg_ParseTuple's "|z" did before it took fast calls."""
+    prof = sgl_shapeprof.ShapeProfiler(str(tmp_path / "p.jsonl"))
+    native = prof._native
+    for args in [(), (None,), ("decode",)]:
+        assert native.pass_begin(*args) is True
+        native.pass_end()
+    for args, error in [(("a\0b",), ValueError), (("\udc80",), ValueError), ((3,), TypeError),
+                        (("a", "b"), TypeError)]:
+        with pytest.raises(error):
+            native.pass_begin(*args)
+    prof.close()
+
+
 def test_explicit_profiler_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="skip_warmup"):
         sgl_shapeprof.ShapeProfiler(tmp_path / "a.jsonl", skip_warmup=-1)

@@ -99,10 +99,31 @@ static PyObject *pass_opened(ProfilerObject *self, int logged, int capture) {
   return PyBool_FromLong(logged);
 }
 
-static PyObject *Profiler_pass_begin(PyObject *self_, PyObject *args) {
+/* Once or twice per forward pass: fast-call, no argument tuple. The phase
+ * as PyArg_ParseTuple's "z" takes it (str or None; a NUL or a lone
+ * surrogate is a ValueError). */
+static PyObject *Profiler_pass_begin(PyObject *self_, PyObject *const *args, Py_ssize_t nargs) {
   ProfilerObject *self = (ProfilerObject *)self_;
   const char *phase = NULL;
-  if (!check(self) || !PyArg_ParseTuple(args, "|z", &phase)) return NULL;
+  if (!check(self)) return NULL;
+  if (nargs > 1) {
+    PyErr_Format(PyExc_TypeError, "pass_begin() takes at most 1 argument (%zd given)", nargs);
+    return NULL;
+  }
+  if (nargs == 1 && args[0] != Py_None) {
+    if (!PyUnicode_Check(args[0])) {
+      PyErr_Format(PyExc_TypeError, "pass_begin() argument 1 must be str or None, not %.50s",
+                   Py_TYPE(args[0])->tp_name);
+      return NULL;
+    }
+    Py_ssize_t n = 0;
+    phase = PyUnicode_AsUTF8AndSize(args[0], &n);
+    if (!phase) return NULL;
+    if (strlen(phase) != (size_t)n) {
+      PyErr_SetString(PyExc_ValueError, "embedded null character");
+      return NULL;
+    }
+  }
   return pass_opened(self, sp_pass_begin(self->p, phase), 0);
 }
 
@@ -189,7 +210,7 @@ static PyObject *Profiler_get_summary_path(PyObject *self_, void *c) {
 }
 
 static PyMethodDef Profiler_methods[] = {
-    {"pass_begin", Profiler_pass_begin, METH_VARARGS,
+    {"pass_begin", (PyCFunction)(void (*)(void))Profiler_pass_begin, METH_FASTCALL,
      "pass_begin($self, phase=None, /)\n--\n\nStart a forward pass; True if logged."},
     {"graph_begin", Profiler_graph_begin, METH_VARARGS,
      "graph_begin($self, phase, key, /)\n--\n\n"

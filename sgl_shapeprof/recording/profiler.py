@@ -231,13 +231,12 @@ class ShapeProfiler(PassContext):
             phase = _label(phase)
         if self._phase_filter is not None and len(self._phases_seen) < 16:
             self._phases_seen.add(phase)
-        begin = self._native.pass_begin
         try:
             if _DYNAMO in _modules:
                 _pause_while_compiling()
-            logged = begin(phase)
+            logged = self._native.pass_begin(phase)  # no bound method made
         except Exception as e:
-            logged = self._begin_failed(begin, (phase,), e)
+            logged = self._begin_failed(self._native.pass_begin, (phase,), e)
             if self._broken:  # no pass is open
                 return False
         st.owner, st.depth, st.logged, st.plain, st.implicit = self, 1, logged, plain, False
