@@ -421,9 +421,34 @@ def callgrind_helper(tmp: str) -> str:
     return helper
 
 
+def callgrind_module_cost(path: str, module: str) -> int:
+    """Instructions spent in the code of one shared object (its functions,
+    with what they inline from headers), from a callgrind dump: the cost
+    lines under each ob=, less the inclusive cost of the calls out of it."""
+    names, ob, total, after_call = {}, None, 0, False
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("ob=", "cob=")):
+                m = re.match(r"c?ob=\((\d+)\)(?: (.*))?", line.rstrip("\n"))
+                if m.group(2):
+                    names[m.group(1)] = m.group(2)
+                if line.startswith("ob="):
+                    ob = names.get(m.group(1), "")
+            elif line.startswith("calls="):
+                after_call = True  # the next cost line is the call's, inclusive
+            elif line[:1].isdigit() or line[:1] in "+-*":
+                if after_call:
+                    after_call = False
+                elif module in ob:
+                    parts = line.split()
+                    total += int(parts[1]) if len(parts) > 1 else 0
+    return total
+
+
 def callgrind_totals(argv: list, out_base: str) -> dict:
     """Runs `python argv...` under callgrind (counting only where the child
-    asks) and returns each dumped segment's instructions, by dump name."""
+    asks) and returns each dumped segment's instructions, by dump name, and
+    (under "module:" + name) those spent in sgl_shapeprof's own _C."""
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
            f"--callgrind-out-file={out_base}", sys.executable, *argv]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -436,6 +461,7 @@ def callgrind_totals(argv: list, out_base: str) -> dict:
         t = re.search(r"^(?:totals|summary): (\d+)", text, re.M)
         if m and t:
             totals[m.group(1)] = int(t.group(1))
+            totals["module:" + m.group(1)] = callgrind_module_cost(f, "sgl_shapeprof/_C.")
     return totals
 
 
@@ -461,6 +487,12 @@ def bench_callgrind(n: int, tmp: str) -> dict:
                      ("ours_args_dedupe", "arguments on, deduplicated"),
                      ("ours_outside_pass", "profiler on, outside a logged pass")]:
         print(f"  {label:40} {totals[k] / n - base:+,.0f} instructions per call")
+    # The guard that the heap's state does not move (it moves the rows above
+    # by about +-60): what runs inside our module.
+    res["module_per_call"] = {k: totals["module:" + k] / n for k in CG_SEGMENTS}
+    print("  inside sgl_shapeprof's _C (its functions and what they inline): "
+          f"written {totals['module:ours'] / n:,.0f}, deduplicated {totals['module:ours_dedupe'] / n:,.0f}, "
+          f"arguments on {totals['module:ours_args'] / n:,.0f} and {totals['module:ours_args_dedupe'] / n:,.0f}")
     return res
 
 
