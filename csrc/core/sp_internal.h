@@ -117,8 +117,9 @@ struct sp_thread {
   int floats;      /* the inputs hold float values: no cached prefix text */
   sp_enc keybuf;   /* the masked copy, when floats */
   long prim;       /* the record of its inputs (first outputs seen), or -1 */
-  const sp_profiler *last_p; /* the primary record of this thread's latest */
-  long last;                 /* call with one, and whose record it is */
+  long last;                 /* the primary record of this thread's latest
+                                call that had one (sig_lookup's guess), */
+  const sp_profiler *last_p; /* ...of this profiler */
   int counted;     /* a deduplicated repeat, already counted at begin: its
                       outputs must be pub.expect (read at the end without
                       the lock: the arena never moves) */
@@ -149,6 +150,14 @@ typedef struct sp_file {
   size_t cut_len;   /* len at the last trim */
 } sp_file;
 
+/* The arena: words that never move while their profiler lives, so that a
+ * call can read its expected outputs at its end without the lock. */
+struct arena_chunk {
+  struct arena_chunk *prev;
+  size_t n, cap;
+  int64_t w[];
+};
+
 /* A signature (FORMAT.md; the one meaning of the word here): what makes a
  * call distinct to a reader of the file. Its operation, its inputs' and
  * outputs' shapes and dtypes, its arguments where they are recorded (all but
@@ -158,14 +167,6 @@ typedef struct sp_file {
  * repeats. Other outputs with the same inputs make "variant" records, found
  * by inputs and outputs (vslots). Records keep the text rendered for them,
  * so that writing a call whose shapes were seen before is a copy. */
-/* The arena: words that never move while their profiler lives, so that a
- * call can read its expected outputs at its end without the lock. */
-struct arena_chunk {
-  struct arena_chunk *prev;
-  size_t n, cap;
-  int64_t w[];
-};
-
 typedef struct sig_rec {
   uint64_t hash;            /* of the key (and outputs, for a variant) */
   const int64_t *w;         /* the inputs key, in the arena */
