@@ -59,26 +59,42 @@ class Server:
             env.update(SGLANG_PROFILE_SHAPES=switch, SGLANG_PROFILE_SHAPES_RANK="all",
                        SGLANG_PROFILE_SHAPES_FILE=str(tmp_path / "env_shapes.jsonl"))
         env.update(extra_env or {})
-        self.port = _port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(tmp_path / "server.log", "w")
-        self.p = subprocess.Popen(
-            [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--device", "cpu",
-             "--attention-backend", "torch_native", "--sampling-backend", "pytorch", "--disable-cuda-graph",
-             "--host", "127.0.0.1", "--port", str(self.port), "--mem-fraction-static", "0.05",
-             "--max-total-tokens", "2048", "--context-length", "256", "--max-running-requests", "8",
-             "--chunked-prefill-size", "256", "--grammar-backend", "none", "--tp-size", str(tp)],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        log_path = tmp_path / "server.log"
+        # A free port is only free when _port() looks: another process (an
+        # earlier server's workers, SGLang's own internal ports) may bind it
+        # before this server does, which then waits forever instead of
+        # exiting. Start again on another port then.
+        for _ in range(3):
+            self.port = _port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            self.log = open(log_path, "w")
+            self.p = subprocess.Popen(
+                [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--device", "cpu",
+                 "--attention-backend", "torch_native", "--sampling-backend", "pytorch", "--disable-cuda-graph",
+                 "--host", "127.0.0.1", "--port", str(self.port), "--mem-fraction-static", "0.05",
+                 "--max-total-tokens", "2048", "--context-length", "256", "--max-running-requests", "8",
+                 "--chunked-prefill-size", "256", "--grammar-backend", "none", "--tp-size", str(tp)],
+                env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+            if self._wait_ready(log_path):
+                return
+            self.stop()
+        pytest.fail("server not ready: its port was taken three times: " + log_path.read_text()[-3000:])
+
+    def _wait_ready(self, log_path) -> bool:
+        """True when /health answers; False when the port was taken first."""
         deadline = time.monotonic() + 240
         while True:
-            assert self.p.poll() is None, "server died: " + open(tmp_path / "server.log").read()[-3000:]
+            assert self.p.poll() is None, "server died: " + log_path.read_text()[-3000:]
+            log = log_path.read_text(errors="replace")
+            if "address already in use" in log:
+                return False
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
                     if r.status == 200:
-                        break
+                        return True
             except (urllib.error.URLError, OSError):
                 pass
-            assert time.monotonic() < deadline, "server not ready: " + open(tmp_path / "server.log").read()[-3000:]
+            assert time.monotonic() < deadline, "server not ready: " + log[-3000:]
             time.sleep(0.5)
 
     def generate(self, n=6):
