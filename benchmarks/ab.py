@@ -34,7 +34,7 @@ MODES = ("written", "dedupe", "args")
 WORKLOADS = ("micro", "long", "llama", "unet")
 
 CHILD = r'''
-import importlib.util, os, sys, tempfile, time, torch
+import atexit, importlib.util, os, shutil, sys, tempfile, time, torch
 torch.set_num_threads(1)
 from sgl_shapeprof import ShapeProfiler
 workload, mode, models = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -65,7 +65,8 @@ def timed(marker):
     return time.perf_counter() - t0
 
 with torch.inference_mode():
-    d = tempfile.mkdtemp()
+    d = tempfile.mkdtemp(prefix="shapeprof-ab-child-")
+    atexit.register(shutil.rmtree, d, True)  # its files run to hundreds of MB a run
     probe = ShapeProfiler(os.path.join(d, "probe.jsonl"))
     run(probe)
     probe.close()

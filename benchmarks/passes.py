@@ -13,6 +13,7 @@ which runs on its own thread and shows here only as contention.
 import argparse
 import gc
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -47,7 +48,7 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(1)
     x = torch.randn(8, 8)
-    tmp = tempfile.mkdtemp()
+    tmp = tempfile.mkdtemp(prefix="shapeprof-passes-")
     rows = {"no profiler": None,
             "every call written": ShapeProfiler(os.path.join(tmp, "w.jsonl")),
             "dedupe on (repeats)": ShapeProfiler(os.path.join(tmp, "d.jsonl"), dedupe=True),
@@ -67,6 +68,7 @@ def main():
     for prof in rows.values():
         if prof is not None:
             prof.close()
+    shutil.rmtree(tmp, ignore_errors=True)
     base = statistics.median(times["no profiler"])
     print(f"{a.passes} passes of {a.ops} torch.add (8x8), {a.rounds} rounds, torch {torch.__version__}")
     print(f"  {'row':24} {'µs/pass':>9} {'added':>9} {'added per call':>15}")
