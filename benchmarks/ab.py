@@ -126,7 +126,7 @@ def main() -> None:
                     for w in workloads:
                         for m in modes:
                             r = subprocess.run([sys.executable, "-c", CHILD, w, m, models], capture_output=True,
-                                               text=True, cwd=tmp, env=dict(os.environ, PYTHONPATH=tree))
+                                               text=True, cwd=tmp, env=dict(os.environ, PYTHONPATH=tree, TMPDIR=tmp))
                             if r.returncode != 0:
                                 raise SystemExit(f"ab.py: {name} {w} {m} failed:\n{r.stderr[-2000:]}")
                             res[(name, w, m)].append(float(r.stdout.strip().splitlines()[-1]))
