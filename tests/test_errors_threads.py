@@ -1,6 +1,7 @@
 """Calls that raise, threads, fork and torch.compile: the host sees what it
 would without us, and the records say what happened."""
 import os
+import signal
 import threading
 
 import pytest
@@ -325,3 +326,35 @@ def test_closing_from_another_thread_ends_logging_safely(tmp_path):
     assert r.stdout.split() == ["model", "3.0", "joined"]
     assert [x["operation"] for x in load(tmp_path / "a.jsonl")] == ["aten.ones.default", "aten.neg.default"]
     assert load(tmp_path / "b.jsonl") == []          # nothing landed in the later profiler's file
+
+
+OWN_THREADS = r'''
+import os, sys, torch
+from sgl_shapeprof import ShapeProfiler
+prof = ShapeProfiler(sys.argv[1])
+x = torch.randn(4, 4)
+for i in range(50):  # enough records (MBs) that the grower is asked for room
+    with prof.forward_pass():
+        for _ in range(400):
+            x.add(1)
+for tid in os.listdir("/proc/self/task"):
+    name = open(f"/proc/self/task/{tid}/comm").read().strip()
+    blocked = [l.split()[1] for l in open(f"/proc/self/task/{tid}/status") if l.startswith("SigBlk:")][0]
+    print(name, blocked)
+prof.close()
+'''
+
+
+def test_our_threads_are_named_and_leave_every_signal_to_the_host(tmp_path):
+    """The grower and the flusher must never take a signal meant for the
+    host (a SIGINT, SGLang's SIGCHLD/SIGQUIT handlers): each is born with
+    every signal blocked, and named so that top -H and py-spy say whose it
+    is. Oracle: the kernel's view, /proc/self/task/*/{comm,status}."""
+    r = run_python(OWN_THREADS, args=(str(tmp_path / "t.jsonl"),))
+    assert r.returncode == 0, r.stderr
+    threads = dict(line.split() for line in r.stdout.splitlines())
+    assert {"sp-grower", "sp-flusher"} <= set(threads), threads
+    for name in ("sp-grower", "sp-flusher"):
+        mask = int(threads[name], 16)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGQUIT, signal.SIGUSR1, signal.SIGALRM):
+            assert mask & (1 << (sig - 1)), f"{name} takes {sig.name} ({threads[name]})"

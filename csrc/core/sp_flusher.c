@@ -96,9 +96,6 @@ static void sleep_seconds(double s) {
 
 static void *flusher_main(void *arg) {
   (void)arg;
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the host's threads' */
   double active = now_seconds(); /* the last flush */
   for (;;) {
     /* Soon after a flush, poll for the next ask instead of waiting on the
@@ -139,12 +136,7 @@ SP_PRIVATE void request_flush(sp_profiler *p) {
   if (atomic_exchange(&g_flush_pending, 1)) return; /* asked already */
   pthread_mutex_lock(&g_flush_mu);
   if (!atomic_load(&g_flusher_started)) {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    atomic_store(&g_flusher_started, pthread_create(&t, &attr, flusher_main, NULL) == 0);
-    pthread_attr_destroy(&attr);
+    atomic_store(&g_flusher_started, start_own_thread(flusher_main, "sp-flusher"));
   }
   int started = atomic_load(&g_flusher_started);
   if (started) pthread_cond_signal(&g_flush_cv);

@@ -96,17 +96,7 @@ SP_PRIVATE void grow_ask(sp_profiler *p) {
   sp_ref(p);
   pthread_mutex_lock(&g_grow_mu);
   if (!g_grower) {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* born with every signal blocked: they are the host's threads' */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    g_grower = pthread_create(&t, &attr, grower_main, NULL) == 0 ? 1 : -1;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
+    g_grower = start_own_thread(grower_main, "sp-grower") ? 1 : -1;
   }
   if (g_grower < 0) {
     /* No thread: the writers make room themselves (grow_asked stays set,

@@ -452,6 +452,13 @@ SP_PRIVATE void arena_free(sp_profiler *p);
 SP_PRIVATE int count_op(sp_profiler *p, int id, int phase);
 SP_PRIVATE void uncount_op(sp_profiler *p, int id, int phase);
 
+/* ---- sp_thread.c: threads (the callers' scratch is sp_core.h's) ---- */
+/* Starts one of our own threads (the grower, the flusher): detached, born
+ * with every signal blocked (signals are the host's threads'), and named
+ * `name` (at most 15 characters), so that top -H and py-spy say whose it is.
+ * 1 if it started. */
+SP_PRIVATE int start_own_thread(void *(*fn)(void *), const char *name);
+
 /* ---- sp_record.c: the hot path (its API is sp_core.h's) ---- */
 SP_PRIVATE void rescue_in_flight(sp_profiler *p, sp_thread *t);
 

@@ -1,4 +1,5 @@
-/* sp_thread.c -- Per-thread scratch: encodings and the operator cache.
+/* sp_thread.c -- Per-thread scratch: encodings and the operator cache; and
+ * how our own threads start.
  * A part of the core: compiled alone, or inside the amalgamation sp_core.c
  * (see sp_internal.h). */
 #include "sp_internal.h"
@@ -61,4 +62,19 @@ void sp_enc_bytes(sp_enc *e, const char *s, size_t n) {
     memcpy(e->w + e->n, s, n);
   }
   e->n += words;
+}
+
+SP_PRIVATE int start_own_thread(void *(*fn)(void *), const char *name) {
+  pthread_t t;
+  pthread_attr_t attr;
+  sigset_t all, old;
+  if (pthread_attr_init(&attr) != 0) return 0;
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old); /* inherited by the new thread */
+  int ok = pthread_create(&t, &attr, fn, NULL) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (ok) pthread_setname_np(t, name); /* a name is only a help: its failure is not ours to report */
+  return ok;
 }
