@@ -66,7 +66,7 @@ class PassContext:
 
         Blocks nest: a pass begun inside an open one (a with-block or a
         start_forward_pass() on this thread) is part of it."""
-        return _Block(self, self._start_pass, (phase, False))
+        return _Pass(self, phase)
 
     def capture_graph(self, key: int, phase: Optional[str] = "decode") -> ContextManager[bool]:
         """with profiler.capture_graph(batch_size): capture the graph here
@@ -81,23 +81,38 @@ class PassContext:
         the block (they would be counted twice), and a key names one graph:
         a graph captured again under the same key counts each call once per
         capture and replay (give a new graph a new key)."""
-        return _Block(self, self._start_capture, (key, phase))
+        return _Capture(self, key, phase)
 
 
-class _Block:
-    """The with-block of forward_pass() and capture_graph(): a class, not a
-    contextlib generator, which would cost a microsecond per pass. The pass
-    begins at the with, as a generator's would."""
-    __slots__ = ("_profiler", "_start", "_args")
+class _Pass:
+    """The with-block of forward_pass(): a class, not a contextlib
+    generator, which would cost a microsecond per pass; no bound method or
+    argument tuple made per pass either (a server enters one per forward).
+    The pass begins at the with, as a generator's would."""
+    __slots__ = ("_profiler", "_phase")
 
-    def __init__(self, profiler, start, args) -> None:
-        self._profiler, self._start, self._args = profiler, start, args
+    def __init__(self, profiler, phase) -> None:
+        self._profiler = profiler
+        self._phase = phase
 
     def __enter__(self) -> bool:
-        return self._start(*self._args)
+        return self._profiler._start_pass(self._phase, False)
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, typ, value, tb) -> None:
         self._profiler.end_forward_pass()
+
+
+class _Capture(_Pass):
+    """The with-block of capture_graph()."""
+    __slots__ = ("_key",)
+
+    def __init__(self, profiler, key, phase) -> None:
+        self._profiler = profiler
+        self._key = key
+        self._phase = phase
+
+    def __enter__(self) -> bool:
+        return self._profiler._start_capture(self._key, self._phase)
 
 
 class ShapeProfiler(PassContext):
@@ -189,7 +204,7 @@ class ShapeProfiler(PassContext):
         A pass of another profiler inside it is refused (False, said once):
         one thread logs into one file at a time, and the outer pass keeps
         logging."""
-        return self._start_pass(phase, plain=True)
+        return self._start_pass(phase, True)
 
     def _usable(self) -> bool:
         """Not closed, not broken, not a forked child's copy. A flag, not a
