@@ -11,7 +11,11 @@ or two); the working tree must be built already (make install). Each round
 runs, for each build in alternating order, one child process per mode
 (written, deduplicated, arguments on): the child times the workload without
 a profiler and with one, on the same model, and prints the added cost per
-call. The table gives the medians over rounds and after/before. Both builds
+call. The table gives the medians over rounds, and after/before as the
+median of each round's own ratio (the two builds' children of one round ran
+back to back) with its 95% confidence interval (distribution-free: order
+statistics of the binomial) and what it says: "lower" or "higher" when the
+interval leaves 1 out, "same" when it holds 1. Both builds
 run the workloads of this checkout's sgl_shapeprof.demo.models, loaded by
 path. Run it before a change to recording lands; it is a benchmark, not a
 test.
@@ -19,6 +23,7 @@ test.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -86,6 +91,22 @@ print((t - base) / calls * 1e6)
 '''
 
 
+def median_ci(xs: list, conf: float = 0.95):
+    """The median of xs and a distribution-free confidence interval for it
+    (the k-th smallest and k-th largest, k from the binomial distribution
+    with p = 1/2); (median, None, None) when too few values give one."""
+    s, n = sorted(xs), len(xs)
+    k, tail = 0, 0.0
+    while True:  # k: the most values that may be cut from each end
+        tail += math.comb(n, k) / 2 ** n
+        if tail > (1 - conf) / 2:
+            break
+        k += 1
+    if k == 0:
+        return statistics.median(s), None, None
+    return statistics.median(s), s[k - 1], s[n - k]
+
+
 def build_baseline(ref: str, where: str) -> str:
     tree = os.path.join(where, "base")
     subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-f", tree, ref], check=True,
@@ -133,17 +154,25 @@ def main() -> None:
         finally:
             subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", base], capture_output=True)
     print(f"added cost per call (µs), medians of {args.rounds} interleaved rounds; "
-          f"before = {args.base}, after = working tree")
-    print(f"{'workload':10s} {'mode':8s} {'before':>8s} {'after':>8s} {'after/before':>13s}")
+          f"before = {args.base}, after = working tree; after/before: the median of the "
+          f"rounds' own ratios [95% interval]")
+    print(f"{'workload':10s} {'mode':8s} {'before':>8s} {'after':>8s} {'after/before':>12s} "
+          f"{'interval':>13s}  verdict  after's range")
     for w in workloads:
         for m in modes:
-            b, a = statistics.median(res[("before", w, m)]), statistics.median(res[("after", w, m)])
+            bs, as_ = res[("before", w, m)], res[("after", w, m)]
+            b, a = statistics.median(bs), statistics.median(as_)
             if b != b:  # the baseline cannot run this mode
-                print(f"{w:10s} {m:8s} {'n/a':>8s} {a:8.2f} {'':>13s}")
+                print(f"{w:10s} {m:8s} {'n/a':>8s} {a:8.2f}")
                 continue
-            spread = f"{min(res[('after', w, m)]):.2f}-{max(res[('after', w, m)]):.2f}"
-            print(f"{w:10s} {m:8s} {b:8.2f} {a:8.2f} {a / b if b > 0 else float('nan'):13.2f}   after {spread}")
-
+            ratio, lo, hi = median_ci([y / x if x > 0 else float("nan") for x, y in zip(bs, as_)])
+            if lo is None:
+                interval, verdict = "(few rounds)", "-"
+            else:
+                interval = f"[{lo:.2f}, {hi:.2f}]"
+                verdict = "lower" if hi < 1 else "higher" if lo > 1 else "same"
+            print(f"{w:10s} {m:8s} {b:8.2f} {a:8.2f} {ratio:12.2f} {interval:>13s}  {verdict:7s}  "
+                  f"{min(as_):.2f}-{max(as_):.2f}")
 
 if __name__ == "__main__":
     main()
