@@ -204,6 +204,35 @@ static inline void sp_enc_push(sp_enc *e, int64_t v) {
   if (e->n == e->cap && sp_enc_grow(e, 1) != SP_OK) return;
   e->w[e->n++] = v;
 }
+/* n words from src to dst (they do not overlap). Most tensors have at most
+ * four dimensions: those are copied straight, without the loop's set-up
+ * (a few words, copied per described tensor on the hot path). */
+static inline void sp_words_copy(int64_t *dst, const int64_t *src, int n) {
+  switch (n) {
+    case 4: dst[3] = src[3]; /* fall through */
+    case 3: dst[2] = src[2]; /* fall through */
+    case 2: dst[1] = src[1]; /* fall through */
+    case 1: dst[0] = src[0]; /* fall through */
+    case 0: return;
+    default:
+      for (int i = 0; i < n; i++) dst[i] = src[i];
+  }
+}
+/* Whether n words at a and b are the same; straight for at most four, as
+ * sp_words_copy. */
+static inline int sp_words_same(const int64_t *a, const int64_t *b, int n) {
+  switch (n) {
+    case 4: if (a[3] != b[3]) return 0; /* fall through */
+    case 3: if (a[2] != b[2]) return 0; /* fall through */
+    case 2: if (a[1] != b[1]) return 0; /* fall through */
+    case 1: return a[0] == b[0];
+    case 0: return 1;
+    default:
+      for (int i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+      return 1;
+  }
+}
 /* head_n words (a tag, an argument index), then <tensor>: one capacity
  * check, the sizes copied through a local pointer (the hot path). */
 static inline void sp_enc_tensor_after(sp_enc *e, const int64_t *head, int head_n, int dtype,
@@ -214,7 +243,7 @@ static inline void sp_enc_tensor_after(sp_enc *e, const int64_t *head, int head_
   for (int i = 0; i < head_n; i++) *w++ = head[i];
   w[0] = dtype;
   w[1] = ndim;
-  for (int i = 0; i < ndim; i++) w[2 + i] = sizes[i];
+  sp_words_copy(w + 2, sizes, ndim);
   e->n += need;
   e->tensors++;
 }
@@ -227,11 +256,8 @@ static inline int sp_enc_tensor_is(const int64_t *w, size_t n, size_t *at, const
   if (n - i < (size_t)head_n + 2 + (size_t)ndim) return 0; /* i <= n always */
   for (int k = 0; k < head_n; k++)
     if (w[i++] != head[k]) return 0;
-  if (w[i] != dtype || w[i + 1] != ndim) return 0;
-  i += 2;
-  for (int k = 0; k < ndim; k++)
-    if (w[i++] != sizes[k]) return 0;
-  *at = i;
+  if (w[i] != dtype || w[i + 1] != ndim || !sp_words_same(w + i + 2, sizes, ndim)) return 0;
+  *at = i + 2 + (size_t)ndim;
   return 1;
 }
 static inline void sp_enc_tensor(sp_enc *e, int dtype, int ndim, const int64_t *sizes) {

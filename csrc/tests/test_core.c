@@ -227,6 +227,40 @@ static void test_dedupe_errors_and_escaping(void) {
   g_passed++;
 }
 
+/* A tensor of every rank from 0 to 9 (ranks up to 4 take the straight
+ * copy and compare, the rest the loop), encoded after a head and checked in
+ * place. The oracle: the words spelled out one by one here, and a change to
+ * any one size, the dtype or the rank, which must not compare equal. */
+static void test_tensor_words_every_rank(void) {
+  g_test = __func__;
+  sp_enc e = {0};
+  const int64_t head[2] = {SP_ENC_TENSOR, 3};
+  for (int ndim = 0; ndim <= 9; ndim++) {
+    int64_t sizes[9], changed[9];
+    for (int d = 0; d < ndim; d++) sizes[d] = 100 + 7 * d;
+    sp_enc_reset(&e);
+    sp_enc_push(&e, 42); /* something before it */
+    sp_enc_tensor_after(&e, head, 2, 6, ndim, sizes);
+    CHECK(e.n == (size_t)(1 + 2 + 2 + ndim) && e.tensors == 1);
+    CHECK(e.w[0] == 42 && e.w[1] == SP_ENC_TENSOR && e.w[2] == 3 && e.w[3] == 6 && e.w[4] == ndim);
+    for (int d = 0; d < ndim; d++) CHECK(e.w[5 + d] == 100 + 7 * d);
+    size_t at = 1;
+    CHECK(sp_enc_tensor_is(e.w, e.n, &at, head, 2, 6, ndim, sizes) && at == e.n);
+    for (int d = 0; d < ndim; d++) {
+      memcpy(changed, sizes, sizeof changed);
+      changed[d]++;
+      at = 1;
+      CHECK(!sp_enc_tensor_is(e.w, e.n, &at, head, 2, 6, ndim, changed) && at == 1);
+    }
+    at = 1;
+    CHECK(!sp_enc_tensor_is(e.w, e.n, &at, head, 2, 7, ndim, sizes));
+    if (ndim > 0) CHECK(!sp_enc_tensor_is(e.w, e.n, &at, head, 2, 6, ndim - 1, sizes));
+    CHECK(!sp_enc_tensor_is(e.w, e.n - (ndim > 0), &at, head, 2, 6, ndim, sizes) || ndim == 0);
+  }
+  free(e.w);
+  g_passed++;
+}
+
 /* A repeat's expected outputs, compared in place by the caller
  * (sp_enc_tensor_is, sp_call_repeat), must be exactly what the writer
  * (sp_enc_tensor_after) puts down for its signature; the record guessed
@@ -1140,6 +1174,7 @@ int main(void) {
   test_open_errors();
   test_records_and_summary();
   test_dedupe_errors_and_escaping();
+  test_tensor_words_every_rank();
   test_repeats_compared_in_place();
   test_lists_outputs_and_no_tensor_calls();
   test_arguments();
