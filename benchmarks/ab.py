@@ -174,5 +174,6 @@ def main() -> None:
             print(f"{w:10s} {m:8s} {b:8.2f} {a:8.2f} {ratio:12.2f} {interval:>13s}  {verdict:7s}  "
                   f"{min(as_):.2f}-{max(as_):.2f}")
 
+
 if __name__ == "__main__":
     main()

@@ -236,7 +236,7 @@ static void test_tensor_words_every_rank(void) {
   sp_enc e = {0};
   const int64_t head[2] = {SP_ENC_TENSOR, 3};
   for (int ndim = 0; ndim <= 9; ndim++) {
-    int64_t sizes[9], changed[9];
+    int64_t sizes[9] = {0}, changed[9];
     for (int d = 0; d < ndim; d++) sizes[d] = 100 + 7 * d;
     sp_enc_reset(&e);
     sp_enc_push(&e, 42); /* something before it */
