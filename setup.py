@@ -14,6 +14,7 @@ import os
 import platform
 import sys
 
+import setuptools
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
@@ -38,13 +39,30 @@ def _torch_or_exit():
     return torch, cpp_extension
 
 
+def _setuptools_or_exit():
+    """One line saying what to install when this setuptools cannot build
+    us: editable installs need 64, and before 70.1 a wheel needs the
+    `wheel` package (pip installs neither without build isolation)."""
+    version = tuple(int(x) for x in setuptools.__version__.split(".")[:2] if x.isdigit())
+    if version < (64,):
+        sys.exit(f"error: sgl_shapeprof needs setuptools >= 64 (this environment has "
+                 f"{setuptools.__version__}): pip install 'setuptools>=64' wheel")
+    if version < (70, 1):
+        try:
+            import wheel  # noqa: F401  (bdist_wheel's home before setuptools 70.1)
+        except ImportError:
+            sys.exit(f"error: setuptools {setuptools.__version__} builds wheels with the wheel "
+                     f"package, which is not installed: pip install wheel")
+
+
+_setuptools_or_exit()
 torch, cpp_extension = _torch_or_exit()
 
 TORCH_VERSION = torch.__version__.split("+")[0]  # "2.14.1" of "2.14.1+cu128"
-SUPPORTED = ((2, 13), (2, 15))  # tested: 2.13.0, 2.14.1, 2.15.0 (README)
+SUPPORTED = ((2, 11), (2, 15))  # tested: 2.11.0, 2.13.0, 2.14.1, 2.15.0 (README)
 _release = tuple(int(x) for x in TORCH_VERSION.split(".")[:2] if x.isdigit())
 if not SUPPORTED[0] <= _release <= SUPPORTED[1]:
-    print(f"warning: sgl_shapeprof is tested with torch 2.13 to 2.15; building against "
+    print(f"warning: sgl_shapeprof is tested with torch 2.11 to 2.15; building against "
           f"{torch.__version__}", file=sys.stderr)
 STRICT = os.environ.get("SHAPEPROF_WERROR") == "1"
 WARNINGS = ["-Wall", "-Wextra"] + (["-Werror"] if STRICT else [])
@@ -121,7 +139,18 @@ extension = cpp_extension.CppExtension(
     extra_link_args=[f"-Wl,-rpath,{torch_lib}"],
 )
 
+
+def license_metadata():
+    """Apache-2.0, as the setuptools building us spells it: an SPDX
+    expression from setuptools 77 on (PEP 639, where the old field is
+    deprecated), the plain License field before (torch 2.11's environments
+    pin setuptools < 82, and a fresh venv may have 65)."""
+    major = int(setuptools.__version__.split(".")[0])
+    return {"license_expression": "Apache-2.0"} if major >= 77 else {"license": "Apache-2.0"}
+
+
 setup(
+    **license_metadata(),
     ext_modules=[extension],
     cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
     install_requires=[f"torch=={TORCH_VERSION}", "numpy"],

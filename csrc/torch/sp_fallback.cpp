@@ -11,6 +11,8 @@
 #include <ATen/core/stack.h>
 #include <c10/core/ScalarType.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
 
 #include <pthread.h>
@@ -28,14 +30,25 @@ namespace {
 // sees: below autograd and autocast, so composite ops arrive decomposed in
 // grad and no-grad mode, whole under inference_mode(), and autocast's casts
 // are visible. Fake sits there, next to Python (torch 2.13-2.15: just below
-// it; older torch: just above), and no core kernel registers a fallback on
-// it. Every other key in that range has a core owner; the free keys above
+// it; 2.11: just above, see kAbovePython), and no core kernel registers a
+// fallback on it. Every other key in that range has a core owner; the free keys above
 // autograd (DeferredInit, TESTING_ONLY_GenericMode) see another stream.
 // PyTorch is adding a C++ fake-tensor fallback on Fake: sp_fallback_install
 // then refuses in one line (hasBackendFallbackForDispatchKey) rather than
 // fail inside torch, and the parity tests compare the stream with a
 // TorchDispatchMode logger record by record on every supported torch.
 constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
+
+// Torch 2.11 orders Fake above Python (pytorch PR 178428 moved it below for
+// 2.13). There a call that goes on to the Python key is seen before the
+// Python code runs: a tensor subclass's call is recorded as the subclass's
+// (as a TorchDispatchMode sees it; 2.13+ records the calls its
+// __torch_dispatch__ makes instead, and the Python key keeps our key out of
+// those on 2.11), and a FakeTensorMode's calls would be recorded
+// as real ones: tracing_above_python() leaves those out, as the meta calls
+// they become are left out on 2.13+.
+constexpr bool kAbovePython =
+    static_cast<int>(c10::DispatchKey::Fake) > static_cast<int>(c10::DispatchKey::Python);
 
 // For threads that inherit the TLS key but started no pass (autograd's). It
 // holds a reference while set; such a thread reads it without one, so a
@@ -486,6 +499,29 @@ void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kKey), stack);
 }
 
+// Torch 2.11's call bound for the Python key (kAbovePython): true when it
+// computes no real shape -- a FakeTensorMode is active, or an input is a
+// FakeTensor (its storage is on the meta device). A proxy tracer over real
+// tensors runs real calls: recorded, as 2.13+ records the calls it makes.
+[[gnu::cold, gnu::noinline]] bool tracing_above_python(const c10::IValue* args, size_t n) {
+  using c10::impl::TorchDispatchModeKey;
+  using c10::impl::TorchDispatchModeTLS;
+  if (TorchDispatchModeTLS::get_mode(TorchDispatchModeKey::FAKE)) return true;
+  auto fake = [](const c10::IValue& v) {
+    if (!v.isTensor()) return false;
+    const c10::TensorImpl* impl = v.toTensor().unsafeGetTensorImpl();
+    return v.toTensor().defined() && impl->has_storage() &&
+           impl->storage().device_type() == c10::DeviceType::Meta;
+  };
+  for (size_t i = 0; i < n; i++) {
+    if (fake(args[i])) return true;
+    if (args[i].isList())
+      for (const c10::IValue& x : args[i].toListRef())
+        if (fake(x)) return true;
+  }
+  return false;
+}
+
 // A call on meta tensors is not logged, unless it raises: a TorchDispatchMode
 // logs it then, and errors are always written (FORMAT.md).
 [[gnu::cold, gnu::noinline]] void redispatch_meta(sp_profiler* p, sp_thread* t, const c10::OperatorHandle& op,
@@ -553,6 +589,13 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     }
     return redispatch(op, ks, stack);
   }
+  if constexpr (kAbovePython) {
+    if (C10_UNLIKELY(ks.has(c10::DispatchKey::Python))) {
+      size_t n_args = op.schema().arguments().size();
+      if (stack->size() < n_args || tracing_above_python(stack->data() + stack->size() - n_args, n_args))
+        return redispatch(op, ks, stack);
+    }
+  }
   int state = SP_CALL_SKIP;
   sp_thread* t = ts.scratch;
   ts.saw_meta = false;
@@ -577,13 +620,13 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     return redispatch(op, ks, stack);
   }
   c10::Device device(c10::DeviceType::CPU);
-  if (ts.sync) [[unlikely]] {
+  if (C10_UNLIKELY(ts.sync)) {
     size_t n_args = op.schema().arguments().size();
     if (stack->size() >= n_args) device = device_of(stack->data() + stack->size() - n_args, n_args);
   }
   try {
     redispatch(op, ks, stack);
-    if (device.type() != c10::DeviceType::CPU) [[unlikely]] synchronize(device);
+    if (C10_UNLIKELY(device.type() != c10::DeviceType::CPU)) synchronize(device);
   } catch (...) {
     record_exception(p, t, std::current_exception());
     throw;
