@@ -136,7 +136,7 @@ extension = cpp_extension.CppExtension(
              "csrc/python/sp_pyerror.cpp", "csrc/python/sp_module.c"],
     extra_compile_args=WARNINGS + system_includes + ["-iquote", "csrc", "-O2",
                                                      "-fvisibility=hidden"] + TLS,
-    extra_link_args=[f"-Wl,-rpath,{torch_lib}"],
+    extra_link_args=[f"-Wl,-rpath,{torch_lib}", "-ldl"],  # dlopen: sync mode asks the CUDA driver
 )
 
 

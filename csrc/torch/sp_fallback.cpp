@@ -10,11 +10,14 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/core/ScalarType.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
 
+#include <dlfcn.h>
 #include <pthread.h>
 
 #include <atomic>
@@ -22,6 +25,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -302,6 +307,7 @@ int enum_tag(const c10::Argument& a, int64_t* table) {
 // A Python number passed where a Tensor goes: the number (wrapped numbers
 // are 0-dim CPU tensors of these dtypes; read without dispatching).
 void encode_wrapped(sp_enc* e, size_t arg, const at::Tensor& t) {
+  if (!t.is_cpu()) return push_opaque(e, arg, "wrapped number on " + t.device().str());  // not readable here
   const void* data = t.unsafeGetTensorImpl()->data();
   switch (t.scalar_type()) {
     case c10::ScalarType::Double:
@@ -552,26 +558,84 @@ void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
 }
 
-// The device of a call's first tensor input that is not on the host (or the
-// CPU device: nothing to wait for).
-[[gnu::cold, gnu::noinline]] c10::Device device_of(const c10::IValue* args, size_t n) {
-  auto on_device = [](const at::Tensor& t) {
-    return t.defined() && t.device().type() != c10::DeviceType::CPU && t.device().type() != c10::DeviceType::Meta;
+// ---- sync mode (sp_fallback_sync): wait for the device after each call ----
+
+// The device of the first tensor among values (Tensor, Tensor[], Tensor?[])
+// that is not on the host; the CPU device when none is (nothing to wait for).
+[[gnu::cold, gnu::noinline]] c10::Device device_of(const c10::IValue* values, size_t n) {
+  auto on_device = [](const c10::IValue& v) {
+    if (!v.isTensor() || !v.toTensor().defined()) return false;
+    c10::DeviceType type = v.toTensor().device().type();
+    return type != c10::DeviceType::CPU && type != c10::DeviceType::Meta;
   };
   for (size_t i = 0; i < n; i++) {
-    if (args[i].isTensor()) {
-      if (on_device(args[i].toTensor())) return args[i].toTensor().device();
-    } else if (args[i].isTensorList()) {
-      for (const at::Tensor& t : args[i].toTensorList().vec())
-        if (on_device(t)) return t.device();
-    }
+    if (on_device(values[i])) return values[i].toTensor().device();
+    if (values[i].isList())
+      for (const c10::IValue& x : values[i].toListRef())
+        if (on_device(x)) return x.toTensor().device();
   }
   return c10::Device(c10::DeviceType::CPU);
 }
 
-// Waits for the device's work (sync mode): a kernel's asynchronous failure
-// raises here, as this call's error.
-[[gnu::cold, gnu::noinline]] void synchronize(c10::Device d) {
+// Whether the thread's current stream on d is capturing a graph: waiting
+// for the device then would break the capture (the model's call would get
+// the error). Torch 2.13+ asks the device's guard; torch 2.11's guard
+// cannot, so the CUDA driver is asked about the stream's native handle.
+// -1: cannot tell.
+template <class G, class = void>
+struct GuardKnowsCapture : std::false_type {};
+template <class G>
+struct GuardKnowsCapture<G, std::void_t<decltype(std::declval<const G&>().isStreamCapturing(
+                                std::declval<const c10::Stream&>()))>> : std::true_type {};
+
+int driver_capturing(const c10::Stream& stream) {
+  using IsCapturing = int (*)(void* stream, int* status);  // cuStreamIsCapturing
+  static IsCapturing is_capturing = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    return lib ? reinterpret_cast<IsCapturing>(dlsym(lib, "cuStreamIsCapturing")) : nullptr;
+  }();
+  int status = 0;
+  if (!is_capturing || stream.device_type() != c10::DeviceType::CUDA) return -1;
+  try {
+    if (is_capturing(stream.native_handle(), &status) != 0) return -1;
+  } catch (const std::exception&) {
+    return -1;  // this torch has no native handle for the stream
+  }
+  return status != 0;  // CU_STREAM_CAPTURE_STATUS_ACTIVE or _INVALIDATED
+}
+
+template <class G = c10::impl::DeviceGuardImplInterface>
+int capturing(c10::Device d) {
+  const G* guard = c10::impl::getDeviceGuardImpl(d.type());
+  c10::Stream stream = guard->getStream(d);
+  if constexpr (GuardKnowsCapture<G>::value) {
+    return guard->isStreamCapturing(stream) ? 1 : 0;
+  } else {
+    return driver_capturing(stream);
+  }
+}
+
+std::atomic<bool> g_sync_capture_said{false};
+std::atomic<bool> g_sync_unknown_said{false};
+
+// After the call: waits for the device of its first input on one, else of
+// its first output on one (factory calls, host-to-device copies). A kernel's
+// asynchronous failure raises here, as this call's error. Never while the
+// stream captures a graph, nor when that cannot be told.
+[[gnu::cold, gnu::noinline]] void synchronize(c10::Device d, const torch::jit::Stack* stack, size_t n_rets) {
+  if (d.type() == c10::DeviceType::CPU && stack->size() >= n_rets)
+    d = device_of(stack->data() + stack->size() - n_rets, n_rets);
+  if (d.type() == c10::DeviceType::CPU) return;
+  int capture = capturing(d);
+  if (capture != 0) {
+    std::atomic<bool>& said = capture > 0 ? g_sync_capture_said : g_sync_unknown_said;
+    if (!said.exchange(true))
+      TORCH_WARN(capture > 0 ? "sgl_shapeprof: sync: not while a graph is being captured (waiting for the "
+                               "device would break the capture): the capture's calls are recorded without it"
+                             : "sgl_shapeprof: sync: this torch cannot tell whether a CUDA graph is being "
+                               "captured, so sync mode does not wait for the device");
+    return;
+  }
   c10::impl::getDeviceGuardImpl(d.type())->synchronizeDevice(d.index());
 }
 
@@ -620,13 +684,13 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     return redispatch(op, ks, stack);
   }
   c10::Device device(c10::DeviceType::CPU);
-  if (C10_UNLIKELY(ts.sync)) {
+  if (C10_UNLIKELY(ts.sync)) {  // the inputs are consumed by the call
     size_t n_args = op.schema().arguments().size();
     if (stack->size() >= n_args) device = device_of(stack->data() + stack->size() - n_args, n_args);
   }
   try {
     redispatch(op, ks, stack);
-    if (C10_UNLIKELY(device.type() != c10::DeviceType::CPU)) synchronize(device);
+    if (C10_UNLIKELY(ts.sync)) synchronize(device, stack, op.schema().returns().size());
   } catch (...) {
     record_exception(p, t, std::current_exception());
     throw;
