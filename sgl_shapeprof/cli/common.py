@@ -105,7 +105,26 @@ def scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=N
     if len(set(labels)) != len(labels):
         for s in srcs:
             s.label = os.path.basename(s.path)
+    if cmd != "analyze":  # analyze says it in its header
+        for s in srcs:
+            said = uncaptured(s)
+            if said:
+                print(f"sgl-shapeprof {cmd}: {s.label}: {said}", file=sys.stderr)
     return srcs
+
+
+def uncaptured(src: Source) -> Optional[str]:
+    """What a file's counts leave out: replays of graphs whose captures
+    are not in it (a recording started after them, as an on-request one
+    on a server whose CUDA graphs were captured at start-up); None if none."""
+    keys = sorted(k for k, g in src.graphs.items() if g["replays"] and not g["captures"])
+    if not keys:
+        return None
+    n = sum(src.graphs[k]["replays"] for k in keys)
+    return (f"{n:,} replay{'s' if n != 1 else ''} of {len(keys)} CUDA graph{'s' if len(keys) != 1 else ''} "
+            f"({', '.join(map(str, keys[:8]))}{', ...' if len(keys) > 8 else ''}) captured before this "
+            f"recording started: their calls are not counted here (record from start-up to count them: "
+            f"SGLANG_PROFILE_SHAPES=1)")
 
 
 def add_imports(p: argparse.ArgumentParser) -> None:
