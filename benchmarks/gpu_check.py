@@ -416,7 +416,7 @@ def check_custom_ops(tmp, reduced):
     regrow = (median_ci(after_gap)[0] - median_ci(back_to_back)[0]) * 1e6 * calls
     return {"ok": n == 2, "failures": [] if n == 2 else [f"recorded {ops}"],
             "summary": f"{n} of 2 custom-op calls recorded on {DEVICE}; a custom op costs "
-                       f"{median_ci(off)[0] * 1e6:.1f} us off, +{added:.1f} us written in a pass; "
+                       f"{median_ci(off)[0] * 1e6:.1f} us off, {added:+.1f} us written in a pass; "
                        f"a pass of {calls} calls after a 0.3 s gap takes {regrow:+.0f} us vs back to back"}
 
 
