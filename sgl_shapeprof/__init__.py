@@ -13,11 +13,11 @@ import sys as _sys  # already loaded by the interpreter: free
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs 15 ms at start-up
 
 __version__ = "0.1.0"
-__all__ = ["ShapeProfiler", "OnRequestProfiler", "from_env", "resolve_rank", "ConfigError",
+__all__ = ["ShapeProfiler", "OnRequestProfiler", "Worker", "from_env", "resolve_rank", "ConfigError",
            "RecordReader", "read_records", "read_summary", "thread_logging", "__version__"]
 
 _LAZY = {
-    "ShapeProfiler": "recording.profiler", "from_env": "recording.env",
+    "ShapeProfiler": "recording.profiler", "from_env": "recording.env", "Worker": "recording.worker",
     "resolve_rank": "recording.env", "OnRequestProfiler": "recording.on_request",
     "ConfigError": "recording.config", "RecordReader": "records.reader",
     "read_records": "records.reader", "read_summary": "records.reader",

@@ -151,8 +151,9 @@ def test_filter_that_finds_nothing_says_what_is_close(tmp_path, capsys):
 
 def test_inputs_that_are_not_records_files(tmp_path, capsys):
     prof = record(tmp_path, "r.jsonl", dedupe=True)
+    (tmp_path / "empty").mkdir()
     cases = {
-        str(tmp_path): "is a directory",
+        str(tmp_path / "empty"): "no records file (*.jsonl) in folder",
         prof.summary_path: f"is a summary file, not a records file; its records file is {prof.path}",
         os.path.join(PKG_ROOT, "README.md") if os.path.exists(os.path.join(PKG_ROOT, "README.md"))
         else __file__: "is not a records file",

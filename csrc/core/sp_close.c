@@ -67,6 +67,7 @@ static void destroy(sp_profiler *p) {
   free(p->path);
   free(p->summary_path);
   free(p->phases);
+  free(p->worker);
   free(p->pass_json.p);
   free(p->op_counts);
   free(p->op_first);

@@ -40,6 +40,8 @@ typedef struct sp_config {
   const char *phases;      /* comma list of phases to log; NULL/"" = all */
   int args;                /* record non-tensor arguments and each input
                               tensor's strides, offset and device too */
+  const char *worker;      /* the summary's "worker": a JSON object written
+                              as given (the caller's json.dumps); NULL: none */
 } sp_config;
 
 /* Opens (truncates) the records file. On failure other than SP_NOMEM, *out

@@ -273,6 +273,7 @@ struct sp_profiler {
   double summary_at, cut_at; /* the flusher's last summary and cut (summary_mu) */
   sp_config cfg;
   char *path, *summary_path, *phases;
+  char *worker; /* the summary's "worker" JSON object, or NULL */
   char errmsg[SP_ERRMSG_CAP];
   unsigned long long serial; /* names this profiler to threads' passes */
   pid_t owner_pid;

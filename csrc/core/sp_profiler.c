@@ -155,13 +155,16 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   size_t cap = strlen(cfg->path) + 32;
   p->summary_path = malloc(cap);
   p->phases = cfg->phases && cfg->phases[0] ? xstrdup(cfg->phases) : NULL;
-  if (!p->path || !p->summary_path || (cfg->phases && cfg->phases[0] && !p->phases)) {
+  p->worker = cfg->worker && cfg->worker[0] ? xstrdup(cfg->worker) : NULL;
+  if (!p->path || !p->summary_path || (cfg->phases && cfg->phases[0] && !p->phases) ||
+      (cfg->worker && cfg->worker[0] && !p->worker)) {
     set_err(p, "out of memory", NULL, 0);
     return SP_NOMEM;
   }
   sp_summary_path_for(p->path, p->summary_path, cap);
   p->cfg.path = p->path;
   p->cfg.phases = p->phases;
+  p->cfg.worker = p->worker;
   /* Not O_TRUNC: first make sure no other live process writes this file
    * (two processes with the same rank name, say). */
   /* Never through a symbolic link: in a shared folder (/tmp) anyone could

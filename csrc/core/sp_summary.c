@@ -233,6 +233,10 @@ SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
   if (w.fd < 0) return errno ? errno : EIO;
   fdw_str(&w, "{\n  \"rank\": ");
   fdw_i64(&w, p->cfg.rank);
+  if (p->worker) {
+    fdw_str(&w, ",\n  \"worker\": ");
+    fdw_str(&w, p->worker);
+  }
   fdw_str(&w, ",\n  \"total_operations\": ");
   fdw_i64(&w, s->c.records);
   fdw_str(&w, ",\n  \"forward_passes\": ");

@@ -32,20 +32,20 @@ static PyObject *raise_for(int rc, const char *msg) {
 static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
   ProfilerObject *self = (ProfilerObject *)self_;
   static char *kwlist[] = {"path", "rank", "skip_warmup", "log_n_passes",
-                           "dedupe", "phases", "args", "sync", NULL};
+                           "dedupe", "phases", "args", "sync", "worker", NULL};
   PyObject *path_obj = NULL;
   long long rank = 0, skip = 0, limit = 0;
   int dedupe = 0, with_args = 0, sync = 0;
-  const char *phases = NULL;
+  const char *phases = NULL, *worker = NULL;
   if (self->p) {
     PyErr_SetString(PyExc_RuntimeError, "Profiler is already initialised");
     return -1;
   }
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzpp", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppz", kwlist,
                                    PyUnicode_FSConverter, &path_obj, &rank,
-                                   &skip, &limit, &dedupe, &phases, &with_args, &sync))
+                                   &skip, &limit, &dedupe, &phases, &with_args, &sync, &worker))
     return -1;
-  sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases, with_args};
+  sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases, with_args, worker};
   int rc = sp_fallback_install();
   /* Python kernels' exceptions are described from the exception object */
   sp_fallback_set_describer(sp_describe_python_error);

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, TextIO, Tuple
 from ..records.reader import SummaryError, open_records, read_summary, summary_path_for
 from ..records.scan import Filter, Signature, Source, close_names
 from ..records.values import format_inputs, format_value
+from .deployment import inventory
 
 
 @dataclass
@@ -113,7 +114,9 @@ def _source_lines(src: Source, w) -> None:
             text += f", ended by {s['ended_by']}"
     else:
         text += f", {passes} forward pass{'es' if passes != 1 else ''}"
-    if src.rank is not None:
+    if src.worker is not None and src.worker.several:
+        text += f", {src.worker.describe()}"
+    elif src.rank is not None:
         text += f", rank {src.rank}"
     w(text + "\n")
     if src.graphs:
@@ -177,6 +180,8 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
     sec = sec or Sections()
     for src in a.sources:
         _source_lines(src, w)
+    for line in inventory(a.sources):
+        w(f"{line}\n")
     ftext = filters_text(a.flt)
     if ftext:
         w(f"filters: {ftext}\n")
@@ -307,7 +312,8 @@ def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
     files = []
     for s in a.sources:
         logged, started, with_records, covered = passes_of(s)
-        files.append({"file": s.path, "label": s.label, "rank": s.rank, "records": s.records,
+        files.append({"file": s.path, "label": s.label, "rank": s.rank,
+                      "worker": s.worker.as_json() if s.worker is not None else None, "records": s.records,
                       "calls": s.calls, "deduplicated": s.deduplicated,
                       "forward_passes": covered, "logged_forward_passes": logged,
                       "started_forward_passes": started, "passes_with_records": with_records,
@@ -324,6 +330,7 @@ def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
     total_covered = max([total_with_records] + [f["forward_passes"] for f in files])
     return {
         "files": files,
+        "inventory": inventory(a.sources),
         "records": a.records,
         "calls": a.calls,
         "forward_passes": total_covered,

@@ -10,7 +10,7 @@ from .common import add_filters, fail, open_new, scan_files
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     a = sub.add_parser("analyze", help="per-operator counts, shapes, errors of records files")
     a.add_argument("files", nargs="+", metavar="FILE",
-                   help="records files (.jsonl, .jsonl.gz, .jsonl.zst; a glob such as 'shapes.rank*.jsonl')")
+                   help="records files (.jsonl, .jsonl.gz, .jsonl.zst), globs ('shapes.rank*.jsonl'), or folders (every node's files gathered: searched with their subfolders)")
     add_filters(a)
     a.add_argument("--quick", action="store_true",
                    help="operation counts only, from the summary when there is one")

@@ -10,6 +10,7 @@ import re
 import sys
 from typing import IO, Iterator, List, Optional
 
+from ..analysis.deployment import inventory
 from ..records.reader import InputError
 from ..records.scan import Filter, Source, expand_paths, parse_passes, scan
 
@@ -105,7 +106,9 @@ def scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=N
     if len(set(labels)) != len(labels):
         for s in srcs:
             s.label = os.path.basename(s.path)
-    if cmd != "analyze":  # analyze says it in its header
+    if cmd != "analyze":  # analyze says these in its header
+        for line in inventory(srcs):
+            print(f"sgl-shapeprof {cmd}: {line}", file=sys.stderr)
         for s in srcs:
             said = uncaptured(s)
             if said:

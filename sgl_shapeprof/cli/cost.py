@@ -14,7 +14,7 @@ from .common import add_filters, fail, scan_files
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     c = sub.add_parser("cost", help="FLOPs and bytes per signature (torch's formulas), roofline time with --gpu")
-    c.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    c.add_argument("files", nargs="+", metavar="FILE", help="records files, globs, or folders (searched with their subfolders)")
     add_filters(c)
     c.add_argument("--gpu", metavar="NAME", help="roofline on this GPU: H100, H200, B200, A100, MI300X")
     c.add_argument("--peak-tflops", type=float, metavar="T", help="dense peak TFLOP/s (instead of --gpu)")

@@ -17,7 +17,7 @@ from .common import add_filters, fail, open_new, scan_files
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     g = sub.add_parser("gemm", help="every matrix multiply as M, N, K, batch, dtypes, count, FLOPs")
-    g.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    g.add_argument("files", nargs="+", metavar="FILE", help="records files, globs, or folders (searched with their subfolders)")
     add_filters(g)
     g.add_argument("--op", action="append", default=[], metavar="NAME[:A,B]",
                    help="also a custom GEMM op: its name, optionally its two matrix inputs' names "

@@ -14,7 +14,7 @@ from .common import add_filters, fail, new_output, scan_files
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     rp = sub.add_parser("report", help="one self-contained HTML page of plots")
-    rp.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    rp.add_argument("files", nargs="+", metavar="FILE", help="records files, globs, or folders (searched with their subfolders)")
     add_filters(rp)
     rp.add_argument("-o", "--output", default="shapes_report.html", help="the HTML file (default shapes_report.html)")
     rp.add_argument("--gpu", metavar="NAME", default="H100", help="GPU for estimated times (default H100)")

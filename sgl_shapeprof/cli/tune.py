@@ -49,7 +49,7 @@ OPTIONS = (
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     t = sub.add_parser("tune", help="tuned-config coverage of the fused-MoE calls, and the tuner's inputs")
-    t.add_argument("files", nargs="+", metavar="FILE", help="records files (or globs)")
+    t.add_argument("files", nargs="+", metavar="FILE", help="records files, globs, or folders (searched with their subfolders)")
     add_filters(t)
     for flag, kw in OPTIONS:
         t.add_argument(flag, **kw)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 from ..recording.env import from_env
 from ..recording.messages import say
 from ..recording.profiler import ShapeProfiler
+from ..recording.worker import Worker
 
 ATTACHED = "_sgl_shapeprof"  # the worker's own attribute: its profiler
 
@@ -30,14 +31,15 @@ def attached(worker: Any) -> Optional[ShapeProfiler]:
 
 
 def attach(worker: Any, methods: dict, rank: Optional[int], dedupe_default: bool,
-           phase_of: Callable[..., Optional[str]]) -> Optional[ShapeProfiler]:
+           phase_of: Callable[..., Optional[str]], identity: Optional[Worker] = None) -> Optional[ShapeProfiler]:
     """methods: {name: wrap(bound method, profiler, phase_of)}; absent ones
-    are skipped. Once per worker; None when profiling is off for it."""
+    are skipped. identity: which worker of the deployment, read from the
+    server's state. Once per worker; None when profiling is off for it."""
     already = attached(worker)
     if already is not None:  # patched and zero-edit both
         return already
     try:
-        profiler = from_env(rank=rank, dedupe_default=dedupe_default)
+        profiler = from_env(rank=rank, dedupe_default=dedupe_default, worker=identity)
         if profiler is None:
             return None
         for name, wrap in methods.items():

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import FrozenSet, Mapping, Optional
 
 from .switch import ARMED, ENV_ENABLE, OFF, ON_REQUEST, PHASE_ALIASES, env_setting, neutral_name, parse_switch
+from .worker import SelectionError, Worker, has_placeholder, parse_selection, placeholders, selects
 
 ENV_RANK = "SGLANG_PROFILE_SHAPES_RANK"
+ENV_WORKERS = "SGLANG_PROFILE_SHAPES_WORKERS"
 ENV_FILE = "SGLANG_PROFILE_SHAPES_FILE"
 ENV_SKIP_WARMUP = "SGLANG_PROFILE_SHAPES_SKIP_WARMUP"
 ENV_LOG_N_PASSES = "SGLANG_PROFILE_SHAPES_LOG_N_PASSES"
@@ -43,31 +45,55 @@ class EnvConfig:
     on_request: bool = False  # armed: records nothing until a request
     args: bool = False  # record every argument, strides and devices too (replay)
     sync: bool = False  # wait for the device after each recorded call (debugging)
+    workers: Optional[dict] = None  # SGLANG_PROFILE_SHAPES_WORKERS: ranks per dimension (worker.py)
 
     def profiles_rank(self, rank: int) -> bool:
         return self.ranks is None or rank in self.ranks
 
+    def profiles(self, worker: Worker, rank: Optional[int] = None) -> bool:
+        """Its rank is selected (SGLANG_PROFILE_SHAPES_RANK: the TP rank,
+        or the rank the server integration gives; or tp= in
+        SGLANG_PROFILE_SHAPES_WORKERS), and so are its other ranks."""
+        sel = self.workers or {}
+        if "tp" not in sel and not self.profiles_rank(worker.tp_rank if rank is None else rank):
+            return False
+        return selects(sel, worker)
+
     def path_for_rank(self, rank: int) -> str:
-        return records_path_for_rank(self.path, rank, several=self.ranks is None or len(self.ranks) > 1)
+        return self.path_for(Worker(tp_rank=rank))
+
+    def path_for(self, worker: Worker, rank: Optional[int] = None) -> str:
+        sel = self.workers or {}
+        tp = sel["tp"] if "tp" in sel else self.ranks
+        return records_path_for(self.path, worker, several=tp is None or len(tp) > 1, rank=rank)
 
 
 def records_path_for_rank(path: str, rank: int, several: bool) -> str:
-    """The records file of one rank.
+    return records_path_for(path, Worker(tp_rank=rank), several)
 
-    "{rank}" in the path is replaced by the rank. Otherwise, when several ranks
-    are profiled, ".rank<N>" goes before the extension (shapes.jsonl ->
-    shapes.rank1.jsonl), so two ranks never share a file; a single profiled
-    rank writes the path as given.
+
+def records_path_for(path: str, worker: Worker, several: bool, rank: Optional[int] = None) -> str:
+    """The records file of one worker.
+
+    Placeholders ({rank}: rank, by default the TP rank; {tp}, {pp}, {dp},
+    {ep}, {worker}, {host}: worker.py) are filled in. Otherwise, when the deployment has
+    several workers along PP, DP or EP, the worker's name goes before the
+    extension (shapes.TP-0-PP-1.jsonl: SGLang's spelling); when it has
+    only TP ranks and several are profiled, ".rank<N>" does
+    (shapes.rank1.jsonl); a single profiled rank writes the path as given.
+    Two workers never share a file.
     """
-    if "{rank}" in path:
-        return path.replace("{rank}", str(rank))
-    if not several:
+    rank = worker.tp_rank if rank is None else rank
+    if has_placeholder(path):
+        return placeholders(path, worker, rank)
+    if not several and not worker.several:
         return path
     head, tail = os.path.split(path)
     stem, ext = os.path.splitext(tail)
     if not stem:  # ".jsonl" alone
         stem, ext = ext, ""
-    return os.path.join(head, f"{stem}.rank{rank}{ext}")
+    name = worker.name if worker.several else f"rank{rank}"
+    return os.path.join(head, f"{stem}.{name}{ext}")
 
 
 INT_MAX = 2 ** 63 - 1  # the core counts in 64-bit integers
@@ -182,6 +208,14 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     enabled, on_request = state != OFF, state == ARMED
     rank = env.get(ENV_RANK)
     ranks = parse_ranks(rank[1], rank[0]) if rank else frozenset({0})
+    chosen = env.get(ENV_WORKERS)
+    try:
+        workers = parse_selection(chosen[1], chosen[0]) if chosen else None
+    except SelectionError as e:
+        raise ConfigError(str(e)) from None
+    if workers and "tp" in workers and rank and rank[1].strip():
+        raise ConfigError(f"{rank[0]}={rank[1]!r} and {chosen[0]}={chosen[1]!r} both choose TP ranks: "
+                          f"set one of them")
     file = env.get(ENV_FILE)
     path = file[1] if file else DEFAULT_FILE
     if not path.strip():
@@ -193,4 +227,4 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     phases = parse_phases(phases_set[1], phases_set[0]) if phases_set else None
     args = bool(env.flag(ENV_ARGS))
     sync = bool(env.flag(ENV_SYNC))
-    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args, sync)
+    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args, sync, workers)

@@ -15,6 +15,7 @@ from .messages import say, say_once
 from .switch import env_setting
 from .on_request import OnRequestProfiler
 from .profiler import ShapeProfiler, check_count
+from .worker import Worker
 
 _env_profiler: Optional[ShapeProfiler] = None
 _env_lock = threading.Lock()
@@ -48,17 +49,18 @@ def resolve_rank(rank: Optional[int] = None) -> int:
 _NOT_ARMED = (ENV_SKIP_WARMUP, ENV_LOG_N_PASSES, ENV_PHASES)
 
 
-def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False, sync: bool = False):
+def _armed_from_env(rank: int, worker: Worker, dedupe: bool, path: str, args: bool = False,
+                    sync: bool = False):
     """SGLANG_PROFILE_SHAPES=on_request: one armed profiler per process and
     rank; requests write beside SGLANG_PROFILE_SHAPES_FILE's folder unless
     they name a file."""
     global _env_profiler
     with _env_lock:
         current = _env_profiler
-        if isinstance(current, OnRequestProfiler) and not current.closed and current.rank == rank:
+        if isinstance(current, OnRequestProfiler) and not current.closed and current.worker == worker:
             return current
         _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args, sync=sync,
-                                          output_dir=os.path.dirname(os.path.abspath(path)))
+                                          output_dir=os.path.dirname(os.path.abspath(path)), worker=worker)
         file = env_setting(ENV_FILE)
         if file is not None:
             _env_profiler.output_dir_from = "{}={!r}".format(*file)
@@ -69,8 +71,12 @@ def _armed_from_env(rank: int, dedupe: bool, path: str, args: bool = False, sync
         return _env_profiler
 
 
-def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
+def from_env(rank: Optional[int] = None, dedupe_default: bool = False, worker: Optional[Worker] = None):
     """The profiler SGLang's env vars ask for, or None.
+
+    worker: which worker of the deployment this process is, as the server
+    sees it; rank: the rank SGLANG_PROFILE_SHAPES_RANK selects (default: the
+    worker's TP rank; without a worker, this process's rank: resolve_rank).
 
     SGLANG_PROFILE_SHAPES=on_request gives an OnRequestProfiler (armed,
     recording only when asked; the same pass API). None when
@@ -83,13 +89,15 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
         cfg = read_env()
         if not cfg.enabled:
             return None
-        r = resolve_rank(rank)
-        if not cfg.profiles_rank(r):
+        if worker is None:
+            worker = Worker(tp_rank=resolve_rank(rank))
+        r = worker.tp_rank if rank is None else check_count("rank", rank)
+        if not cfg.profiles(worker, r):
             return None
-        path = cfg.path_for_rank(r)
+        path = cfg.path_for(worker, r)
         dedupe = dedupe_default if cfg.dedupe is None else cfg.dedupe
         if cfg.on_request:
-            return _armed_from_env(r, dedupe, path, cfg.args, cfg.sync)
+            return _armed_from_env(r, worker, dedupe, path, cfg.args, cfg.sync)
         with _env_lock:
             current = _env_profiler
             if current is not None and not current.closed and \
@@ -97,7 +105,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False):
                 return current
             _env_profiler = ShapeProfiler(
                 path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
-                dedupe=dedupe, phases=cfg.phases, args=cfg.args, sync=cfg.sync)
+                dedupe=dedupe, phases=cfg.phases, args=cfg.args, sync=cfg.sync, worker=worker)
             _env_profiler._phases_from = f"{(env_setting(ENV_PHASES) or (ENV_PHASES,))[0]}="
             return _env_profiler
     except (ConfigError, ValueError, TypeError, ImportError) as e:

@@ -26,6 +26,7 @@ from .config import phase_filter
 from .switch import env_setting, same_phase
 from .messages import say, say_once
 from .profiler import PassContext, ShapeProfiler
+from .worker import Worker
 
 ENV_CONTROL_DIR = "SGLANG_PROFILE_SHAPES_CONTROL_DIR"
 
@@ -82,8 +83,10 @@ class OnRequestProfiler(PassContext):
     """Armed: records nothing until request(); the same pass API as ShapeProfiler."""
 
     def __init__(self, rank: int = 0, dedupe: bool = False, output_dir: Optional[str] = None,
-                 control: bool = True, args: bool = False, sync: bool = False):
+                 control: bool = True, args: bool = False, sync: bool = False,
+                 worker: Optional[Worker] = None):
         self.rank = rank
+        self.worker = worker  # which worker of the deployment: names and summaries say it
         self.dedupe = dedupe
         self.args = args
         self.sync = sync
@@ -115,7 +118,7 @@ class OnRequestProfiler(PassContext):
         selected = phase_filter(phases, "phases")
         if output is None:
             output = os.path.join(self.output_dir, f"shapes-{time.strftime('%Y%m%d-%H%M%S')}"
-                                                   f"-rank{self.rank}.jsonl")
+                                                   f"-{self.worker_name()}.jsonl")
             chosen = self.output_dir_from
         else:
             chosen = None
@@ -130,6 +133,12 @@ class OnRequestProfiler(PassContext):
             output = _free_path(output)
             self._pending = Request(passes, selected, per_phase, output, skip)
         return output
+
+    def worker_name(self) -> str:
+        """rank<N>, or SGLang's TP-0-PP-1 where the deployment has PP, DP
+        or EP workers: part of every file name this profiler chooses."""
+        w = self.worker
+        return w.name if w is not None and w.several else f"rank{self.rank}"
 
     def stop(self) -> Optional[str]:
         """Ends the current request (or drops a pending one); its files are
@@ -240,6 +249,7 @@ class OnRequestProfiler(PassContext):
                 try:
                     self._active = ShapeProfiler(
                         req.output, rank=self.rank, dedupe=self.dedupe, args=self.args, sync=self.sync,
+                        worker=self.worker,
                         skip_warmup=req.skip,
                         log_n_passes=0 if req.per_phase else req.passes,
                         phases=sorted(req.phases) if req.phases else None)

@@ -7,6 +7,7 @@ swallows its own failures (reported once on stderr) and profiling goes off.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import sys
 import threading
@@ -16,6 +17,7 @@ from typing import ContextManager, Iterable, Optional, Union
 from .config import INT_MAX, phase_filter
 from .messages import say, say_once
 from .pauses import pause_thread, resume_thread
+from .worker import Worker
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -119,7 +121,7 @@ class ShapeProfiler(PassContext):
     """Records every operator call of the logged forward passes.
 
     ShapeProfiler(output, *, rank=0, skip_warmup=0, log_n_passes=0,
-    dedupe=False, phases=None, args=False, sync=False)
+    dedupe=False, phases=None, args=False, sync=False, worker=None)
 
     output: the records file (JSON Lines, see FORMAT.md); the summary goes
     beside it (shapes.jsonl -> shapes_summary.json). Passes 1..skip_warmup are
@@ -134,7 +136,10 @@ class ShapeProfiler(PassContext):
     call with an input on a CUDA device, wait for the device, so that an
     asynchronous kernel failure is recorded as the error of the call that
     launched it rather than of a later synchronising call; never while a CUDA
-    graph is captured; on the CPU it does nothing.
+    graph is captured; on the CPU it does nothing. worker: which worker of a
+    deployment this is (a Worker: its TP, PP, DP and EP ranks, host, pid),
+    written to the summary as "worker"; the server integrations read it from
+    the server's own state.
 
     Passes are per thread: a pass records the calls of the thread that
     starts it (and of threads that inherit its dispatch state, such as
@@ -151,7 +156,7 @@ class ShapeProfiler(PassContext):
     def __init__(self, output: PathLike = "shapes.jsonl", *, rank: int = 0,
                  skip_warmup: int = 0, log_n_passes: int = 0,
                  dedupe: bool = False, phases: Optional[Iterable[str]] = None,
-                 args: bool = False, sync: bool = False):
+                 args: bool = False, sync: bool = False, worker: Optional[Worker] = None):
         path = os.fspath(output)
         if not isinstance(path, str) or not path:
             raise ValueError("output must be a non-empty path")
@@ -172,9 +177,13 @@ class ShapeProfiler(PassContext):
         self.dedupe = bool(dedupe)
         self.args = bool(args)
         self.sync = bool(sync)
+        if worker is not None and not isinstance(worker, Worker):
+            raise TypeError(f"worker must be a sgl_shapeprof Worker, not {type(worker).__name__}")
+        self.worker = worker
+        identity = json.dumps(worker.as_json()) if worker is not None else None
         try:
             self._native = _C.Profiler(path, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
-                                       self.args, self.sync)
+                                       self.args, self.sync, identity)
         except BlockingIOError:
             # Another live profiler writes this file (two processes with the
             # same rank name, say): never share it, take a name of our own.
@@ -182,7 +191,7 @@ class ShapeProfiler(PassContext):
             own = f"{stem}.pid{os.getpid()}{ext}"
             say(f"{path} is in use by another process; writing {own} instead")
             self._native = _C.Profiler(own, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
-                                       self.args, self.sync)
+                                       self.args, self.sync, identity)
         self._closed = False
         self._broken = False
         self._forked = False

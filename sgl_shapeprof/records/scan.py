@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, Iterable, List, Optional, Tuple
 
+from ..recording.worker import Worker
 from .reader import InputError, LineParser, ReadReport, SummaryError, open_records, read_summary
 from .values import elements, format_inputs, format_value
 
@@ -77,6 +78,7 @@ class Source:
     truncated: bool = False          # stopped at --max-entries
     flt: Optional["Filter"] = None   # the filter it was scanned with (applied: not again)
     graphs: Dict[int, dict] = field(default_factory=dict)  # summary "graphs", by key
+    worker: Optional[Worker] = None  # the summary's "worker": its place in the deployment
 
     @property
     def filtered(self) -> bool:
@@ -94,19 +96,38 @@ class Source:
 _RANK_IN_NAME = re.compile(r"rank(\d+)")
 
 
+_WORKER_IN_NAME = re.compile(r"(TP|DP|PP|EP)-(\d+)")
+
+
+def _name_order(name: str) -> Tuple[int, ...]:
+    """shapes.rank3.jsonl -> (3,); x-TP-1-PP-0.shapes.jsonl -> (pp, dp, tp, ep)
+    = (0, 0, 1, 0): pipeline stages first, then replicas, then TP ranks."""
+    found = dict(_WORKER_IN_NAME.findall(name))
+    if found:
+        return tuple(int(found.get(d, 0)) for d in ("PP", "DP", "TP", "EP"))
+    m = _RANK_IN_NAME.search(name)
+    return (int(m.group(1)),) if m else (-1,)
+
+
 def expand_paths(patterns: Iterable[str]) -> List[str]:
-    """Files named, with globs expanded (shapes.rank*.jsonl) in rank order."""
+    """Files named, with globs expanded (shapes.rank*.jsonl) in rank order;
+    a folder stands for every records file in it and its subfolders (each
+    node's folder gathered into one, say), in worker order."""
     out: List[str] = []
+    def order(h: str) -> Tuple[Tuple[int, ...], str]:
+        return (_name_order(os.path.basename(h)), h)
     for p in patterns:
-        if glob.has_magic(p) and not os.path.exists(p):
+        if os.path.isdir(p):
+            hits = [os.path.join(d, f) for d, _, files in os.walk(p) for f in files
+                    if f.endswith((".jsonl", ".jsonl.zst"))]
+            if not hits:
+                raise InputError(f"no records file (*.jsonl) in folder {p}")
+            out.extend(sorted(hits, key=order))
+        elif glob.has_magic(p) and not os.path.exists(p):
             hits = glob.glob(p)
             if not hits:
                 raise InputError(f"no file matches {p}")
             hits = [h for h in hits if not h.endswith("_summary.json")] or hits
-
-            def order(h: str) -> Tuple[int, str]:
-                m = _RANK_IN_NAME.search(os.path.basename(h))
-                return (int(m.group(1)) if m else -1, h)
             out.extend(sorted(hits, key=order))
         else:
             out.append(p)
@@ -227,8 +248,11 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
     if rank is None:
         m = _RANK_IN_NAME.search(os.path.basename(path))
         rank = int(m.group(1)) if m else None
-    src = Source(path=path, label=label or (f"rank {rank}" if rank is not None else os.path.basename(path)),
-                 rank=rank, summary=summary, summary_note=note)
+    worker = Worker.from_json(summary.get("worker")) if summary else None
+    if label is None:
+        label = (worker.name if worker is not None and worker.several else
+                 f"rank {rank}" if rank is not None else os.path.basename(path))
+    src = Source(path=path, label=label, rank=rank, summary=summary, summary_note=note, worker=worker)
     counts: Dict[bytes, int] = {}
     if summary and summary.get("dedupe_enabled"):
         src.deduplicated = True

@@ -63,7 +63,9 @@ def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
     except OSError as e:
         raise RequestError(f"{SHAPES}: {chosen}: cannot create {out_dir}: {e.strerror or e}") from None
     prefix = f"{req.profile_prefix}-" if getattr(req, "profile_prefix", None) else ""
-    name = f"{prefix}{req.profile_id or 'shapes'}-TP-{armed.rank}.shapes.jsonl"
+    # SGLang's own trace names: TP-{tp}[-DP-{dp}][-PP-{pp}][-EP-{ep}]
+    worker = armed.worker.name if armed.worker is not None else f"TP-{armed.rank}"
+    name = f"{prefix}{req.profile_id or 'shapes'}-{worker}.shapes.jsonl"
     skip = 0
     if req.start_step:
         try:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 from ... import thread_logging
 from ...recording.messages import say_once
 from ...recording.profiler import ShapeProfiler
+from ...recording.worker import Worker
 from .. import SGLANG_CUSTOM_OP
 from ..passes import attach, call_phase, wrap_init
 
@@ -33,6 +34,39 @@ def llm_phase(batch: Any = None, forward_batch: Any = None) -> Optional[str]:
             name = getattr(mode, "name", None) or str(mode)
             return name.lower()
     return None
+
+
+def llm_identity(worker: Any) -> Optional[Worker]:
+    """This worker's place in the deployment, from SGLang's own parallel
+    state (sglang.srt.runtime_context.get_parallel(), as SGLang's profiler
+    names its traces): TP, PP, DP (its replicas times attention-DP groups:
+    num_dp_ranks) and MoE EP ranks and sizes, attention DP where it is on.
+    None when SGLang's state cannot be read (from_env then uses the TP rank
+    alone)."""
+    try:
+        from sglang.srt.runtime_context import get_parallel
+        par = get_parallel()
+    except Exception:
+        return None
+
+    def read(name: str, default: Optional[int]) -> Optional[int]:
+        try:  # unpublished fields raise
+            value = getattr(par, name)
+        except Exception:
+            return default
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else default
+    tp_rank = read("tp_rank", None)
+    if tp_rank is None:
+        return None
+    dp_size = read("num_dp_ranks", 1) or 1
+    attn_dp = read("attn_dp_size", None)
+    return Worker(tp_rank=tp_rank, tp_size=read("tp_size", 1) or 1,
+                  pp_rank=read("pp_rank", 0) or 0, pp_size=read("pp_size", 1) or 1,
+                  dp_rank=(read("dp_rank", 0) or 0) if dp_size > 1 else 0, dp_size=dp_size,
+                  ep_rank=read("moe_ep_rank", 0) or 0, ep_size=read("moe_ep_size", 1) or 1,
+                  attn_dp_rank=read("attn_dp_rank", None) if attn_dp and attn_dp > 1 else None,
+                  attn_dp_size=attn_dp if attn_dp and attn_dp > 1 else None,
+                  source="sglang get_parallel()")
 
 
 def llm_tp_rank(worker: Any) -> Optional[int]:
@@ -215,7 +249,9 @@ def attach_llm_worker(worker: Any) -> Optional[ShapeProfiler]:
         phase = llm_phase(batch, forward_batch)
         return f"draft_{phase}" if draft and phase else phase
 
-    return attach(worker, LLM_FORWARDS, llm_tp_rank(worker), False, phase_of)
+    identity = llm_identity(worker)
+    rank = identity.tp_rank if identity is not None else llm_tp_rank(worker)
+    return attach(worker, LLM_FORWARDS, rank, False, phase_of, identity)
 
 
 def is_warmup_request(req: Any) -> bool:

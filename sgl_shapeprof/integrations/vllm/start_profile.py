@@ -6,7 +6,8 @@ vLLM mounts the two routes only when a profiler is configured
 (api_server.py). A request reaches every worker as Worker.profile(is_start, profile_prefix,
 delay_iterations=, max_iterations=): there the armed profiler skips
 `delay_iterations` steps and records `max_iterations` (0 or none: until
-/stop_profile) into <SHAPEPROF_FILE's folder>/<profile_prefix->shapes-rank<N>.jsonl.
+/stop_profile) into <SHAPEPROF_FILE's folder>/<profile_prefix->shapes-rank<N>.jsonl (shapes-TP-<tp>-PP-<pp>... where the deployment has
+PP, DP or EP workers).
 vLLM's own profiler runs too only when one is configured: asking for shapes
 alone starts no torch profiler.
 """
@@ -31,7 +32,7 @@ def _armed() -> Optional[OnRequestProfiler]:
 
 
 def shapes_output(armed: OnRequestProfiler, prefix: Optional[str]) -> str:
-    return os.path.join(armed.output_dir, f"{prefix + '-' if prefix else ''}shapes-rank{armed.rank}.jsonl")
+    return os.path.join(armed.output_dir, f"{prefix + '-' if prefix else ''}shapes-{armed.worker_name()}.jsonl")
 
 
 def _profile_with_shapes(profile: Callable) -> Callable:

@@ -24,6 +24,7 @@ import functools
 import threading
 from typing import Any, Callable, Optional
 
+from ...recording.worker import Worker
 from ..passes import attach, call_phase, close_attached, wrap_init, wrap_method
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
@@ -83,6 +84,31 @@ def runner_rank(runner: Any = None) -> Optional[int]:
         return None
 
 
+def runner_identity(runner: Any = None) -> Optional[Worker]:
+    """This worker's place in the deployment, from vLLM's parallel state
+    (vllm.distributed.parallel_state's groups: rank_in_group and
+    world_size of TP, PP, DP and EP); None when it cannot be read."""
+    try:
+        from vllm.distributed import parallel_state as ps
+    except Exception:
+        return None
+
+    def group(getter: str):
+        try:
+            g = getattr(ps, getter)()
+            return int(g.rank_in_group), int(g.world_size)
+        except Exception:
+            return None
+    tp = group("get_tp_group")
+    if tp is None:
+        return None
+    pp = group("get_pp_group") or (0, 1)
+    dp = group("get_dp_group") or (0, 1)
+    ep = group("get_ep_group") or (0, 1)
+    return Worker(tp_rank=tp[0], tp_size=tp[1], pp_rank=pp[0], pp_size=pp[1], dp_rank=dp[0], dp_size=dp[1],
+                  ep_rank=ep[0], ep_size=ep[1], source="vllm parallel_state")
+
+
 class _Steps:
     """One runner's two wrappers, sharing whether its last step was a pass
     (sample_tokens reopens only that one)."""
@@ -126,7 +152,7 @@ def attach_model_runner(runner: Any) -> Any:
     profiler (None when profiling is off for this rank); dedupe off by default."""
     steps = _Steps()
     return attach(runner, {"execute_model": steps.forward, "sample_tokens": steps.sampling},
-                  runner_rank(runner), False, step_phase)
+                  runner_rank(runner), False, step_phase, runner_identity(runner))
 
 
 def patch_model_runner_module(module: Any) -> None:
