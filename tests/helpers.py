@@ -135,3 +135,17 @@ def read_run(path, ended_by="running"):
         assert len(passes) == summary["phase_passes"][phase] or \
             summary["dedupe_enabled"] and len(passes) <= summary["phase_passes"][phase], phase
     return records, summary
+
+
+def sglang_trace_name(tp_rank, dp_rank, pp_rank, ep_rank, num_dp_ranks, pp_size, moe_ep_size) -> str:
+    """The worker part of SGLang 0.5.23's own trace file names
+    (ProfileManager.stop() in sglang/srt/utils/profile_utils.py, spelled out
+    as the tests' oracle): TP always, DP, PP and EP where their size is > 1."""
+    parts = [f"TP-{tp_rank}"]
+    if num_dp_ranks > 1:
+        parts.append(f"DP-{dp_rank}")
+    if pp_size > 1:
+        parts.append(f"PP-{pp_rank}")
+    if moe_ep_size > 1:
+        parts.append(f"EP-{ep_rank}")
+    return "-".join(parts)

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 import torch
-from helpers import load
+from helpers import load, sglang_trace_name
 
 from sgl_shapeprof import ShapeProfiler, Worker
 from sgl_shapeprof.cli import main
@@ -17,19 +17,6 @@ from sgl_shapeprof.recording import env as env_mod
 from sgl_shapeprof.recording.config import ConfigError, read_env, records_path_for
 
 PP2 = dict(tp_size=1, pp_size=2)
-
-
-def sglang_trace_name(tp, dp, pp, ep, num_dp_ranks, pp_size, moe_ep_size):
-    """SGLang 0.5.23's ProfileManager.stop() file name parts, spelled out
-    from its source (sglang/srt/utils/profile_utils.py) as the oracle."""
-    parts = [f"TP-{tp}"]
-    if num_dp_ranks > 1:
-        parts.append(f"DP-{dp}")
-    if pp_size > 1:
-        parts.append(f"PP-{pp}")
-    if moe_ep_size > 1:
-        parts.append(f"EP-{ep}")
-    return "-".join(parts)
 
 
 @pytest.mark.parametrize("sizes", [(1, 1, 1), (1, 2, 1), (2, 1, 1), (2, 2, 2), (1, 1, 4)])

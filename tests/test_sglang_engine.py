@@ -12,11 +12,12 @@ import sys
 import sysconfig
 
 import pytest
-from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree, read_run
+from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree, read_run, sglang_trace_name
 
 SGLANG_VERSION = "0.5.23"
 ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")
 STUBS = os.path.join(ENV_DIR, "stubs")
+PROBE = os.path.join(ENV_DIR, "trace_hook")  # SGLENV_PARALLEL: SGLang's get_parallel() per worker
 OVERLAY = os.path.join(ENV_DIR, "patched_overlay")
 # patches/sglang-<version>-<name>.patch -> the file it patches
 WORKERS = {"tp_worker": "sglang/srt/managers/tp_worker.py",
@@ -48,10 +49,14 @@ def zero_edit_hook_installed():
     return os.path.exists(os.path.join(sysconfig.get_paths()["purelib"], "sgl_shapeprof_autohook.pth"))
 
 
-def run(script, args, tmp_path, way, patched_tree=None, **profile_env):
-    """Runs one of tests/sglang_env's drivers with SGLANG_PROFILE_SHAPES=1."""
+def run(script, args, tmp_path, way, patched_tree=None, parallel_dir=None, **profile_env):
+    """Runs one of tests/sglang_env's drivers with SGLANG_PROFILE_SHAPES=1;
+    parallel_dir: each worker writes there what SGLang's get_parallel() says."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PROFILE_SHAPES")}
     paths = [STUBS, PKG_ROOT]
+    if parallel_dir is not None:
+        paths.append(PROBE)
+        env["SGLENV_PARALLEL"] = str(parallel_dir)
     if way == "patched":
         paths.insert(0, OVERLAY)
         env["SHAPEPROF_PATCHED_TREE"] = str(patched_tree)
@@ -130,6 +135,155 @@ def test_llm_tp2_all_ranks_decode_only(models, tmp_path):
         assert summary["rank"] == rank
         assert records and {r["phase"] for r in records} == {"decode"}
         assert set(summary["phase_passes"]) == {"decode"}
+
+
+def workers_said_by_sglang(parallel_dir):
+    """pid -> what SGLang's own get_parallel() said in that worker."""
+    return {int(os.path.splitext(f)[0]): json.load(open(os.path.join(parallel_dir, f)))
+            for f in os.listdir(parallel_dir)}
+
+
+def outputs_last_dim(records, n):
+    return [r for r in records if isinstance(r.get("outputs"), dict) and r["outputs"]["shape"][-1:] == [n]]
+
+
+@pytest.mark.parametrize("dim", ["pp", "dp"])
+def test_llm_pp2_dp2_each_worker_says_which_it_is(models, tmp_path, dim):
+    """PP=2 and DP=2 on SGLang's CPU engine: one file per worker, named as
+    SGLang names its own traces, each summary stating the worker that SGLang's
+    get_parallel() says the process is (the oracle, read by test code in each
+    worker). Each pipeline stage holds its own layers: the embedding only on
+    the first, the logits projection (to the vocabulary, 1024) only on the
+    last; each replica holds both."""
+    par = tmp_path / "par"
+    par.mkdir()
+    run("run_llm.py", [models / "tiny-llama", f"--{dim}", "2"], tmp_path, "zero-edit", parallel_dir=par)
+    said = workers_said_by_sglang(par)
+    assert len(said) == 2
+    files = sorted(glob.glob(str(tmp_path / "shapes.*.jsonl")))
+    want = sorted(f"shapes.{sglang_trace_name(s['tp_rank'], s['dp_rank'], s['pp_rank'], s['moe_ep_rank'], s['num_dp_ranks'], s['pp_size'], s['moe_ep_size'])}.jsonl"
+                  for s in said.values())
+    assert [os.path.basename(f) for f in files] == want == (
+        ["shapes.TP-0-PP-0.jsonl", "shapes.TP-0-PP-1.jsonl"] if dim == "pp" else
+        ["shapes.TP-0-DP-0.jsonl", "shapes.TP-0-DP-1.jsonl"])
+    for f in files:
+        records, summary = read_run(f)
+        w = summary["worker"]
+        s = said[w["pid"]]
+        assert (w["tp_rank"], w["tp_size"], w["pp_rank"], w["pp_size"], w["dp_size"], w["ep_rank"], w["ep_size"]) == \
+            (s["tp_rank"], s["tp_size"], s["pp_rank"], s["pp_size"], s["num_dp_ranks"], s["moe_ep_rank"],
+             s["moe_ep_size"])
+        # without DP SGLang's dp_rank is None; the summary says 0 of 1
+        assert w["dp_rank"] == (s["dp_rank"] if s["num_dp_ranks"] > 1 else 0)
+        assert w["source"] == "sglang get_parallel()"
+        embeds = [r for r in records if r["operation"] == "aten.embedding.default"]
+        logits = outputs_last_dim(records, 1024)
+        first, last = w["pp_rank"] == 0, w["pp_rank"] == w["pp_size"] - 1
+        assert bool(embeds) == first and bool(logits) == last, (f, len(embeds), len(logits))
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(tmp_path), "--top", "1"],
+                       capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    names = [os.path.basename(f)[len("shapes."):-len(".jsonl")] for f in files]
+    assert f"deployment {dim.upper()}=2: 2 worker files ({', '.join(names)})" in r.stdout
+    assert "no file" not in r.stdout and "claim" not in r.stdout
+
+
+def free_port(span=200):
+    """A port with span free ones above it (SGLang takes several from its port)."""
+    import socket
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + span < 65000:
+            return port
+    raise RuntimeError("no free port")
+
+
+def test_two_nodes_pp2_on_loopback_gathered_and_analyzed(models, tmp_path):
+    """A real two-node launch (--nnodes 2, each node its own process on
+    loopback, each writing its own folder, as on two machines): each stage
+    names itself after SGLang's get_parallel() in its process; the folders
+    gathered into one lose nothing; analyze labels both and misses none.
+    Node 1's SGLang ends its workers when node 0 shuts down (its exit status
+    is SGLang's: not checked)."""
+    if not zero_edit_hook_installed():
+        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
+    par = tmp_path / "par"
+    par.mkdir()
+    init, ports = free_port(), (free_port(), free_port())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    env.update({"PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT, PROBE]), "SGLENV_PARALLEL": str(par),
+                "SGLANG_PROFILE_SHAPES": "1"})
+    procs = []
+    for node in (0, 1):
+        folder = tmp_path / f"node{node}"
+        folder.mkdir()
+        node_env = dict(env, SGLANG_PROFILE_SHAPES_FILE=str(folder / "shapes.jsonl"),
+                        SGLANG_CPU_OMP_THREADS_BIND=str(node % (os.cpu_count() or 1)))
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.join(ENV_DIR, "run_llm.py"), str(models / "tiny-llama"), "--pp", "2",
+             "--nnodes", "2", "--node-rank", str(node), "--dist-init-addr", f"127.0.0.1:{init}",
+             "--port", str(ports[node])], env=node_env, cwd=str(folder),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True))
+    try:
+        out0, _ = procs[0].communicate(timeout=600)
+        assert procs[0].returncode == 0, out0[-5000:]
+        procs[1].communicate(timeout=120)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait()
+    said = workers_said_by_sglang(par)
+    assert sorted(s["pp_rank"] for s in said.values()) == [0, 1]
+    gathered = tmp_path / "gathered"
+    for node in (0, 1):
+        files = sorted(os.listdir(tmp_path / f"node{node}"))
+        assert files == [f"shapes.TP-0-PP-{node}.jsonl", f"shapes.TP-0-PP-{node}_summary.json"], files
+        records, summary = read_run(tmp_path / f"node{node}" / files[0])
+        assert summary["worker"]["pp_rank"] == said[summary["worker"]["pid"]]["pp_rank"] == node
+        assert records
+        (gathered / f"node{node}").mkdir(parents=True)
+        for f in files:  # "x": gathering never overwrites
+            with open(tmp_path / f"node{node}" / f, "rb") as src, open(gathered / f"node{node}" / f, "xb") as dst:
+                dst.write(src.read())
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(gathered), "--top", "3"],
+                       capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "TP 0/1, PP 0/2" in lines[0] and "TP 0/1, PP 1/2" in lines[1], r.stdout[:1000]
+    assert lines[2] == "deployment PP=2: 2 worker files (TP-0-PP-0, TP-0-PP-1)"
+    assert "no file" not in r.stdout and "claim" not in r.stdout
+    print(r.stdout[:600])
+
+
+def test_run_command_tp2_pp2_sets_what_the_cpu_engine_needs(models, tmp_path):
+    """sgl-shapeprof run --tp 2 --pp 2 on SGLang's CPU engine with none of
+    its per-worker settings given: run sets the OpenMP core groups and a KV
+    budget per worker and says so, all four workers record, and the
+    analysis covers the deployment."""
+    if not zero_edit_hook_installed():
+        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF", "SGLANG_CPU_OMP_THREADS_BIND"))}
+    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "SGLANG_NCCL_SO_PATH": "/nonexistent/libnccl.so.2",
+                "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT])})
+    engine = {"device": "cpu", "attention_backend": "torch_native", "sampling_backend": "pytorch",
+              "disable_cuda_graph": "true", "dtype": "bfloat16", "context_length": "256",
+              "skip_server_warmup": "true", "random_seed": "0", "mem_fraction_static": "0.05"}
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--model-path",
+                        str(models / "tiny-llama"), "--tp", "2", "--pp", "2", "--prompts", "2", "--max-tokens", "3",
+                        "-o", "run", *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    assert "SGLANG_CPU_OMP_THREADS_BIND=" in r.stderr and "max_total_tokens=4096 per worker" in r.stderr
+    names = sorted(os.path.basename(f) for f in glob.glob(str(tmp_path / "run" / "shapes*.jsonl")))
+    assert names == [f"shapes.TP-{t}-PP-{p}.jsonl" for t in (0, 1) for p in (0, 1)]
+    for name in names:
+        read_run(tmp_path / "run" / name)
+    assert "deployment TP=2, PP=2: 4 worker files (TP-0-PP-0, TP-1-PP-0, TP-0-PP-1, TP-1-PP-1)" in r.stdout
 
 
 def test_run_command_tp2(models, tmp_path):

@@ -1,6 +1,6 @@
 """`sgl-shapeprof run`: one command per server -- start its offline engine with
-profiling on (every rank), send the prompts, shut it down, analyze each
-rank's file."""
+profiling on (every worker: TP x PP x DP), send the prompts, shut it down,
+analyze every worker's file together."""
 from __future__ import annotations
 
 import argparse
@@ -22,6 +22,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     r.add_argument("--server", required=True, choices=SERVERS, help="the engine: sglang or vllm")
     r.add_argument("--model-path", required=True, metavar="M", help="the model (a folder or a hub name)")
     r.add_argument("--tp", type=int, default=1, metavar="N", help="tensor parallel size (default 1)")
+    r.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline parallel size (default 1)")
+    r.add_argument("--dp", type=int, default=1, metavar="N", help="data parallel size (default 1)")
     r.add_argument("--prompts", type=int, default=3, metavar="N", help="prompts sent (default 3)")
     r.add_argument("--max-tokens", type=int, default=50, metavar="N", help="tokens generated per prompt (default 50)")
     r.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -46,15 +48,46 @@ def _engine_args(pairs) -> dict:
     return out
 
 
-def _analyze(path: str) -> None:
+def _analyze(paths: list) -> None:
     parser = argparse.ArgumentParser(prog="sgl-shapeprof")
     analyze.add_parser(parser.add_subparsers())
-    analyze.run(parser.parse_args(["analyze", path, "--top", "10", "--no-diversity"]))
+    analyze.run(parser.parse_args(["analyze", *paths, "--top", "10", "--no-diversity"]))
+
+
+# SGLang's CPU engine (no CUDA) with several workers: each needs its own
+# OpenMP cores, else it asserts on NUMA binding, and its KV pool is sized
+# from the machine's memory per worker unless bounded, which can get every
+# worker killed. Set when the user has not, and said.
+CPU_KV_TOKENS = 4096
+
+
+def _sglang_cpu_settings(workers: int, engine_args: dict, env: dict) -> list:
+    """What run sets for SGLang's CPU engine; the lines saying so."""
+    said = []
+    if workers > 1 and not env.get("SGLANG_CPU_OMP_THREADS_BIND"):
+        n = os.cpu_count() or 1
+        env["SGLANG_CPU_OMP_THREADS_BIND"] = "|".join(str(i % n) for i in range(workers))
+        said.append(f"SGLANG_CPU_OMP_THREADS_BIND={env['SGLANG_CPU_OMP_THREADS_BIND']!r} (one core group per "
+                    f"worker; set it to choose)")
+    if workers > 1 and "max_total_tokens" not in engine_args:
+        engine_args["max_total_tokens"] = CPU_KV_TOKENS
+        said.append(f"max_total_tokens={CPU_KV_TOKENS} per worker (--engine-arg max_total_tokens=N to change)")
+    return said
+
+
+def _on_cpu(engine_args: dict) -> bool:
+    if str(engine_args.get("device", "")).startswith("cpu"):
+        return True
+    try:
+        import torch
+        return not torch.cuda.is_available()
+    except Exception:
+        return False
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.tp < 1 or args.prompts < 1 or args.max_tokens < 1:
-        raise fail("--tp, --prompts and --max-tokens must be at least 1")
+    if min(args.tp, args.pp, args.dp, args.prompts, args.max_tokens) < 1:
+        raise fail("--tp, --pp, --dp, --prompts and --max-tokens must be at least 1")
     out_dir = os.path.abspath(args.output_dir)
     os.makedirs(out_dir, exist_ok=True)
     stale = glob.glob(os.path.join(out_dir, "shapes*.jsonl"))
@@ -62,11 +95,10 @@ def run(args: argparse.Namespace) -> int:
         raise fail(f"{out_dir} already holds {os.path.basename(stale[0])}: give another --output-dir")
     # the engine runs in out_dir: a local folder given relative to here must still be found
     model = os.path.abspath(args.model_path) if os.path.exists(args.model_path) else args.model_path
-    spec = {"server": args.server, "model_path": model, "tp": args.tp, "prompts": args.prompts,
-            "max_tokens": args.max_tokens, "engine_args": _engine_args(args.engine_arg),
+    engine_args = _engine_args(args.engine_arg)
+    spec = {"server": args.server, "model_path": model, "tp": args.tp, "pp": args.pp, "dp": args.dp,
+            "prompts": args.prompts, "max_tokens": args.max_tokens, "engine_args": engine_args,
             "output": os.path.join(out_dir, "outputs.json")}
-    with open(os.path.join(out_dir, "run.json"), "w") as f:
-        json.dump(spec, f)
     from ..recording import config
     settings = {config.ENV_ENABLE: "1", config.ENV_RANK: "all", config.ENV_DEDUPE: "1" if args.dedupe else "0",
                 config.ENV_FILE: os.path.join(out_dir, "shapes.jsonl")}
@@ -74,8 +106,16 @@ def run(args: argparse.Namespace) -> int:
            if not k.startswith(config.ENV_ENABLE) and not k.startswith(config.neutral_name(config.ENV_ENABLE) + "_")
            and k != config.neutral_name(config.ENV_ENABLE)}
     env.update({config.neutral_name(k): v for k, v in settings.items()})
+    workers = args.tp * args.pp * args.dp
+    if args.server == "sglang" and _on_cpu(engine_args):
+        for line in _sglang_cpu_settings(workers, engine_args, env):
+            print(f"sgl-shapeprof run: SGLang's CPU engine: {line}", file=sys.stderr)
+    with open(os.path.join(out_dir, "run.json"), "w") as f:
+        json.dump(spec, f)
     log_path = os.path.join(out_dir, "engine.log")
-    print(f"running {args.server} on {args.model_path} (TP={args.tp}, {args.prompts} prompts x "
+    layout = ", ".join(f"{k}={v}" for k, v in (("TP", args.tp), ("PP", args.pp), ("DP", args.dp))
+                       if v > 1 or k == "TP")
+    print(f"running {args.server} on {args.model_path} ({layout}, {args.prompts} prompts x "
           f"{args.max_tokens} tokens); engine log: {log_path}", file=sys.stderr)
     with open(log_path, "w") as log:
         rc = subprocess.call([sys.executable, "-m", "sgl_shapeprof.integrations.engines",
@@ -90,7 +130,5 @@ def run(args: argparse.Namespace) -> int:
     if not files:
         hint = " (is the start-up hook installed? sgl-shapeprof hook install)" if args.server == "sglang" else ""
         raise fail(f"the {args.server} engine ran but recorded nothing{hint}; its log: {log_path}")
-    for path in files:
-        _analyze(path)
-        print()
+    _analyze([out_dir])  # together, in worker order: each file labelled, the deployment inventoried
     return 0

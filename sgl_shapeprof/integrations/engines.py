@@ -26,7 +26,9 @@ def prompts(n: int) -> List[str]:
 
 def run_vllm(spec: dict) -> list:
     import vllm
-    llm = vllm.LLM(model=spec["model_path"], tensor_parallel_size=spec["tp"], **spec["engine_args"])
+    layout = {k: spec[s] for k, s in (("pipeline_parallel_size", "pp"), ("data_parallel_size", "dp"))
+              if spec.get(s, 1) > 1}
+    llm = vllm.LLM(model=spec["model_path"], tensor_parallel_size=spec["tp"], **layout, **spec["engine_args"])
     params = vllm.SamplingParams(max_tokens=spec["max_tokens"], temperature=0, ignore_eos=True)
     results = llm.generate(prompts(spec["prompts"]), params, use_tqdm=False)
     return [[len(r.prompt_token_ids), len(r.outputs[0].token_ids)] for r in results]
@@ -34,7 +36,8 @@ def run_vllm(spec: dict) -> list:
 
 def run_sglang(spec: dict) -> list:
     import sglang
-    engine = sglang.Engine(model_path=spec["model_path"], tp_size=spec["tp"], **spec["engine_args"])
+    layout = {k: spec[s] for k, s in (("pp_size", "pp"), ("dp_size", "dp")) if spec.get(s, 1) > 1}
+    engine = sglang.Engine(model_path=spec["model_path"], tp_size=spec["tp"], **layout, **spec["engine_args"])
     try:
         results = engine.generate(prompts(spec["prompts"]),
                                   {"max_new_tokens": spec["max_tokens"], "temperature": 0, "ignore_eos": True})

@@ -1,7 +1,16 @@
 #!/usr/bin/env python3
 """Run SGLang's real offline engine on CPU with the tiny random Llama.
 
-    python run_llm.py MODEL_DIR [--tp 2] [--max-new-tokens 4] [--json OUT.json]
+    python run_llm.py MODEL_DIR [--tp 2] [--pp 2] [--dp 2] [--max-new-tokens 4] [--json OUT.json]
+                      [--profile DIR] [--nnodes 2 --node-rank R --dist-init-addr HOST:PORT --port P]
+
+--nnodes/--node-rank: one node of a multi-node launch (on loopback in the
+tests: each node its own process); a node other than 0 runs its workers
+until node 0 shuts the deployment down.
+
+--profile DIR: Engine.start_profile(activities=["CPU", "SHAPES"]) before
+generating and stop_profile() after, into DIR: SGLang's own trace files
+beside ours (their names are SGLang's word for which worker wrote them).
 
 --json writes one object per prompt: prompt, text, output_ids, prompt_tokens,
 completion_tokens, cached_tokens (radix-cache hits; 0 here, as both prompts
@@ -20,15 +29,15 @@ T0 = time.time()
 from cpu_env import cpu_environment  # noqa: E402  (beside this script)
 
 
-def _env(tp):
+def _env(workers):
     cpu_environment()
-    # One OpenMP thread group per TP rank, core ids separated by '|'.
+    # One OpenMP thread group per worker, core ids separated by '|'.
     ncpu = os.cpu_count() or 1
-    if tp == 1:
+    if workers == 1:
         os.environ.setdefault("SGLANG_CPU_OMP_THREADS_BIND", f"0-{ncpu - 1}" if ncpu > 1 else "0")
     else:
         os.environ.setdefault(
-            "SGLANG_CPU_OMP_THREADS_BIND", "|".join(str(i % ncpu) for i in range(tp))
+            "SGLANG_CPU_OMP_THREADS_BIND", "|".join(str(i % ncpu) for i in range(workers))
         )
 
 
@@ -36,10 +45,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--pp", type=int, default=1)
+    ap.add_argument("--dp", type=int, default=1)
     ap.add_argument("--max-new-tokens", type=int, default=4)
     ap.add_argument("--json", default=None, help="write per-prompt results here")
+    ap.add_argument("--profile", default=None, help="start_profile CPU+SHAPES into this folder")
+    ap.add_argument("--nnodes", type=int, default=1)
+    ap.add_argument("--node-rank", type=int, default=0)
+    ap.add_argument("--dist-init-addr", default=None)
+    ap.add_argument("--port", type=int, default=None)
     a = ap.parse_args()
-    _env(a.tp)
+    _env(a.tp * a.pp * a.dp // a.nnodes)
+    nodes = {}
+    if a.nnodes > 1:
+        nodes = dict(nnodes=a.nnodes, node_rank=a.node_rank, dist_init_addr=a.dist_init_addr)
+    if a.port:
+        nodes["port"] = a.port
 
     import sglang as sgl
 
@@ -51,6 +72,8 @@ def main():
         sampling_backend="pytorch",
         disable_cuda_graph=True,
         tp_size=a.tp,
+        pp_size=a.pp,
+        dp_size=a.dp,
         dtype="bfloat16",
         mem_fraction_static=0.05,
         max_total_tokens=2048,
@@ -61,12 +84,20 @@ def main():
         skip_server_warmup=True,
         log_level="warning",
         random_seed=0,
+        **nodes,
     )
     t_up = time.time()
+    if a.node_rank > 0:  # its workers ran until node 0 shut the deployment down
+        print(f"run_llm node {a.node_rank}: done after {t_up - T0:.1f}s")
+        return 0
     prompts = ["the capital of france is", "tell me a story once upon a time"]
+    if a.profile:
+        engine.start_profile(output_dir=a.profile, activities=["CPU", "SHAPES"])
     outs = engine.generate(
         prompts, {"max_new_tokens": a.max_new_tokens, "temperature": 0.0, "ignore_eos": True}
     )
+    if a.profile:
+        engine.stop_profile()
     t_gen = time.time()
     for p, o in zip(prompts, outs):
         meta = o.get("meta_info", {})
@@ -93,7 +124,7 @@ def main():
     engine.shutdown()
     t_end = time.time()
     print(
-        f"run_llm tp={a.tp}: import {t_import - T0:.1f}s, engine start {t_up - t_import:.1f}s, "
+        f"run_llm tp={a.tp} pp={a.pp} dp={a.dp}: import {t_import - T0:.1f}s, engine start {t_up - t_import:.1f}s, "
         f"generate {t_gen - t_up:.1f}s, shutdown {t_end - t_gen:.1f}s, total {t_end - T0:.1f}s"
     )
     ok = all(o.get("meta_info", {}).get("completion_tokens") == a.max_new_tokens for o in outs)
