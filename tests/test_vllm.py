@@ -220,8 +220,9 @@ def test_run_refuses_bad_arguments_in_one_line(tmp_path):
     r = cli("run", "--server", "vllm", "--model-path", "m", "-o", tmp_path / "b")
     assert r.returncode == 2 and r.stderr == (f"sgl-shapeprof run: {tmp_path / 'b'} already holds "
                                               "shapes.rank0.jsonl: give another --output-dir\n")
-    r = cli("run", "--server", "vllm", "--model-path", "m", "--tp", "0", "-o", tmp_path / "c")
-    assert r.returncode == 2 and "--tp, --prompts and --max-tokens must be at least 1" in r.stderr
+    for option in ("--tp", "--pp", "--dp", "--prompts", "--max-tokens"):
+        r = cli("run", "--server", "vllm", "--model-path", "m", option, "0", "-o", tmp_path / "c")
+        assert r.returncode == 2 and r.stderr == f"sgl-shapeprof run: {option} 0: must be at least 1\n", r.stderr
 
 
 def test_run_says_when_the_engine_fails(tmp_path):

