@@ -188,6 +188,46 @@ def test_llm_pp2_dp2_each_worker_says_which_it_is(models, tmp_path, dim):
     assert "no file" not in r.stdout and "claim" not in r.stdout
 
 
+def test_llm_tp2_ep2_moe_workers_and_a_failing_expert_call(models, tmp_path):
+    """Expert parallel 2 (TP=2) with a tiny Qwen2-MoE: each file named as
+    SGLang names its traces (TP-0-EP-0, TP-1-EP-1), each summary's EP rank
+    SGLang's get_parallel().moe_ep_rank in that process. SGLang 0.5.23's CPU
+    engine fails this layout by itself (its CPU top-k scatters the -1 that
+    EP gives experts held elsewhere: 'index -1 is out of bounds'); the
+    failing call is recorded with its inputs on the rank that raised it."""
+    par = tmp_path / "par"
+    par.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PROFILE_SHAPES")}
+    env.update({"PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT, PROBE]), "SGLENV_PARALLEL": str(par),
+                "SGLANG_PROFILE_SHAPES": "1", "SGLANG_PROFILE_SHAPES_RANK": "all",
+                "SGLANG_PROFILE_SHAPES_FILE": str(tmp_path / "shapes.jsonl")})
+    if not zero_edit_hook_installed():
+        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
+    r = subprocess.run([sys.executable, os.path.join(ENV_DIR, "run_llm.py"), str(models / "tiny-qwen2moe"),
+                        "--tp", "2", "--ep", "2"], capture_output=True, text=True, env=env, cwd=str(tmp_path),
+                       timeout=900)
+    failed = r.returncode != 0
+    assert not failed or "index -1 is out of bounds" in r.stdout + r.stderr, (r.stdout + r.stderr)[-5000:]
+    said = workers_said_by_sglang(par)
+    names = sorted(os.path.basename(f) for f in glob.glob(str(tmp_path / "shapes.*.jsonl")))
+    assert names == ["shapes.TP-0-EP-0.jsonl", "shapes.TP-1-EP-1.jsonl"] == sorted(
+        f"shapes.{sglang_trace_name(s['tp_rank'], s['dp_rank'], s['pp_rank'], s['moe_ep_rank'], s['num_dp_ranks'], s['pp_size'], s['moe_ep_size'])}.jsonl"
+        for s in said.values())
+    errors = []
+    for name in names:
+        # a worker that raised exits through its atexit close, or is killed first
+        ended = json.load(open(tmp_path / name.replace(".jsonl", "_summary.json")))["ended_by"]
+        assert ended in ("close", "running")
+        records, summary = read_run(tmp_path / name, ended_by=ended)
+        w = summary["worker"]
+        assert (w["ep_rank"], w["ep_size"], w["tp_rank"]) == (said[w["pid"]]["moe_ep_rank"], 2,
+                                                             said[w["pid"]]["tp_rank"])
+        errors += [x for x in records if "error" in x]
+    if failed:
+        assert any(e["operation"] == "aten.scatter_.value" and "index -1 is out of bounds" in
+                   e["error"]["error_message"] for e in errors), errors
+
+
 def free_port(span=200):
     """A port with span free ones above it (SGLang takes several from its port)."""
     import socket

@@ -7,6 +7,9 @@ OUTDIR/tiny-llama : LlamaForCausalLM, 2 layers, hidden 64, random weights,
                     with an offline WordLevel tokenizer (tokenizer.json).
 OUTDIR/tiny-llama-vllm : the same with hidden 128 and 2 heads of 64 (vLLM's
                     CPU attention rejects head_dim 16); only with --only vllm.
+OUTDIR/tiny-qwen2moe : Qwen2MoeForCausalLM, 2 layers of 4 experts (2 per
+                    token), hidden 64, tiny-llama's tokenizer (for expert
+                    parallelism); made with llm.
 OUTDIR/tiny-sd    : a StableDiffusionPipeline (UNet2DConditionModel,
                     AutoencoderKL, CLIPTextModel, CLIPTokenizer, DDIM scheduler),
                     all tiny, random weights, tokenizer vocab written offline.
@@ -115,6 +118,26 @@ def make_llama(out, hidden=64, heads=4, kv_heads=2):
         )
 
 
+def make_moe(out, llama):
+    """A tiny Qwen2-MoE with tiny-llama's tokenizer and special tokens."""
+    import shutil
+
+    import torch
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    os.makedirs(out, exist_ok=True)
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"):
+        if os.path.exists(os.path.join(llama, f)):
+            shutil.copy(os.path.join(llama, f), out)
+    ids = json.load(open(os.path.join(llama, "generation_config.json")))
+    torch.manual_seed(0)
+    cfg = Qwen2MoeConfig(vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128, moe_intermediate_size=64,
+                         shared_expert_intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+                         max_position_embeddings=512, tie_word_embeddings=False, torch_dtype="bfloat16", **ids)
+    Qwen2MoeForCausalLM(cfg).to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+
+
 def make_sd(out):
     import torch
     from diffusers import (
@@ -219,7 +242,8 @@ def main():
     t0 = time.time()
     if a.only in (None, "llm"):
         make_llama(os.path.join(a.outdir, "tiny-llama"))
-        print(f"tiny-llama written ({time.time() - t0:.1f}s)")
+        make_moe(os.path.join(a.outdir, "tiny-qwen2moe"), os.path.join(a.outdir, "tiny-llama"))
+        print(f"tiny-llama and tiny-qwen2moe written ({time.time() - t0:.1f}s)")
     if a.only in (None, "sd"):
         t1 = time.time()
         make_sd(os.path.join(a.outdir, "tiny-sd"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run SGLang's real offline engine on CPU with the tiny random Llama.
 
-    python run_llm.py MODEL_DIR [--tp 2] [--pp 2] [--dp 2] [--max-new-tokens 4] [--json OUT.json]
+    python run_llm.py MODEL_DIR [--tp 2] [--pp 2] [--dp 2] [--ep 2] [--max-new-tokens 4] [--json OUT.json]
                       [--profile DIR] [--nnodes 2 --node-rank R --dist-init-addr HOST:PORT --port P]
 
 --nnodes/--node-rank: one node of a multi-node launch (on loopback in the
@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--tp", type=int, default=1)
     ap.add_argument("--pp", type=int, default=1)
     ap.add_argument("--dp", type=int, default=1)
+    ap.add_argument("--ep", type=int, default=1)
     ap.add_argument("--max-new-tokens", type=int, default=4)
     ap.add_argument("--json", default=None, help="write per-prompt results here")
     ap.add_argument("--profile", default=None, help="start_profile CPU+SHAPES into this folder")
@@ -61,6 +62,8 @@ def main():
         nodes = dict(nnodes=a.nnodes, node_rank=a.node_rank, dist_init_addr=a.dist_init_addr)
     if a.port:
         nodes["port"] = a.port
+    if a.ep > 1:
+        nodes["ep_size"] = a.ep
 
     import sglang as sgl
 
@@ -124,7 +127,7 @@ def main():
     engine.shutdown()
     t_end = time.time()
     print(
-        f"run_llm tp={a.tp} pp={a.pp} dp={a.dp}: import {t_import - T0:.1f}s, engine start {t_up - t_import:.1f}s, "
+        f"run_llm tp={a.tp} pp={a.pp} dp={a.dp} ep={a.ep}: import {t_import - T0:.1f}s, engine start {t_up - t_import:.1f}s, "
         f"generate {t_gen - t_up:.1f}s, shutdown {t_end - t_gen:.1f}s, total {t_end - T0:.1f}s"
     )
     ok = all(o.get("meta_info", {}).get("completion_tokens") == a.max_new_tokens for o in outs)
