@@ -220,6 +220,9 @@ def test_run_refuses_bad_arguments_in_one_line(tmp_path):
     r = cli("run", "--server", "vllm", "--model-path", "m", "-o", tmp_path / "b")
     assert r.returncode == 2 and r.stderr == (f"sgl-shapeprof run: {tmp_path / 'b'} already holds "
                                               "shapes.rank0.jsonl: give another --output-dir\n")
+    r = cli("run", "--server", "vllm", "--model-path", "m", "--dp", "2", "-o", tmp_path / "d")
+    assert r.returncode == 2 and r.stderr.startswith("sgl-shapeprof run: --dp: vLLM's offline LLM does not run "
+                                                     "data parallel") and r.stderr.count("\n") == 1
     for option in ("--tp", "--pp", "--dp", "--prompts", "--max-tokens"):
         r = cli("run", "--server", "vllm", "--model-path", "m", option, "0", "-o", tmp_path / "c")
         assert r.returncode == 2 and r.stderr == f"sgl-shapeprof run: {option} 0: must be at least 1\n", r.stderr

@@ -89,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
     for option in ("tp", "pp", "dp", "prompts", "max_tokens"):
         if getattr(args, option) < 1:
             raise fail(f"--{option.replace('_', '-')} {getattr(args, option)}: must be at least 1")
+    if args.server == "vllm" and args.dp > 1:  # vllm.LLM raises it too, after a minute of start-up
+        raise fail("--dp: vLLM's offline LLM does not run data parallel (it wants one process per replica: "
+                   "vLLM's examples/features/data_parallel/data_parallel_offline.py)")
     out_dir = os.path.abspath(args.output_dir)
     os.makedirs(out_dir, exist_ok=True)
     stale = glob.glob(os.path.join(out_dir, "shapes*.jsonl"))
