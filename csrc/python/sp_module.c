@@ -242,7 +242,7 @@ static PyTypeObject ProfilerType = {
     .tp_basicsize = sizeof(ProfilerObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Profiler(path, rank=0, skip_warmup=0, log_n_passes=0, "
-              "dedupe=False, phases=None, args=False, sync=False)\n--\n\nThe native profiler.",
+              "dedupe=False, phases=None, args=False, sync=False, worker=None)\n--\n\nThe native profiler.",
     .tp_new = PyType_GenericNew,
     .tp_init = Profiler_init,
     .tp_dealloc = Profiler_dealloc,
