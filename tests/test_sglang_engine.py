@@ -228,16 +228,20 @@ def test_llm_tp2_ep2_moe_workers_and_a_failing_expert_call(models, tmp_path):
                    e["error"]["error_message"] for e in errors), errors
 
 
-def free_port(span=200):
-    """A port with span free ones above it (SGLang takes several from its port)."""
+def free_ports(n, apart=100):
+    """n free ports at least `apart` from each other (SGLang takes several
+    ports upwards of the one it is given)."""
     import socket
-    for _ in range(50):
+    out = []
+    for _ in range(500):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port + span < 65000:
-            return port
-    raise RuntimeError("no free port")
+        if port + apart < 65000 and all(abs(port - p) >= apart for p in out):
+            out.append(port)
+            if len(out) == n:
+                return out
+    raise RuntimeError("no free ports")
 
 
 def test_two_nodes_pp2_on_loopback_gathered_and_analyzed(models, tmp_path):
@@ -245,13 +249,16 @@ def test_two_nodes_pp2_on_loopback_gathered_and_analyzed(models, tmp_path):
     loopback, each writing its own folder, as on two machines): each stage
     names itself after SGLang's get_parallel() in its process; the folders
     gathered into one lose nothing; analyze labels both and misses none.
-    Node 1's SGLang ends its workers when node 0 shuts down (its exit status
-    is SGLang's: not checked)."""
+    Node 1's workers stop when node 0 shuts the deployment down (a
+    ShutdownReq, or their connection reset), or are killed here after two
+    minutes: SGLang leaves that to the launcher ("the orchestrator's kill
+    timeout is the backstop"); its exit status is not checked, and its
+    summary is the one of a close or of the last snapshot."""
     if not zero_edit_hook_installed():
         pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
     par = tmp_path / "par"
     par.mkdir()
-    init, ports = free_port(), (free_port(), free_port())
+    init, *ports = free_ports(3)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
     env.update({"PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT, PROBE]), "SGLENV_PARALLEL": str(par),
                 "SGLANG_PROFILE_SHAPES": "1"})
@@ -269,7 +276,10 @@ def test_two_nodes_pp2_on_loopback_gathered_and_analyzed(models, tmp_path):
     try:
         out0, _ = procs[0].communicate(timeout=600)
         assert procs[0].returncode == 0, out0[-5000:]
-        procs[1].communicate(timeout=120)
+        try:
+            procs[1].communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pass  # killed below, as a launcher would
     finally:
         for p in procs:
             if p.poll() is None:
@@ -281,7 +291,9 @@ def test_two_nodes_pp2_on_loopback_gathered_and_analyzed(models, tmp_path):
     for node in (0, 1):
         files = sorted(os.listdir(tmp_path / f"node{node}"))
         assert files == [f"shapes.TP-0-PP-{node}.jsonl", f"shapes.TP-0-PP-{node}_summary.json"], files
-        records, summary = read_run(tmp_path / f"node{node}" / files[0])
+        ended = json.load(open(tmp_path / f"node{node}" / files[1]))["ended_by"]
+        assert ended == "running" or node == 1 and ended == "close", ended
+        records, summary = read_run(tmp_path / f"node{node}" / files[0], ended_by=ended)
         assert summary["worker"]["pp_rank"] == said[summary["worker"]["pid"]]["pp_rank"] == node
         assert records
         (gathered / f"node{node}").mkdir(parents=True)
