@@ -123,10 +123,32 @@ def test_two_nodes_gathered_and_analyzed(tmp_path, monkeypatch, capsys):
     assert [f["label"] for f in a["files"]] == ["TP-0-PP-0", "TP-0-PP-1"]
     assert [f["worker"]["pp_rank"] for f in a["files"]] == [0, 1]
     assert a["inventory"] == ["deployment PP=2: 2 worker files (TP-0-PP-0, TP-0-PP-1)"]
-    # stage 1 alone: stage 0 has no file
-    assert main(["gemm", str(gathered / "node1")]) == 0
-    err = capsys.readouterr().err
-    assert "sgl-shapeprof gemm: PP stage 0 of 2: no file" in err
+    # stage 1 alone: stage 0 has no file, said in each command's header
+    # (on stderr beside machine-readable output)
+    for cmd in ("gemm", "cost", "tune"):
+        extra = ["--device", "NVIDIA_H100_80GB_HBM3", "--configs", str(tmp_path)] if cmd == "tune" else []
+        assert main([cmd, str(gathered / "node1")] + extra) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[:2] == ["deployment PP=2: 1 worker file (TP-0-PP-1)", "PP stage 0 of 2: no file"], (cmd, out)
+    assert main(["gemm", str(gathered / "node1"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert isinstance(json.loads(out), list) and "sgl-shapeprof gemm: PP stage 0 of 2: no file" in err
+    for cmd in ("cost", "tune"):
+        extra = ["--device", "NVIDIA_H100_80GB_HBM3", "--configs", str(tmp_path)] if cmd == "tune" else []
+        assert main([cmd, str(gathered / "node1"), "--json"] + extra) == 0
+        assert json.loads(capsys.readouterr().out)["inventory"][1] == "PP stage 0 of 2: no file"
+    # diff: each side's files by worker
+    assert main(["diff", str(gathered / "node0"), str(gathered / "node1")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    a, b = (next(ln for ln in lines if ln.startswith(side)) for side in ("A: ", "B: "))
+    assert "shapes.TP-0-PP-0.jsonl (TP-0-PP-0)" in a and "shapes.TP-0-PP-1.jsonl (TP-0-PP-1)" in b, lines
+    # report: the inventory and each file's worker in its header
+    pytest.importorskip("plotly")
+    html = tmp_path / "r.html"
+    assert main(["report", str(gathered / "node1"), "-o", str(html)]) == 0
+    capsys.readouterr()
+    page = html.read_text()
+    assert "PP stage 0 of 2: no file" in page and "worker TP 0/1, PP 1/2 on node1" in page
     # two files that claim the same worker
     shutil.copy(gathered / "node1" / "shapes.TP-0-PP-1.jsonl", gathered / "node0" / "shapes.TP-0-PP-1.jsonl")
     shutil.copy(gathered / "node1" / "shapes.TP-0-PP-1_summary.json",

@@ -228,12 +228,18 @@ def test_graphs_captured_before_the_request_are_said_by_every_command(tmp_path, 
             torch.mm(x, w)                              # an eager pass's own call
     assert prof.finished == [path]
     assert [r["operation"] for r in load(path)] == ["aten.mm.default"] * 3   # no captured call
+    said = "3 replays of 2 CUDA graphs (1, 2) captured before this recording"
     for cmd in ("gemm", "cost", "tune", "diff"):
-        argv = [cmd, path] + {"diff": [path], "tune": ["--device", "NVIDIA_H100_80GB_HBM3"]}.get(cmd, [])
-        main(argv)
-        err = capsys.readouterr().err
-        line = f"sgl-shapeprof {cmd}: "
-        assert line in err and "3 replays of 2 CUDA graphs (1, 2) captured before this recording" in err, err
+        argv = [cmd, path] + {"diff": [path],
+                              "tune": ["--device", "NVIDIA_H100_80GB_HBM3", "--configs", str(tmp_path)]}.get(cmd, [])
+        main(argv)                      # text: in the header, stdout's first line
+        out = capsys.readouterr().out
+        assert said in out.splitlines()[0], out
+        if cmd != "diff":               # machine-readable: on stderr, stdout left parseable
+            main(argv + ["--json"])
+            out, err = capsys.readouterr()
+            json.loads(out)
+            assert f"sgl-shapeprof {cmd}: " in err and said in err, err
     main(["analyze", path])
     out = capsys.readouterr()
     assert "were replayed but their captures are not in this file" in out.out and "before this" not in out.err

@@ -65,7 +65,8 @@ def diff(a: List[Source], b: List[Source], by_phase: bool = False, shapes_only: 
 
 
 def _names(srcs: List[Source]) -> str:
-    return " + ".join(s.path for s in srcs)
+    return " + ".join(f"{s.path} ({s.worker.name})" if s.worker is not None and s.worker.several else s.path
+                      for s in srcs)
 
 
 def print_diff(d: Diff, out: TextIO, top: Optional[int] = None) -> None:

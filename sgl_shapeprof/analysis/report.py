@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .. import __version__
 from .analyze import Analysis, filters_text, passes_of
+from .deployment import inventory
 from .cost import Cost, Device, format_time, peaks_text
 from .tune import MoeUse, TuneResult, coverage
 from ..records.scan import Source
@@ -93,6 +94,8 @@ def _header(page: _Page, a: Analysis, dev: Device, filters: str) -> None:
         f"<td>{_e(_source_note(s, ranks))}</td></tr>" for s in a.sources)
     page.add("<table><tr><th>file</th><th class=n>records</th><th class=n>true calls</th>"
              f"<th class=n>passes</th><th>phases</th><th>notes</th></tr>{rows}</table>")
+    for line in inventory(a.sources):
+        page.add(f'<p class="note">{_e(line)}</p>')
     if any(s.deduplicated for s in a.sources):
         page.add('<p class="note">Deduplicated files write each signature once; their calls are the true '
                  "counts from the summary beside them, and every count on this page is a call count.</p>")
@@ -111,7 +114,9 @@ def _source_note(s: Source, ranks: bool) -> str:
     notes = []
     if s.deduplicated:
         notes.append("deduplicated (counts from its summary)")
-    if ranks and s.rank is not None:
+    if s.worker is not None and s.worker.several:
+        notes.append(f"worker {s.worker.describe()}")
+    elif ranks and s.rank is not None:
         notes.append(f"rank {s.rank}")
     if s.truncated:
         notes.append("stopped at --max-entries")

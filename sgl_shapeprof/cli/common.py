@@ -106,14 +106,26 @@ def scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=N
     if len(set(labels)) != len(labels):
         for s in srcs:
             s.label = os.path.basename(s.path)
-    if cmd != "analyze":  # analyze says these in its header
-        for line in inventory(srcs):
-            print(f"sgl-shapeprof {cmd}: {line}", file=sys.stderr)
-        for s in srcs:
-            said = uncaptured(s)
-            if said:
-                print(f"sgl-shapeprof {cmd}: {s.label}: {said}", file=sys.stderr)
+    if cmd != "analyze":  # analyze says these in its own header
+        lines = notes(srcs)
+        if getattr(args, "json", False) or getattr(args, "csv", False):
+            for line in lines:  # stdout is for the machine-readable output
+                print(f"sgl-shapeprof {cmd}: {line}", file=sys.stderr)
+        else:  # the text output's header, before anything else on stdout
+            for line in lines:
+                print(line)
     return srcs
+
+
+def notes(srcs: List[Source]) -> List[str]:
+    """What the files are (a deployment's workers, which are missing, which
+    are claimed twice) and what their counts leave out."""
+    lines = inventory(srcs)
+    for s in srcs:
+        said = uncaptured(s)
+        if said:
+            lines.append(f"{s.label}: {said}")
+    return lines
 
 
 def uncaptured(src: Source) -> Optional[str]:

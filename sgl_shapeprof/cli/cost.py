@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..analysis.analyze import build
+from ..analysis.deployment import inventory
 from ..analysis.cost import by_op, costs, device_for, format_time, peaks_text
 from ..records.values import format_inputs, format_value, human
 from .common import add_filters, fail, scan_files
@@ -55,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
                 "est_total_ms": None if sec is None else sec * n * 1e3, "bound": bound or None,
                 "inputs": sig.inputs if sig else None, "outputs": sig.outputs if sig else None}
     if args.json:
-        json.dump({"device": dev.__dict__ if dev else None, "rows": [as_dict(r) for r in rows]},
+        json.dump({"device": dev.__dict__ if dev else None, "rows": [as_dict(r) for r in rows],
+                   "inventory": inventory(srcs)},
                   sys.stdout, indent=1)
         print()
         return 0

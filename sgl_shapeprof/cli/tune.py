@@ -9,6 +9,7 @@ import sys
 from typing import Callable, Dict, List, Optional
 
 from ..analysis.analyze import build
+from ..analysis.deployment import inventory
 from ..analysis.gemm import gemms
 from ..analysis.tunableop import GemmTuned, results_coverage, results_lines
 from ..analysis.tune import (CSV_FIELDS, GraphSizes, MoeUse, PhaseCoverage, TuneResult, block_json, coverage_json,
@@ -89,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
                                   "keys": [block_json(u, r.device) for u in r.block]},
                    "deepgemm": [deepgemm_json(u) for u in r.deepgemm],
                    "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, args.tunableop_results),
-                   "cuda_graph_bs": None if sizes is None else graph_sizes_json(sizes)},
+                   "cuda_graph_bs": None if sizes is None else graph_sizes_json(sizes),
+                   "inventory": inventory(srcs)},
                   sys.stdout, indent=1)
         print()
     elif args.csv:
