@@ -38,7 +38,7 @@ export PIP_CONSTRAINT := /dev/null
 .PHONY: install install-test demo test test-matrix test-old-torch test-sglang test-vllm test-core bench bench-server gpu-check clean
 
 NATIVE := setup.py pyproject.toml $(wildcard csrc/core/* csrc/torch/* csrc/python/*)
-PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*.pth)
+PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*/*/*.py sgl_shapeprof/*.pth)
 SOURCES := $(NATIVE) $(if $(EDITABLE),,$(PYSRC))
 
 $(VENV)/.torch:

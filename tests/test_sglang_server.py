@@ -15,7 +15,8 @@ import urllib.request
 
 import pytest
 from helpers import PKG_ROOT
-from test_sglang_engine import (OVERLAY, STUBS, models, patched_tree, pytestmark,  # noqa: F401
+from test_sglang_engine import (OVERLAY, PROBE, STUBS, models, outputs_last_dim, patched_tree,  # noqa: F401
+                                pytestmark, workers_said_by_sglang,
                                 zero_edit_hook_installed)
 
 
@@ -39,9 +40,10 @@ def _post(url, body=None, timeout=120):
 
 
 class Server:
-    def __init__(self, model, tmp_path, switch="on_request", tp=1, patched=None, extra_env=None):
+    def __init__(self, model, tmp_path, switch="on_request", tp=1, pp=1, dp=1, patched=None, extra_env=None):
         """patched: a tree of SGLang files with patches/ applied, loaded
         instead of the installed ones (else the zero-edit start-up hook)."""
+        workers = tp * pp * dp
         if not patched and not zero_edit_hook_installed():
             pytest.skip("the zero-edit start-up hook is not in site-packages")
         env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PROFILE_SHAPES")}
@@ -53,7 +55,7 @@ class Server:
         env.update(PYTHONPATH=os.pathsep.join(paths), SGLANG_USE_CPU_ENGINE="1",
                    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                    SGLANG_NCCL_SO_PATH="/nonexistent/libnccl.so.2",
-                   SGLANG_CPU_OMP_THREADS_BIND="|".join(str(i % ncpu) for i in range(tp)) if tp > 1
+                   SGLANG_CPU_OMP_THREADS_BIND="|".join(str(i % ncpu) for i in range(workers)) if workers > 1
                    else f"0-{ncpu - 1}")
         if switch is not None:   # None: started without any SGLANG_PROFILE_SHAPES* variable
             env.update(SGLANG_PROFILE_SHAPES=switch, SGLANG_PROFILE_SHAPES_RANK="all",
@@ -73,7 +75,8 @@ class Server:
                  "--attention-backend", "torch_native", "--sampling-backend", "pytorch", "--disable-cuda-graph",
                  "--host", "127.0.0.1", "--port", str(self.port), "--mem-fraction-static", "0.05",
                  "--max-total-tokens", "2048", "--context-length", "256", "--max-running-requests", "8",
-                 "--chunked-prefill-size", "256", "--grammar-backend", "none", "--tp-size", str(tp)],
+                 "--chunked-prefill-size", "256", "--grammar-backend", "none", "--tp-size", str(tp),
+                 "--pp-size", str(pp), "--dp-size", str(dp)],
                 env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
             if self._wait_ready(log_path):
                 return
@@ -238,5 +241,53 @@ def test_tp2_every_rank_answers_and_profile_by_stage(models, tmp_path):
             assert s["phase_passes"] == {"extend": 2, "decode": 2}, s["phase_passes"]
             recs = [json.loads(line) for line in open(path)]
             assert any(r["operation"].startswith("c10d.") or "all_reduce" in r["operation"] for r in recs)
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("dim", ["pp", "dp"])
+def test_pp2_dp2_every_worker_records_and_the_reply_says_where(models, tmp_path, dim):
+    """/start_profile on a PP=2 and on a DP=2 server: every stage or replica
+    takes the request and records into its own file, named as SGLang names
+    its traces, its summary stating the worker SGLang's get_parallel() says
+    the process is (the oracle, read by test code in each worker). SGLang
+    replies with one TP group's answer: the reply says so and where the
+    others' files are, instead of leaving them out unsaid."""
+    par = tmp_path / "par"
+    par.mkdir()
+    srv = Server(models / "tiny-llama", tmp_path, **{dim: 2}, extra_env={
+        "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT, PROBE]), "SGLENV_PARALLEL": str(par)})
+    try:
+        out = tmp_path / "prof"
+        status, body = _post(srv.url + "/start_profile", {"activities": ["SHAPES"], "num_steps": 2,
+                                                          "profile_prefix": "p", "output_dir": str(out)})
+        assert status == 200, body
+        lines = [ln for ln in body.splitlines() if ln.startswith("SHAPES:")]
+        assert len(lines) == 2, body
+        mine = lines[0].split("(")[1].split(")")[0]           # TP-0-PP-0, TP-0-DP-1, ...
+        other = {"pp": f"PP stage {1 - int(mine[-1])} of 2", "dp": f"DP replica {1 - int(mine[-1])} of 2"}[dim]
+        pattern = {"pp": "TP-*-PP-*", "dp": "TP-*-DP-*"}[dim]
+        assert lines[1].startswith(f"SHAPES: {other} took the same request"), body
+        profile_id = os.path.basename(lines[0].split(" into ")[1]).split("-")[1]
+        assert f"p-{profile_id}-{pattern}.shapes.jsonl in that folder" in lines[1], body
+        for _ in range(3):
+            srv.generate(4)
+        said = workers_said_by_sglang(par)
+        files = sorted(glob.glob(str(out / f"p-*-{pattern}.shapes.jsonl")))
+        assert len(files) == 2, (files, os.listdir(out))
+        for f in files:
+            summary = _wait_summary(f.replace(".jsonl", "_summary.json"))
+            w, s = summary["worker"], said[summary["worker"]["pid"]]
+            assert (w["tp_rank"], w["pp_rank"], w["pp_size"], w["dp_size"]) == \
+                (s["tp_rank"], s["pp_rank"], s["pp_size"], s["num_dp_ranks"])
+            if dim == "dp":
+                assert w["dp_rank"] == s["dp_rank"]
+            name = f"TP-{w['tp_rank']}-{dim.upper()}-{w[dim + '_rank']}"
+            assert f.endswith(f"-{name}.shapes.jsonl")
+            assert summary["logged_forward_passes"] == 2, summary
+            recs = [json.loads(line) for line in open(f)]
+            embeds = [r for r in recs if r["operation"] == "aten.embedding.default"]
+            first, last = w["pp_rank"] == 0, w["pp_rank"] == w["pp_size"] - 1
+            assert bool(embeds) == first and bool(outputs_last_dim(recs, 1024)) == last, f
     finally:
         srv.stop()

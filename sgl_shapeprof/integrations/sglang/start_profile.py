@@ -80,7 +80,28 @@ def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
     path = armed.request(passes=n, phases=phases or (["extend", "decode"] if by_stage else None),
                          output=os.path.join(out_dir, name), skip=skip, per_phase=by_stage)
     what = f"{n} passes" if n and not by_stage else f"{n} passes per stage" if n else "passes until /stop_profile"
-    return f"SHAPES: rank {armed.rank} records {what} into {path}"
+    who = f"rank {armed.rank}" + (f" ({worker})" if armed.worker is not None and armed.worker.several else "")
+    return f"SHAPES: {who} records {what} into {path}"
+
+
+def _beyond_the_group(req: Any) -> Optional[str]:
+    """The line for the workers whose answers SGLang leaves out: the reply
+    carries one TP group's (every TP rank's line, gathered), while every
+    pipeline stage and data-parallel replica took the same request."""
+    armed = _armed()
+    w = armed.worker if armed is not None else None
+    if w is None or not (w.pp_size > 1 or w.dp_size > 1):
+        return None
+    dims = [(dim, what, w.size(dim)) for dim, what in (("pp", "PP stage"), ("dp", "DP replica"))
+            if w.size(dim) > 1]
+    others = [f"{what}{'s' if size > 2 else ''} {', '.join(str(r) for r in range(size) if r != w.rank(dim))}"
+              f" of {size}" for dim, what, size in dims]
+    mine = ", ".join(f"{what} {w.rank(dim)}" for dim, what, _ in dims)
+    prefix = f"{req.profile_prefix}-" if getattr(req, "profile_prefix", None) else ""
+    glob = "-".join(f"{d.upper()}-*" for d in ("tp", "dp", "pp", "ep") if d == "tp" or w.size(d) > 1)
+    return (f"SHAPES: {' and '.join(others)} took the same request, but SGLang replies with one "
+            f"TP group's answer ({mine}): all files are {prefix}{req.profile_id or 'shapes'}-{glob}"
+            f".shapes.jsonl in that folder, and each worker's log says what it started")
 
 
 def _gather(manager: Any, ok: bool, text: str):
@@ -126,6 +147,9 @@ def patch_profiler_manager_module(module: Any) -> None:
             log = logging.getLogger("sgl_shapeprof")
             (log.info if ok else log.warning)(text)
             ok, text = _gather(self, ok, text)
+            more = _beyond_the_group(recv_req) if ok else None
+            if more:
+                text = f"{text}\n{more}"
             if not ok:
                 return ProfileReqOutput(success=False, message=text)
             rest = [a for a in acts if a != SHAPES]
