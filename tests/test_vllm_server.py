@@ -146,3 +146,43 @@ def test_request_from_outside_reaches_the_engine_not_the_api_server(server, tmp_
     complete(port, model, 3)
     records, summary = read_run(out, ended_by="close")
     assert summary["logged_forward_passes"] == 2
+
+
+def test_dp2_each_replica_says_which_it_is(model, tmp_path):  # noqa: F811
+    """--data-parallel-size 2 with a dense model: vLLM runs each replica as an
+    independent DP=1 engine (its workers' DP group is of one), yet each
+    replica's worker writes its own file, named TP-0-DP-<n>, whose summary
+    says DP n of 2. The oracle is vLLM's own title for the worker's parent
+    process, VLLM::EngineCore_DP<n>, read from /proc while the server runs."""
+    env = {"SHAPEPROF": "1", "SHAPEPROF_RANK": "all", "SHAPEPROF_FILE": str(tmp_path / "t.jsonl")}
+    with serving(model, tmp_path, env, "--data-parallel-size", "2") as (port, proc, log):
+        for _ in range(4):                       # both replicas take requests
+            complete(port, model, 3)
+        names = ["t.TP-0-DP-0_summary.json", "t.TP-0-DP-1_summary.json"]
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / n).exists() for n in names):
+            assert time.monotonic() < deadline, sorted(os.listdir(tmp_path))
+            time.sleep(0.2)
+        for n in names:
+            w = json.load(open(tmp_path / n))["worker"]
+            with open(f"/proc/{w['pid']}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{ppid}/cmdline") as f:
+                title = f.read().strip("\0")
+            assert title == f"VLLM::EngineCore_DP{w['dp_rank']}", (title, w)
+            assert (w["dp_size"], w["tp_size"], w["pp_size"]) == (2, 1, 1)
+            assert n == f"t.TP-0-DP-{w['dp_rank']}_summary.json"
+    assert not list(tmp_path.glob("t.*pid*"))   # no second writer on one name
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(tmp_path), "--top", "1"],
+                       capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "deployment DP=2: 2 worker files (TP-0-DP-0, TP-0-DP-1)" in r.stdout, r.stdout
+    for dp in (0, 1):
+        # vLLM's shutdown closes each worker's profiler, or SIGKILLs a
+        # worker slow to exit (its own "force killing sub process"):
+        # either summary must agree with its records
+        path = tmp_path / f"t.TP-0-DP-{dp}.jsonl"
+        ended = json.load(open(str(path).replace(".jsonl", "_summary.json")))["ended_by"]
+        assert ended in ("close", "running")
+        records, _ = read_run(path, ended_by=ended)
+        assert any(x["operation"] == "aten.embedding.default" for x in records)

@@ -30,3 +30,5 @@ VLLM_CUDA_GRAPH = "vllm.compilation.cuda_graph"
 # /start_profile and /stop_profile: the worker that takes them, and the routes
 VLLM_WORKER = "vllm.v1.worker.gpu_worker"
 VLLM_PROFILE_ROUTER = "vllm.entrypoints.serve.profile.api_router"
+# where an EngineCore makes a dense model's DP replica a DP=1 engine
+VLLM_PARALLEL_CONFIG = "vllm.config.parallel"

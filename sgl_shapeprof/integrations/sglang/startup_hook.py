@@ -16,7 +16,7 @@ from __future__ import annotations
 from ...recording.switch import loads_hook
 from .. import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FP8_UTILS,
                 SGLANG_FULL_GRAPH_BACKEND, SGLANG_HTTP_SERVER, SGLANG_INT8_UTILS, SGLANG_LLM_WORKER,
-                SGLANG_PROFILER_MANAGER, SGLANG_TOKENIZER_CONTROL)
+                SGLANG_PROFILER_MANAGER, SGLANG_TOKENIZER_CONTROL, VLLM_PARALLEL_CONFIG)
 from ..on_import import PatchingFinder, install_finder, patch_now, patching_spec
 
 # Not armed: only where /start_profile requests enter (the .pth names it too)
@@ -34,6 +34,9 @@ PATCHES = {
     SGLANG_BREAKABLE_GRAPH_BACKEND: (f"{__package__}.cuda_graphs", "patch_breakable_graph_backend_module"),
     SGLANG_FP8_UTILS: (f"{__package__}.block_gemm", "patch_quantization_module"),
     SGLANG_INT8_UTILS: (f"{__package__}.block_gemm", "patch_quantization_module"),
+    # vLLM's EngineCore discards a dense model's DP size before it loads
+    # vLLM's plugins (ours among them): only this hook is early enough
+    VLLM_PARALLEL_CONFIG: ("sgl_shapeprof.integrations.vllm.workers", "patch_parallel_config_module"),
 }
 
 

@@ -21,6 +21,7 @@ after the collectives are torn down.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from typing import Any, Callable, Optional
 
@@ -105,8 +106,47 @@ def runner_identity(runner: Any = None) -> Optional[Worker]:
     pp = group("get_pp_group") or (0, 1)
     dp = group("get_dp_group") or (0, 1)
     ep = group("get_ep_group") or (0, 1)
+    source = "vllm parallel_state"
+    replica = independent_replica() if dp[1] == 1 else None
+    if replica is not None:
+        dp, source = replica, "vllm parallel_state; DP from its parallel_config (independent replicas)"
     return Worker(tp_rank=tp[0], tp_size=tp[1], pp_rank=pp[0], pp_size=pp[1], dp_rank=dp[0], dp_size=dp[1],
-                  ep_rank=ep[0], ep_size=ep[1], source="vllm parallel_state")
+                  ep_rank=ep[0], ep_size=ep[1], source=source)
+
+
+# Data parallel replicas of a dense model are independent engines: vLLM's
+# EngineCore sets data_parallel_index to the replica's rank, then makes its
+# parallel_config a DP=1 one (reconfigure_for_independent_dp_rank) before it
+# starts its workers, so their DP group is of one. The start-up hook wraps
+# that method (it runs before vLLM loads its plugins there) to keep the
+# replica's rank and the DP size in the environment its workers inherit.
+DP_REPLICA = "SHAPEPROF_VLLM_DP_REPLICA"  # "rank/size"
+
+
+def patch_parallel_config_module(module: Any) -> None:
+    cls = getattr(module, "ParallelConfig", None)
+    reconfigure = getattr(cls, "reconfigure_for_independent_dp_rank", None)
+    if reconfigure is None or getattr(reconfigure, "__sgl_shapeprof_wrapped__", False):
+        return
+
+    @functools.wraps(reconfigure)
+    def reconfigure_for_independent_dp_rank(self, *args, **kwargs):
+        try:
+            os.environ[DP_REPLICA] = f"{int(self.data_parallel_index)}/{int(self.data_parallel_size)}"
+        except Exception:
+            pass
+        return reconfigure(self, *args, **kwargs)
+    reconfigure_for_independent_dp_rank.__sgl_shapeprof_wrapped__ = True
+    cls.reconfigure_for_independent_dp_rank = reconfigure_for_independent_dp_rank
+
+
+def independent_replica() -> Optional[tuple]:
+    """(rank, size) of this worker's independent DP replica, else None."""
+    try:
+        rank, size = (int(x) for x in os.environ[DP_REPLICA].split("/"))
+    except (KeyError, ValueError):
+        return None
+    return (rank, size) if 0 <= rank < size and size > 1 else None
 
 
 class _Steps:
