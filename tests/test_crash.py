@@ -208,6 +208,51 @@ def test_full_disk_is_reported_once_and_the_model_runs_on(tmp_path):
     assert summary["profiler_failed"] is True and summary["total_operations"] == len(recs)
 
 
+FULL_AT = r'''
+import resource, signal, sys, torch
+from sgl_shapeprof import ShapeProfiler
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # past the limit: EFBIG, like a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), int(sys.argv[2])))
+prof = ShapeProfiler(sys.argv[1])
+x = torch.ones(4, 4)
+with prof.forward_pass():
+    for i in range(40000):
+        x = torch.add(x, 1.0 / (i + 1))
+print(float(x.sum()))
+prof.close()
+'''
+
+
+def test_no_room_for_summary_nor_records_is_one_line(tmp_path):
+    """Full from the start (no room even for the summary written at open):
+    one line says that the records stopped and that the summary could not
+    be written either; the model runs on."""
+    path = tmp_path / "full.jsonl"
+    r = run_python(FULL_AT, args=(path, 64))
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "sgl_shapeprof" in ln]
+    assert len(lines) == 1, r.stderr
+    assert "cannot grow records file" in lines[0] and "profiling stopped, records kept: 0" in lines[0]
+    assert f"nor could the summary file {tmp_path / 'full_summary.json'} be written: File too large" in lines[0]
+    assert not (tmp_path / "full_summary.json").exists() and path.read_bytes() == b""
+
+
+def test_a_nearly_full_disk_is_filled_before_recording_stops(tmp_path):
+    """Room for less than one growth step (1 MiB): the records take the room
+    there is (the limit is the oracle), whole lines, before recording stops."""
+    path = tmp_path / "near.jsonl"
+    limit = 1_000_000
+    r = run_python(FULL_AT, args=(path, limit))
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "sgl_shapeprof" in ln]
+    assert len(lines) == 1 and "profiling stopped" in lines[0], r.stderr
+    reader = RecordReader(str(path))
+    recs = list(reader)
+    assert not reader.report.bad_lines and [x["call_id"] for x in recs] == list(range(1, len(recs) + 1))
+    assert 0.9 * limit < path.stat().st_size <= limit, path.stat().st_size
+    assert json.load(open(tmp_path / "near_summary.json"))["total_operations"] == len(recs)
+
+
 FULL_EXT2 = r'''
 import sys, torch
 from sgl_shapeprof import ShapeProfiler

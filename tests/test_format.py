@@ -1,6 +1,7 @@
 """FORMAT.md, field by field: spelling of operations and dtypes, argument
 names, lists with null, the three kinds of outputs, escaping, the summary."""
 import json
+import re
 import warnings
 
 import pytest
@@ -162,7 +163,14 @@ def test_python_kernel_errors_are_recorded_exactly(tmp_path, custom_ops, make):
         lib._destroy()
     assert got[0] is exc                                 # the caller gets the very exception
     (err,) = [r for r in recs if r["operation"] == f"shapeprof_exc.{name}.default"]
-    assert err["error"] == {"error_type": type(exc).__name__, "error_message": str(exc)}
+    # only valid Unicode is written: a lone surrogate (not UTF-8) becomes
+    # U+FFFD, as Python's own UTF-8 decoder replaces it
+    said = str(exc).encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    assert err["error"] == {"error_type": type(exc).__name__, "error_message": said}
+    assert (said == str(exc)) == ("surrogate" not in str(exc))
+    raw = (tmp_path / "s.jsonl").read_bytes()
+    raw.decode("utf-8")                                  # strict: valid UTF-8 ...
+    assert not re.search(rb"\\u[dD][89a-fA-F]", raw)   # ... and no surrogate escape
     assert err["outputs"] is None
 
 

@@ -310,8 +310,9 @@ void sp_call_repeat(sp_profiler *p, sp_thread *t);
 /* The call raised error_type(message). */
 void sp_call_fail(sp_profiler *p, sp_thread *t, const char *error_type,
                   const char *message);
-/* The same with lengths: type and msg may hold NUL bytes, and lone
- * surrogates as UTF-8 "surrogatepass" bytes (written as \udXXX escapes). */
+/* The same with lengths: type and msg may hold NUL bytes (written as
+ * \u0000) and invalid UTF-8, lone surrogates as "surrogatepass" bytes among
+ * it (written as U+FFFD: records hold only valid Unicode). */
 void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_n,
                     const char *msg, size_t msg_n);
 

@@ -74,6 +74,12 @@ SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cut
   if (target > size) {
     size_t want = (target + SP_FILE_GROW - 1) / SP_FILE_GROW * SP_FILE_GROW;
     e = file_allocate(now.fd, size, want);
+    if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
+      /* a nearly full disk: the pages this room needs, not a whole step,
+       * so that records fill what space there is before they stop */
+      size_t least = (target + g_page - 1) / g_page * g_page;
+      if (least < want && file_allocate(now.fd, size, least) == 0) e = 0, want = least;
+    }
     if (!e) size = want;
   }
   char *map = NULL; /* a new window, or NULL to keep the current one */

@@ -283,6 +283,12 @@ struct sp_profiler {
   int closed, failed;
   int failure_unsaid;   /* fail() ran; tell_failure says it, outside the spinlock */
   atomic_int summary_said; /* the summary could not be written: said once */
+  /* It could not for want of space (ENOSPC, EDQUOT, EFBIG): the records
+   * file is then about to fail too, and tell_failure says both in one line;
+   * or this alone once the records file has grown after all, or at close
+   * (both under the spinlock). */
+  int summary_full;
+  size_t summary_full_size; /* file.size when it failed */
   const char *ended_by; /* "close", "SIGSEGV", ... */
   sp_file file;
   /* passes: each thread's own (struct sp_pass); these count them */

@@ -92,8 +92,22 @@ SP_PRIVATE void tell_failure(sp_profiler *p) {
     size_t k = strlen(p->errmsg);
     memcpy(msg, p->errmsg, k + 1);
   }
+  /* a summary that wanted space: with the records' failure, or alone once
+   * the records file has shown it goes on (grown), or at close */
+  int full = p->summary_full;
+  if (full && !(unsaid || p->closed || p->file.size > p->summary_full_size)) full = 0;
+  if (full) p->summary_full = 0;
   lock_release(&p->lock);
-  if (unsaid) say(msg, "; profiling stopped, records kept: ", n);
+  char why[SP_ERRMSG_CAP + 64];
+  if (full) {
+    snprintf(why, sizeof why, "%s; nor could the summary file %s be written: %s", n,
+             p->summary_path, strerror(full));
+  }
+  if (unsaid) say(msg, "; profiling stopped, records kept: ", full ? why : n);
+  else if (full) {
+    snprintf(why, sizeof why, ": %s; recording goes on without it", strerror(full));
+    say("cannot write summary file ", p->summary_path, why);
+  }
   if (dtype_unknown_unsaid())
     say("a tensor has a dtype this build does not know; it is written as "
         "\"torch.unknown<code>\"", NULL, NULL);

@@ -350,9 +350,16 @@ SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
 /* Writes the summary as it stands; summary_mu held (or p not yet shared),
  * spinlock not. */
 /* The summary could not be written (error e): recording goes on without
- * it, said once. No lock held. */
+ * it, said once (for want of space, by tell_failure). The spinlock not held. */
 SP_PRIVATE void summary_failed(sp_profiler *p, int e) {
   if (atomic_exchange(&p->summary_said, 1)) return;
+  if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
+    lock_acquire(&p->lock);
+    p->summary_full = e;
+    p->summary_full_size = p->file.size;
+    lock_release(&p->lock);
+    return;
+  }
   char why[160];
   snprintf(why, sizeof why, ": %s; recording goes on without it", strerror(e));
   say("cannot write summary file ", p->summary_path, why);

@@ -72,30 +72,35 @@ SP_PRIVATE void buf_i64(sp_buf *b, int64_t v) {
   b->n += fmt_i64(b->p + b->n, v);
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_seq_len(const unsigned char *s, size_t left) {
+/* At s, left > 0 bytes: the length of a valid UTF-8 sequence (1..4) as a
+ * positive number, or of the maximal subpart of an invalid one as a negative
+ * number (-1..-3): the longest prefix of a well-formed sequence, which the
+ * Unicode Standard (ch. 3, "U+FFFD Substitution of Maximal Subparts")
+ * replaces by one U+FFFD, as Python's decode("utf-8", "replace") does.
+ * Surrogates (ED A0..BF ..) are not well-formed UTF-8. */
+static int utf8_seq(const unsigned char *s, size_t left) {
   unsigned c = s[0];
-  size_t n;
-  unsigned min;
+  int n;
+  unsigned lo = 0x80, hi = 0xBF; /* the second byte's range (Table 3-7) */
   if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) n = 2, min = 0x80;
-  else if (c >= 0xE0 && c <= 0xEF) n = 3, min = 0x800;
-  else if (c >= 0xF0 && c <= 0xF4) n = 4, min = 0x10000;
-  else return 0;
-  if (left < n) return 0;
-  unsigned cp = c & (0xFF >> (n + 1));
-  for (size_t i = 1; i < n; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  else return -1;
+  for (int i = 1; i < n; i++) {
+    if ((size_t)i >= left) return -i;
+    unsigned b = s[i];
+    if (i == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80) return -i;
   }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
   return n;
 }
 
 /* The one JSON string escaper, for records and summaries alike: writes the
- * literal (quotes included) through put(sink, bytes, n). Invalid UTF-8 becomes
- * U+FFFD, so that every line and the summary stay readable by json.loads.
- * Async-signal-safe (the dying-process summary uses it). */
+ * literal (quotes included) through put(sink, bytes, n). It writes only
+ * valid Unicode, so that strict JSON readers take every line and the
+ * summary: invalid UTF-8 (a C++ message's stray bytes, a Python string's
+ * lone surrogates) becomes U+FFFD per maximal subpart, never a \udXXX
+ * escape. Async-signal-safe (the dying-process summary uses it). */
 
 SP_PRIVATE void json_str(put_fn put, void *sink, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
@@ -112,21 +117,13 @@ SP_PRIVATE void json_str(put_fn put, void *sink, const char *s, size_t len) {
       continue;
     }
     if (c >= 0x80) {
-      size_t k = utf8_seq_len(u + i, len - i);
-      if (k) {
-        put(sink, s + i, k);
-        i += k;
-      } else if (c == 0xED && i + 2 < len && (u[i + 1] & 0xE0) == 0xA0 &&
-                 (u[i + 2] & 0xC0) == 0x80) {
-        /* A lone surrogate, as Python's "surrogatepass" encodes it: JSON
-         * can say it (\udXXX), so the string reads back as Python had it. */
-        unsigned cp = 0xD000u | ((u[i + 1] & 0x3Fu) << 6) | (u[i + 2] & 0x3Fu);
-        char esc[6] = {'\\', 'u', 'd', hex[(cp >> 8) & 15], hex[(cp >> 4) & 15], hex[cp & 15]};
-        put(sink, esc, 6);
-        i += 3;
+      int k = utf8_seq(u + i, len - i);
+      if (k > 0) {
+        put(sink, s + i, (size_t)k);
+        i += (size_t)k;
       } else {
         put(sink, "\\ufffd", 6);
-        i++;
+        i += (size_t)-k;
       }
       continue;
     }

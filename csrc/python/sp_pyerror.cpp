@@ -35,7 +35,8 @@ bool copy_out(const char* s, size_t n, char** out, size_t* out_n) {
   return true;
 }
 
-// str as UTF-8, lone surrogates kept ("surrogatepass"), NUL bytes kept.
+// str as UTF-8, NUL bytes kept; lone surrogates as "surrogatepass" bytes,
+// which the core writes as U+FFFD (records hold only valid Unicode).
 // The GIL is held. false with no Python error set on failure.
 bool utf8(PyObject* str, char** out, size_t* n) {
   PyObject* bytes = str ? PyUnicode_AsEncodedString(str, "utf-8", "surrogatepass") : nullptr;

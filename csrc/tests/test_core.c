@@ -214,7 +214,33 @@ static void fail_with_lengths(void) {
   sp_pass_end(p);
   CHECK(sp_close(p) == SP_OK);
   char *s = slurp(path_in("n.jsonl"), NULL);
-  CHECK(s && strstr(s, "\"error_type\": \"\xc3\x89lan\", \"error_message\": \"a\\u0000b \\udc80 \\ud800\"}"));
+  /* surrogates are not UTF-8: U+FFFD per maximal subpart (here each byte) */
+  CHECK(s && strstr(s, "\"error_type\": \"\xc3\x89lan\", \"error_message\": "
+                       "\"a\\u0000b \\ufffd\\ufffd\\ufffd \\ufffd\\ufffd\\ufffd\"}"));
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+}
+
+/* Invalid UTF-8 in a message: only valid Unicode is written, one U+FFFD
+ * per maximal subpart. The oracle is the Unicode Standard's own example
+ * (ch. 3, Table 3-8: 61 F1 80 80 E1 80 C2 62 80 63 80 BF 64 reads
+ * a FFFD FFFD FFFD b FFFD c FFFD FFFD d), plus a sequence cut by the
+ * message's end and the valid 1- to 4-byte forms kept as they are. */
+static void fail_with_invalid_utf8(void) {
+  sp_profiler *p = open_prof("u.jsonl", 0, 0, 0, NULL);
+  sp_thread *t = sp_thread_new();
+  sp_pass_begin(p, NULL);
+  enc_mm(t, 4, 8, 2, 6);
+  CHECK(sp_call_begin(p, t));
+  static const char msg[] = "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64"
+                            " \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80 \xe2\x82";
+  sp_call_fail_n(p, t, "E", 1, msg, sizeof msg - 1);
+  sp_pass_end(p);
+  CHECK(sp_close(p) == SP_OK);
+  char *s = slurp(path_in("u.jsonl"), NULL);
+  CHECK(s && strstr(s, "\"error_message\": \"a\\ufffd\\ufffd\\ufffdb\\ufffdc\\ufffd\\ufffdd"
+                       " \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80 \\ufffd\"}"));
   free(s);
   sp_thread_free(t);
   sp_free(p);
@@ -246,8 +272,9 @@ static void test_dedupe_errors_and_escaping(void) {
                   "\"bad \\\"shape\\\"\\n\\ttab \\u0001 caf\xc3\xa9 \\ufffd end\"}}\n"));
   CHECK(strstr(s, "\"outputs\": null, \"error\""));
   free(s);
-  /* with lengths: a NUL byte, and a lone surrogate as "surrogatepass" bytes */
+  /* with lengths: a NUL byte, and lone surrogates as "surrogatepass" bytes */
   fail_with_lengths();
+  fail_with_invalid_utf8();
   s = slurp(path_in("d_summary.json"), NULL);
   CHECK(strstr(s, "\"aten.mm.default\": 7") && strstr(s, "\"dedupe_skipped_count\": 4,") &&
         strstr(s, "\"error_count\": 1,"));
