@@ -195,10 +195,10 @@ def test_start_profile_shapes_with_profile_v2(models, tmp_path):
         srv.stop()
 
 
-# Each way in and each switch once (a server start is ~35 s of CI): the
-# zero-edit hook not armed at all (its .pth's own finder), the patched tree
-# recording from the start.
-@pytest.mark.parametrize("way, switch", [("zero-edit", None), ("patched", "1")], ids=["zero-edit-unset", "patched-1"])
+# Each switch on the zero-edit hook (its .pth's own finder when unset, its
+# armed finder with 1), the patched tree once (a server start is ~35 s of CI).
+@pytest.mark.parametrize("way, switch", [("zero-edit", None), ("zero-edit", "1"), ("patched", None)],
+                         ids=["zero-edit-unset", "zero-edit-1", "patched-unset"])
 def test_shapes_on_a_server_not_armed_is_an_error(models, patched_tree, tmp_path, way, switch):
     """Not started with on_request (the variable unset: SGLang alone would
     answer "Start profiling." and record nothing; or 1: recording from the
