@@ -140,7 +140,8 @@ def test_two_nodes_gathered_and_analyzed(tmp_path, monkeypatch, capsys):
     # diff: each side's files by worker
     assert main(["diff", str(gathered / "node0"), str(gathered / "node1")]) == 1
     lines = capsys.readouterr().out.splitlines()
-    a, b = (next(ln for ln in lines if ln.startswith(side)) for side in ("A: ", "B: "))
+    assert "A: PP stage 1 of 2: no file" in lines and "B: PP stage 0 of 2: no file" in lines, lines
+    a, b = (next(ln for ln in lines if ln.startswith(side) and ".jsonl" in ln) for side in ("A: ", "B: "))
     assert "shapes.TP-0-PP-0.jsonl (TP-0-PP-0)" in a and "shapes.TP-0-PP-1.jsonl (TP-0-PP-1)" in b, lines
     # report: the inventory and each file's worker in its header
     pytest.importorskip("plotly")

@@ -47,6 +47,7 @@ int sp_close(sp_profiler *p) {
   file.map = NULL;
   int e = write_summary_now(p, NULL);
   if (e) summary_failed(p, e); /* the records are kept */
+  else summary_written(p);
   /* The file is another profiler's to take only now, summary written. The
    * lock belongs to the open file description, which a forked child's copy
    * of the descriptor shares until the child closes it (at_fork_child, when

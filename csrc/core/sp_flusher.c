@@ -75,6 +75,7 @@ static int flush_one(sp_profiler *p, int busy) {
       s.ended_by = "running";
       int e = write_summary(p, &s);
       if (e) summary_failed(p, e);
+      else summary_written(p);
       p->summary_at = now;
     }
   }

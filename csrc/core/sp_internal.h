@@ -285,8 +285,9 @@ struct sp_profiler {
   atomic_int summary_said; /* the summary could not be written: said once */
   /* It could not for want of space (ENOSPC, EDQUOT, EFBIG): the records
    * file is then about to fail too, and tell_failure says both in one line;
-   * or this alone once the records file has grown after all, or at close
-   * (both under the spinlock). */
+   * or this alone once the records file has grown after all, no logged pass
+   * is open, or at close; not at all if a later summary was written (both
+   * under the spinlock). */
   int summary_full;
   size_t summary_full_size; /* file.size when it failed */
   const char *ended_by; /* "close", "SIGSEGV", ... */
@@ -476,6 +477,8 @@ SP_PRIVATE void live_src(sp_profiler *p, summary_src *s);
 SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s);
 SP_PRIVATE int write_summary_now(sp_profiler *p, const char *ended_by);
 SP_PRIVATE void summary_failed(sp_profiler *p, int e);
+SP_PRIVATE void summary_written(sp_profiler *p);
+SP_PRIVATE void summary_why(char *why, size_t cap, int e, int closed);
 
 /* ---- sp_grower.c: the grower thread ---- */
 /* Asks the grower to make room ahead of p's writers (p->grow_asked was

@@ -92,20 +92,24 @@ SP_PRIVATE void tell_failure(sp_profiler *p) {
     size_t k = strlen(p->errmsg);
     memcpy(msg, p->errmsg, k + 1);
   }
-  /* a summary that wanted space: with the records' failure, or alone once
-   * the records file has shown it goes on (grown), or at close */
+  /* A summary that wanted space: said with the records' failure; alone
+   * once the records show they go on (their file grew), when no logged pass
+   * is open (nothing is about to fail), or at close. */
   int full = p->summary_full;
-  if (full && !(unsaid || p->closed || p->file.size > p->summary_full_size)) full = 0;
+  if (full && !(unsaid || p->closed || p->open_logged == 0 || p->file.size > p->summary_full_size))
+    full = 0;
   if (full) p->summary_full = 0;
+  int closed = p->closed;
   lock_release(&p->lock);
   char why[SP_ERRMSG_CAP + 64];
-  if (full) {
+  if (unsaid && full) {
     snprintf(why, sizeof why, "%s; nor could the summary file %s be written: %s", n,
              p->summary_path, strerror(full));
-  }
-  if (unsaid) say(msg, "; profiling stopped, records kept: ", full ? why : n);
-  else if (full) {
-    snprintf(why, sizeof why, ": %s; recording goes on without it", strerror(full));
+    say(msg, "; profiling stopped, records kept: ", why);
+  } else if (unsaid) {
+    say(msg, "; profiling stopped, records kept: ", n);
+  } else if (full) {
+    summary_why(why, sizeof why, full, closed);
     say("cannot write summary file ", p->summary_path, why);
   }
   if (dtype_unknown_unsaid())

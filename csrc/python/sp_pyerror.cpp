@@ -4,10 +4,10 @@
  * exception crosses the dispatcher as a C++ object (pybind11's
  * error_already_set, or torch's python_error) that holds the Python one.
  *
- * The record must carry exactly type(e).__name__ and str(e) of the exception
- * the caller receives; rebuilding them from what() loses NUL bytes, empty
- * messages, lone surrogates, messages containing "\n\nAt:\n" and class names
- * that are not identifiers. So we ask the exception object itself, and read
+ * The record must carry type(e).__name__ and str(e) of the exception the
+ * caller receives (lone surrogates, not being Unicode text, become U+FFFD in
+ * the core); rebuilding them from what() loses NUL bytes, empty messages,
+ * messages containing "\n\nAt:\n" and class names that are not identifiers. So we ask the exception object itself, and read
  * what() only when it cannot answer (no interpreter, a __str__ that raised).
  * All that knows Python's exceptions is here: the fallback (c10 only) calls
  * this through its describer hook.

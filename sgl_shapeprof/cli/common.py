@@ -90,9 +90,11 @@ def progress(label: str):
     return show
 
 
-def scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=None) -> List[Source]:
+def scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=None,
+               side: Optional[str] = None) -> List[Source]:
     """The files scanned, with the command's filters (applied here, once:
-    each Source keeps the filter it was scanned with)."""
+    each Source keeps the filter it was scanned with); side: "A" or "B"
+    of a diff, naming its notes."""
     flt = filter_of(args)
     try:
         paths = expand_paths(files)
@@ -107,8 +109,9 @@ def scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=N
         for s in srcs:
             s.label = os.path.basename(s.path)
     if cmd != "analyze":  # analyze says these in its own header
-        lines = notes(srcs)
-        if getattr(args, "json", False) or getattr(args, "csv", False):
+        lines = [f"{side}: {line}" if side else line for line in notes(srcs)]
+        # --json/--csv write to stdout (true, or "-" where they take a file)
+        if any(getattr(args, k, None) in (True, "-") for k in ("json", "csv")):
             for line in lines:  # stdout is for the machine-readable output
                 print(f"sgl-shapeprof {cmd}: {line}", file=sys.stderr)
         else:  # the text output's header, before anything else on stdout

@@ -22,8 +22,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis.diff import diff, diff_json, print_diff
-    a = scan_files("diff", args, args.a)
-    b = scan_files("diff", args, args.b)
+    a = scan_files("diff", args, args.a, side="A")
+    b = scan_files("diff", args, args.b, side="B")
     d = diff(a, b, by_phase=args.by_phase, shapes_only=args.shapes_only)
     if args.json:
         import json

@@ -79,12 +79,16 @@ def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
         raise RequestError("SHAPES: profile_by_stage needs num_steps")
     path = armed.request(passes=n, phases=phases or (["extend", "decode"] if by_stage else None),
                          output=os.path.join(out_dir, name), skip=skip, per_phase=by_stage)
+    _STARTED["path"] = path
     what = f"{n} passes" if n and not by_stage else f"{n} passes per stage" if n else "passes until /stop_profile"
     who = f"rank {armed.rank}" + (f" ({worker})" if armed.worker is not None and armed.worker.several else "")
     return f"SHAPES: {who} records {what} into {path}"
 
 
-def _beyond_the_group(req: Any) -> Optional[str]:
+_STARTED: dict = {}  # this worker's last request's file, for _beyond_the_group
+
+
+def _beyond_the_group() -> Optional[str]:
     """The line for the workers whose answers SGLang leaves out: the reply
     carries one TP group's (every TP rank's line, gathered), while every
     pipeline stage and data-parallel replica took the same request."""
@@ -97,11 +101,17 @@ def _beyond_the_group(req: Any) -> Optional[str]:
     others = [f"{what}{'s' if size > 2 else ''} {', '.join(str(r) for r in range(size) if r != w.rank(dim))}"
               f" of {size}" for dim, what, size in dims]
     mine = ", ".join(f"{what} {w.rank(dim)}" for dim, what, _ in dims)
-    prefix = f"{req.profile_prefix}-" if getattr(req, "profile_prefix", None) else ""
+    path = _STARTED.get("path")
+    if not path:
+        return None
+    # this worker's own file name with its name as a pattern (an existing
+    # file's name gets a .1, .2 ... suffix, so the pattern says what was used)
     glob = "-".join(f"{d.upper()}-*" for d in ("tp", "dp", "pp", "ep") if d == "tp" or w.size(d) > 1)
+    head, sep, tail = os.path.basename(path).rpartition(f"-{w.name}.")
+    files = f"{head}-{glob}.{tail}" if sep else os.path.basename(path)
     return (f"SHAPES: {' and '.join(others)} took the same request, but SGLang replies with one "
-            f"TP group's answer ({mine}): all files are {prefix}{req.profile_id or 'shapes'}-{glob}"
-            f".shapes.jsonl in that folder, and each worker's log says what it started")
+            f"TP group's answer ({mine}): all files are {files} in that folder, and each worker's "
+            f"log says what it started")
 
 
 def _gather(manager: Any, ok: bool, text: str):
@@ -147,7 +157,7 @@ def patch_profiler_manager_module(module: Any) -> None:
             log = logging.getLogger("sgl_shapeprof")
             (log.info if ok else log.warning)(text)
             ok, text = _gather(self, ok, text)
-            more = _beyond_the_group(recv_req) if ok else None
+            more = _beyond_the_group() if ok else None
             if more:
                 text = f"{text}\n{more}"
             if not ok:

@@ -131,10 +131,14 @@ def patch_parallel_config_module(module: Any) -> None:
 
     @functools.wraps(reconfigure)
     def reconfigure_for_independent_dp_rank(self, *args, **kwargs):
-        try:
-            os.environ[DP_REPLICA] = f"{int(self.data_parallel_index)}/{int(self.data_parallel_size)}"
-        except Exception:
-            pass
+        # Ray's engine actors call it before they set data_parallel_index:
+        # their replicas keep vLLM's own DP=1 identity (and distinct names,
+        # a second writer on one name taking a pid name)
+        if getattr(self, "data_parallel_backend", None) != "ray":
+            try:
+                os.environ[DP_REPLICA] = f"{int(self.data_parallel_index)}/{int(self.data_parallel_size)}"
+            except Exception:
+                pass
         return reconfigure(self, *args, **kwargs)
     reconfigure_for_independent_dp_rank.__sgl_shapeprof_wrapped__ = True
     cls.reconfigure_for_independent_dp_rank = reconfigure_for_independent_dp_rank
