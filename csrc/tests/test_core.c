@@ -204,22 +204,31 @@ static void test_worker_in_summary(void) {
   g_passed++;
 }
 
-static void fail_with_lengths(void) {
-  sp_profiler *p = open_prof("n.jsonl", 0, 0, 0, NULL);
+/* *out: the records file (freed by the caller) of one call that raised
+ * type(msg), both given with lengths; NULL if that went wrong. */
+static void written_failure(char **out, const char *file, const char *type, size_t type_n,
+                            const char *msg, size_t msg_n) {
+  *out = NULL;
+  sp_profiler *p = open_prof(file, 0, 0, 0, NULL);
   sp_thread *t = sp_thread_new();
   sp_pass_begin(p, NULL);
   enc_mm(t, 4, 8, 2, 6);
   CHECK(sp_call_begin(p, t));
-  sp_call_fail_n(p, t, "\xc3\x89lan", 5, "a\0b \xed\xb2\x80 \xed\xa0\x80", 11);
+  sp_call_fail_n(p, t, type, type_n, msg, msg_n);
   sp_pass_end(p);
   CHECK(sp_close(p) == SP_OK);
-  char *s = slurp(path_in("n.jsonl"), NULL);
+  sp_thread_free(t);
+  sp_free(p);
+  *out = slurp(path_in(file), NULL);
+}
+
+static void fail_with_lengths(void) {
+  char *s;
+  written_failure(&s, "n.jsonl", "\xc3\x89lan", 5, "a\0b \xed\xb2\x80 \xed\xa0\x80", 11);
   /* surrogates are not UTF-8: U+FFFD per maximal subpart (here each byte) */
   CHECK(s && strstr(s, "\"error_type\": \"\xc3\x89lan\", \"error_message\": "
                        "\"a\\u0000b \\ufffd\\ufffd\\ufffd \\ufffd\\ufffd\\ufffd\"}"));
   free(s);
-  sp_thread_free(t);
-  sp_free(p);
 }
 
 /* Invalid UTF-8 in a message: only valid Unicode is written, one U+FFFD
@@ -228,22 +237,13 @@ static void fail_with_lengths(void) {
  * a FFFD FFFD FFFD b FFFD c FFFD FFFD d), plus a sequence cut by the
  * message's end and the valid 1- to 4-byte forms kept as they are. */
 static void fail_with_invalid_utf8(void) {
-  sp_profiler *p = open_prof("u.jsonl", 0, 0, 0, NULL);
-  sp_thread *t = sp_thread_new();
-  sp_pass_begin(p, NULL);
-  enc_mm(t, 4, 8, 2, 6);
-  CHECK(sp_call_begin(p, t));
   static const char msg[] = "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64"
                             " \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80 \xe2\x82";
-  sp_call_fail_n(p, t, "E", 1, msg, sizeof msg - 1);
-  sp_pass_end(p);
-  CHECK(sp_close(p) == SP_OK);
-  char *s = slurp(path_in("u.jsonl"), NULL);
+  char *s;
+  written_failure(&s, "u.jsonl", "E", 1, msg, sizeof msg - 1);
   CHECK(s && strstr(s, "\"error_message\": \"a\\ufffd\\ufffd\\ufffdb\\ufffdc\\ufffd\\ufffdd"
                        " \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80 \\ufffd\"}"));
   free(s);
-  sp_thread_free(t);
-  sp_free(p);
 }
 
 static void test_dedupe_errors_and_escaping(void) {
