@@ -74,7 +74,7 @@ SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cut
   if (target > size) {
     size_t want = (target + SP_FILE_GROW - 1) / SP_FILE_GROW * SP_FILE_GROW;
     e = file_allocate(now.fd, size, want);
-    if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
+    if (no_space(e)) {
       /* a nearly full disk: the pages this room needs, not a whole step,
        * so that records fill what space there is before they stop */
       size_t least = (target + g_page - 1) / g_page * g_page;

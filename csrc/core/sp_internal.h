@@ -370,6 +370,8 @@ SP_PRIVATE char *put_i64(char *o, int64_t v);
 SP_PRIVATE size_t fmt_i64(char *out, int64_t v);
 /* One line "sgl_shapeprof: abc" on stderr, by write(2); NULL parts skipped. */
 SP_PRIVATE void say(const char *a, const char *b, const char *c);
+/* Whether errno value e means a full disk, a quota or a size limit. */
+static inline int no_space(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
 
 /* ---- sp_registry.c: dtype and enum names, operators ---- */
 static inline size_t ptr_hash(const void *p) {

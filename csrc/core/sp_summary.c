@@ -361,12 +361,12 @@ SP_PRIVATE void summary_failed(sp_profiler *p, int e) {
   if (atomic_exchange(&p->summary_said, 1)) return;
   lock_acquire(&p->lock);
   int closed = p->closed;
-  if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
+  if (no_space(e)) {
     p->summary_full = e;
     p->summary_full_size = p->file.size;
   }
   lock_release(&p->lock);
-  if (e == ENOSPC || e == EDQUOT || e == EFBIG) return;
+  if (no_space(e)) return;
   char why[160];
   summary_why(why, sizeof why, e, closed);
   say("cannot write summary file ", p->summary_path, why);
