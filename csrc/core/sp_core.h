@@ -132,6 +132,18 @@ int sp_op_intern(const void *key, const char *qualified, const char *overload,
                  int n_args, const char *const *arg_names, int n_returns, int *id);
 /* The operator behind key was deregistered; key may come back as another. */
 void sp_op_forget(const void *key);
+/* A kernel launched outside the dispatcher (a Triton kernel), described
+ * with the same encoding: its inputs by arg_names (its parameters and launch
+ * options), no outputs. Its operation is written as given, and its non-tensor
+ * values always are (its "args", floats left out of its signature), with
+ * or without sp_config.args. */
+int sp_launch_intern(const void *key, const char *operation, int n_args,
+                     const char *const *arg_names, int *id);
+
+/* The code of a dtype by its name ("torch.float32"), or -1; the code of a
+ * name in an enum table (SP_NAMES_*, below), or -1. */
+int sp_dtype_code(const char *name);
+int sp_name_code(int table, const char *name);
 
 /* ---- names of enum values (process-wide) ------------------------------- */
 /* The spelling of each code of the enums that arguments carry, set once by

@@ -93,6 +93,8 @@ typedef struct sp_op {
   size_t head_len, keys_len; /* keys_len: all keys together (a bound) */
   int n_args;
   int n_returns;
+  int launch;       /* a kernel's launch (sp_launch_intern): arguments always
+                       recorded, so its key leaves out float values too */
 } sp_op;
 
 typedef struct opcache_slot {

@@ -397,13 +397,13 @@ static SP_OUTLINE int mask_floats(sp_thread *t) {
 /* The inputs key of t's call: its inputs, with float values zeroed. A
  * float (a scale, a schedule's sigma) decides neither shapes nor the kernel
  * chosen, and changes every step of a diffusion loop: it does not make a
- * new signature (FORMAT.md). Only recorded arguments hold floats. 0 when
- * out of memory. */
+ * new signature (FORMAT.md). Only recorded arguments hold floats (and a
+ * launch's, always recorded). 0 when out of memory. */
 static inline int make_key(const sp_profiler *p, sp_thread *t) {
   t->key = t->pub.in.w;
   t->key_n = t->pub.in.n;
   t->floats = 0;
-  return p->cfg.args ? mask_floats(t) : 1;
+  return p->cfg.args || __builtin_expect(t->op->launch, 0) ? mask_floats(t) : 1;
 }
 
 /* Puts the inputs on disk before the kernel runs: if it kills the process,

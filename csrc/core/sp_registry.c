@@ -116,6 +116,33 @@ SP_PRIVATE const char *name_of(int64_t table, int64_t code) {
   return code >= 0 && code < t->n ? t->s[code] : NULL;
 }
 
+/* Lookups by name: once per dtype or device a caller meets (it keeps them),
+ * so a scan. */
+int sp_dtype_code(const char *name) {
+  static const size_t head = sizeof("], \"dtype\": ") - 1;
+  if (!name) return -1;
+  size_t len = strlen(name);
+  int code = -1;
+  pthread_mutex_lock(&g_dtype_lock);
+  for (int i = 0; i < g_dtype_n && code < 0; i++) {
+    const dtype_tail *d = &g_dtype_tails[i]; /* '], "dtype": "NAME"}' */
+    if (d->s && d->n == head + len + 3 && !memcmp(d->s + head + 1, name, len)) code = i;
+  }
+  pthread_mutex_unlock(&g_dtype_lock);
+  return code;
+}
+
+int sp_name_code(int table, const char *name) {
+  if (table < 0 || table >= SP_NAMES_N || !name) return -1;
+  int code = -1;
+  pthread_mutex_lock(&g_dtype_lock);
+  const name_table *t = &g_names[table];
+  for (int i = 0; i < t->n && code < 0; i++)
+    if (t->s[i] && !strcmp(t->s[i], name)) code = i;
+  pthread_mutex_unlock(&g_dtype_lock);
+  return code;
+}
+
 /* ======================================================================
  * Operator registry (process-wide)
  * ====================================================================== */
@@ -183,13 +210,16 @@ static void op_free(sp_op *op) {
   free(op);
 }
 
+/* overload NULL: a kernel's launch, its operation named as given. */
 static sp_op *op_build(const char *qualified, const char *overload, int n_args,
                        const char *const *arg_names, int n_returns) {
   sp_op *op = calloc(1, sizeof *op);
   if (!op) return NULL;
   sp_buf name = {0}, head = {0};
+  op->launch = overload == NULL;
+  if (op->launch) buf_put(&name, qualified, strlen(qualified));
   /* str(OpOverload): "ns::name" -> "ns.name", then ".overload" or ".default" */
-  for (const char *s = qualified; *s; s++) {
+  for (const char *s = qualified; !op->launch && *s; s++) {
     if (s[0] == ':' && s[1] == ':') {
       buf_put(&name, ".", 1);
       s++;
@@ -197,9 +227,12 @@ static sp_op *op_build(const char *qualified, const char *overload, int n_args,
       buf_put(&name, s, 1);
     }
   }
-  buf_put(&name, ".", 1);
-  if (overload && overload[0]) buf_put(&name, overload, strlen(overload));
-  else BUF_LIT(&name, "default");
+  if (!op->launch && overload[0]) {
+    buf_put(&name, ".", 1);
+    buf_put(&name, overload, strlen(overload));
+  } else if (!op->launch) {
+    BUF_LIT(&name, ".default");
+  }
   BUF_LIT(&head, "\"operation\": ");
   buf_json_str(&head, name.p, name.n);
   BUF_LIT(&head, ", \"inputs\": {");
@@ -234,8 +267,8 @@ static sp_op *op_build(const char *qualified, const char *overload, int n_args,
   return op;
 }
 
-int sp_op_intern(const void *key, const char *qualified, const char *overload,
-                 int n_args, const char *const *arg_names, int n_returns, int *id) {
+static int op_intern(const void *key, const char *qualified, const char *overload,
+                     int n_args, const char *const *arg_names, int n_returns, int *id) {
   if (!key || !qualified || n_args < 0 || n_returns < 0 || !id) return SP_ERROR;
   pthread_mutex_lock(&g_ops_lock);
   op_slot *s = op_map_find(key);
@@ -255,6 +288,16 @@ int sp_op_intern(const void *key, const char *qualified, const char *overload,
   }
   pthread_mutex_unlock(&g_ops_lock);
   return rc;
+}
+
+int sp_op_intern(const void *key, const char *qualified, const char *overload,
+                 int n_args, const char *const *arg_names, int n_returns, int *id) {
+  return op_intern(key, qualified, overload ? overload : "", n_args, arg_names, n_returns, id);
+}
+
+int sp_launch_intern(const void *key, const char *operation, int n_args,
+                     const char *const *arg_names, int *id) {
+  return op_intern(key, operation, NULL, n_args, arg_names, 0, id);
 }
 
 void sp_op_forget(const void *key) {

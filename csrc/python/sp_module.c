@@ -13,6 +13,7 @@
 #include "core/sp_core.h"
 #include "torch/sp_fallback.h"
 #include "python/sp_pyerror.h"
+#include "python/sp_launch.h"
 
 typedef struct {
   PyObject_HEAD
@@ -296,6 +297,16 @@ static PyMethodDef module_methods[] = {
     {"fallback_installed", mod_fallback_installed, METH_NOARGS,
      "fallback_installed($module, /)\n--\n\n"
      "Whether the dispatcher fallback is registered in this process."},
+    {"launch_mode", sp_launch_mode, METH_NOARGS,
+     "launch_mode($module, /)\n--\n\n"
+     "How a kernel launch on this thread is recorded now: 0 not, 1 plain, 3 with arguments."},
+    {"launch", sp_launch, METH_VARARGS,
+     "launch($module, key, operation, arg_names, items, error=None, /)\n--\n\n"
+     "Record one kernel launch (recording/triton.py); True if it was filed."},
+    {"dtype_code", sp_launch_dtype_code, METH_O,
+     "dtype_code($module, name, /)\n--\n\nThe core's code of a dtype name, or -1."},
+    {"device_code", sp_launch_device_code, METH_O,
+     "device_code($module, name, /)\n--\n\nThe core's code of a device type name, or -1."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {

@@ -846,6 +846,12 @@ void sp_fallback_resume(void) {
   if (t_state.profiler && sp_logging(t_state.profiler)) set_key(true);
 }
 
+sp_profiler* sp_fallback_target(void) {
+  if (t_state.paused) return nullptr;
+  sp_profiler* p = t_state.profiler ? t_state.profiler : g_inherited.load(std::memory_order_relaxed);
+  return p && sp_logging(p) ? p : nullptr;
+}
+
 int sp_fallback_thread_enabled(void) {
   return c10::impl::tls_is_dispatch_key_included(kKey) ? 1 : 0;
 }

@@ -32,6 +32,13 @@ void sp_fallback_sync(int on);
  * if this thread's pass is still logged. */
 int sp_fallback_pause(void);
 void sp_fallback_resume(void);
+/* The profiler that a call on this thread goes to now, for calls that do not
+ * pass the dispatcher (kernel launches: sp_launch_intern): this thread's
+ * logged pass's, else the one whose logged pass began last (the core then
+ * files the call as sp_call_begin says); NULL while this thread is paused
+ * or nothing logs. Valid while the caller holds what keeps the profiler
+ * (the interpreter lock, for the Python module). */
+sp_profiler *sp_fallback_target(void);
 /* Whether the key is in the calling thread's TLS (for tests). */
 int sp_fallback_thread_enabled(void);
 

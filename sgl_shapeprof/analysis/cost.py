@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..records.scan import Signature
 from ..records.values import broadcast_shape
+from .gemm import launch_gemm
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,9 @@ def flops(sig: Signature) -> Optional[int]:
     (then the operator is taken to be memory-bound: elementwise, copies...)."""
     if sig.error is not None or sig.incomplete:
         return None
+    if sig.operation.startswith("triton:"):  # a kernel launch: a known GEMM, else memory-bound
+        g = launch_gemm(sig)
+        return g.flops if g is not None else None
     comp = _composite(sig.operation, sig.inputs, sig.outputs)
     if comp is not None:
         return comp

@@ -69,10 +69,42 @@ def custom_ops(spec: List[str]) -> Dict[str, Optional[Tuple[str, str]]]:
     return out
 
 
+# Triton GEMM kernels whose launch records say M, N and K (FORMAT.md, "Kernel
+# launches"): by the kernel's function name, its two matrix inputs and the
+# arguments that hold M, N, K. SGLang's fused MoE is a grouped GEMM over its
+# experts: M is the token x top-k rows it computes (padding aside), B the
+# (E, N, K) weights; its block-quantized GEMMs take A (M, K) and B (N, K).
+LAUNCH_GEMMS = {
+    "fused_moe_kernel": ("a_ptr", "b_ptr", "num_valid_tokens", "N", "K", "c_ptr"),
+    "_w8a8_block_fp8_matmul": ("A", "B", "M", "N", "K", "C"),
+    "_w8a8_block_fp8_matmul_hopper": ("A", "B", "M", "N", "K", "C"),
+    "_w8a8_block_fp8_matmul_unrolledx4": ("A", "B", "M", "N", "K", "C"),
+    "_w8a8_block_int8_matmul": ("A", "B", "M", "N", "K", "C"),
+}
+
+
+def launch_gemm(sig: Signature) -> Optional[Gemm]:
+    """The GEMM a Triton launch record is, or None."""
+    spec = LAUNCH_GEMMS.get(sig.operation.rsplit(".", 1)[-1])
+    if spec is None or not sig.operation.startswith("triton:") or not sig.args:
+        return None
+    a, b, c = (_t(sig.inputs.get(name)) for name in (spec[0], spec[1], spec[5]))
+    m, n, k = (sig.args.get(name) for name in spec[2:5])
+    if a is None or b is None or not all(isinstance(v, int) and v > 0 for v in (m, n, k)):
+        return None
+    sb = list(b["shape"])
+    layout = "NK" if sb[-2:] == [n, k] else "KN"
+    return Gemm(sig.operation, m, n, k, 1, short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),  # type: ignore[arg-type]
+                short_dtype(c.get("dtype")) if c else "", sig.count, 2 * m * n * k,  # type: ignore[operator]
+                list(a["shape"]), sb, layout, sig.phase, a_stride=_stride(a), b_stride=_stride(b))
+
+
 def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Optional[Gemm]:
     """The GEMM a signature is, or None (not a GEMM, or shapes that do not fit)."""
     if sig.error is not None or sig.incomplete:
         return None
+    if sig.operation.startswith("triton:") and sig.operation not in custom:
+        return launch_gemm(sig)
     name = _short(sig.operation)
     names: Optional[Tuple[str, str]]
     qual = sig.operation.rsplit(".", 1)[0]  # namespace.name

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ..records.scan import Signature, Source
+from .moe_launch import MoeLaunch, expect, moe_launches
 
 # SGLang's MoE custom ops (register_custom_op in moe_runner/triton_utils/fused_moe.py)
 MOE_OPS = ("sglang.inplace_fused_experts", "sglang.outplace_fused_experts")
@@ -660,6 +661,7 @@ class TuneResult:
     moe: List[MoeUse]
     block: List[MoeUse]          # keys are BlockKey
     deepgemm: List[MoeUse] = field(default_factory=list)  # keys are BlockKey; nothing to look up
+    launches: List[MoeLaunch] = field(default_factory=list)  # fused-MoE kernel launches, with their configs
 
     @property
     def moe_coverage(self) -> Dict[str, PhaseCoverage]:
@@ -696,8 +698,36 @@ def tune_result(signatures: List[Signature], device: str, configs: Optional[str]
     block = block_uses(signatures)
     for u in block:
         u.lookup = lookup_block(u.key, folders, device)  # type: ignore[arg-type]
+    launches = moe_launches(signatures, sglang_dtype_str(mod) if mod is not None else plain_dtype_str)
+
+    def find(e: int, n: int, dtype: Optional[str], block: Optional[Tuple[int, int]], pcq: bool,
+             down: bool) -> Lookup:
+        return lookup(MoeKey(e, n, dtype, block, pcq), roots, triton, naming, down)
+    expect(launches, find, sglang_default_config(mod) if mod is not None else None)
     return TuneResult(device, triton, mod is not None, roots, folders, moe, block,
-                      block_uses(signatures, DEEPGEMM_OPS))
+                      block_uses(signatures, DEEPGEMM_OPS), launches)
+
+
+def sglang_default_config(mod: object) -> Callable[..., Optional[Dict[str, int]]]:
+    """SGLang's own get_default_config (None where it cannot answer here).
+    It asks the server's published context whether deterministic inference
+    is on (then one fixed config): tune asks for a server without it,
+    SGLang's default, as SGLangNaming answers the device."""
+    import types
+    context = types.SimpleNamespace(deterministic=types.SimpleNamespace(enable_deterministic_inference=False))
+
+    def default(*args: object) -> Optional[Dict[str, int]]:
+        saved = getattr(mod, "get_exec", None)
+        try:
+            if saved is not None:
+                setattr(mod, "get_exec", lambda: context)
+            return dict(getattr(mod, "get_default_config")(*args))
+        except Exception:  # a release whose get_default_config needs more of its server
+            return None
+        finally:
+            if saved is not None:
+                setattr(mod, "get_exec", saved)
+    return default
 
 
 def coverage_json(cov: Dict[str, PhaseCoverage]) -> dict:

@@ -11,9 +11,11 @@ from typing import Callable, Dict, List, Optional
 from ..analysis.analyze import build
 from ..analysis.deployment import inventory
 from ..analysis.gemm import gemms
+from ..analysis.moe_launch import launch_json
 from ..analysis.tunableop import GemmTuned, results_coverage, results_lines
 from ..analysis.tune import (CSV_FIELDS, GraphSizes, MoeUse, PhaseCoverage, TuneResult, block_json, coverage_json,
-                             csv_rows, deepgemm_json, graph_sizes, tune_result, tuner_command, use_json)
+                             csv_rows, deepgemm_json, graph_sizes, phase_group, tune_result, tuner_command,
+                             use_json)
 from .common import add_filters, fail, scan_files
 from .gemm import write_untuned
 
@@ -89,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
                    "block_gemm": {"folders": r.gemm_folders, "coverage": coverage_json(r.block_coverage),
                                   "keys": [block_json(u, r.device) for u in r.block]},
                    "deepgemm": [deepgemm_json(u) for u in r.deepgemm],
+                   "launches": [launch_json(x) for x in r.launches],
                    "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, args.tunableop_results),
                    "cuda_graph_bs": None if sizes is None else graph_sizes_json(sizes),
                    "inventory": inventory(srcs)},
@@ -179,6 +182,8 @@ def print_text(r: TuneResult, tuners: List[str], srcs) -> None:
                                                 "by the fields their names spell)") + "\n")
         print_keys(r.moe, r.triton, lambda u: f"E={u.key.e},N={u.key.n},device_name={r.device},...")
         print_coverage(r.moe_coverage)
+    if r.launches:
+        print_launches(r)
     if tuners:
         o("\ntune the keys whose calls run another M's config (SGLang's tuner; batch sizes: observed M, "
           "most called first):\n")
@@ -202,6 +207,34 @@ def print_text(r: TuneResult, tuners: List[str], srcs) -> None:
         print_pairs(r.deepgemm)
         for a in sorted({a for u in r.deepgemm for a in u.assumed}):
             o(f"  assumed: {a}\n")
+
+
+VERDICTS = {"tuned": "the tuned config", "default": "SGLang's default config: an untuned shape",
+            "other": "a config that is neither the tuned file's nor the default",
+            "unknown": "(what SGLang would pick is not known here)"}
+
+
+def print_launches(r: TuneResult) -> None:
+    """Per distinct fused-MoE kernel launch: the config it ran, and whose."""
+    o = sys.stdout.write
+    o(f"\nfused-MoE kernel launches: the config each ran (SGLang's lookup for device_name={r.device})\n")
+    for x in r.launches:
+        key = f"E={x.e},N={x.n if x.n is not None else '?'},dtype={x.dtype or 'none'}"
+        if x.block_shape:
+            key += f",block_shape=[{x.block_shape[0]}, {x.block_shape[1]}]"
+        m = "?" if x.m is None else x.m
+        o(f"  {key} {x.gemm:<4} M={m} ({phase_group(x.phase)}, {x.calls:,} launch{'es' if x.calls != 1 else ''}): "
+          f"{VERDICTS[x.verdict]}: {x.config_text()}\n")
+        if x.verdict == "tuned":
+            o(f"      from {x.file} (tuned for M={x.tuned_m})\n")
+        elif x.verdict == "other" and x.expected is not None:
+            whose = f"{x.file}, tuned for M={x.tuned_m}" if x.file else "SGLang's default, no tuned file"
+            o(f"      SGLang would pick {x.config_text(x.expected)} ({whose})\n")
+        for a in x.assumed:
+            o(f"      assumed: {a}\n")
+    untuned = sum(x.calls for x in r.launches if x.verdict == "default")
+    total = sum(x.calls for x in r.launches)
+    o(f"  {untuned:,} of {total:,} launches ran SGLang's default config\n")
 
 
 def print_pairs(uses: List[MoeUse]) -> None:

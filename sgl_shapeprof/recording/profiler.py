@@ -16,6 +16,7 @@ from typing import ContextManager, Iterable, Optional, Union
 
 from .config import INT_MAX, phase_filter
 from .messages import say, say_once
+from . import triton as _triton
 from .pauses import pause_thread, resume_thread
 from .worker import Worker
 
@@ -264,6 +265,8 @@ class ShapeProfiler(PassContext):
             if self._broken:  # no pass is open
                 return False
         st.owner, st.depth, st.logged, st.plain, st.implicit = self, 1, logged, plain, False
+        if logged and _TRITON in _modules:
+            _triton.enter()
         if self.sync and logged:
             _no_sync_while_capturing()
         return logged
@@ -279,6 +282,8 @@ class ShapeProfiler(PassContext):
             if self._broken:  # no pass is open
                 return False
         st.owner, st.depth, st.logged, st.plain, st.implicit = self, 1, logged, False, False
+        if logged and _TRITON in _modules:
+            _triton.enter()
         return logged
 
     def _begin_failed(self, native_begin, args: tuple, e: Exception) -> bool:
@@ -371,6 +376,7 @@ class ShapeProfiler(PassContext):
             self._native.pass_end()
         except Exception as e:
             self._give_up(e)
+        _triton.leave(_any_logging)
 
     # -- lifetime -----------------------------------------------------------
     def close(self) -> None:
@@ -386,6 +392,8 @@ class ShapeProfiler(PassContext):
         except Exception as e:
             say(f"closing {self.path}: {e}")
             return
+        finally:
+            _triton.leave(_any_logging)
         if self._phase_filter is not None and stats["passes"] and not stats["logged_passes"]:
             seen = ", ".join(sorted(repr(p) for p in self._phases_seen))
             say(f"{self._phases_from}{self._phase_filter!r} matched none of the {stats['passes']} passes "
@@ -492,6 +500,12 @@ def _resume_after_compiler(_args=None) -> None:
 
 _modules = sys.modules
 _DYNAMO = "torch._dynamo"
+_TRITON = "triton.runtime.jit"
+
+
+def _any_logging() -> bool:
+    """Whether a logged pass of some open profiler is open (on any thread)."""
+    return any(p.logging for p in list(_open_profilers))
 
 
 def _pause_while_compiling() -> None:

@@ -1,0 +1,19 @@
+/*
+ * sp_launch.h -- the module functions of sp_launch.c (kernel launches).
+ */
+#ifndef SP_LAUNCH_H
+#define SP_LAUNCH_H
+
+#include <Python.h>
+
+/* launch_mode(): sp_logging() of the profiler this thread's calls go to, 0
+ * when none (or this thread is paused). */
+PyObject *sp_launch_mode(PyObject *m, PyObject *noargs);
+/* launch(key, operation, arg_names, items, error=None): records one launch;
+ * True if it was filed. */
+PyObject *sp_launch(PyObject *m, PyObject *args);
+/* dtype_code(name) / device_code(name): the core's code, or -1. */
+PyObject *sp_launch_dtype_code(PyObject *m, PyObject *arg);
+PyObject *sp_launch_device_code(PyObject *m, PyObject *arg);
+
+#endif /* SP_LAUNCH_H */
