@@ -74,11 +74,13 @@ test-matrix:
 # extensions build as C++17, built with the setuptools a fresh Python 3.11
 # venv has (65.5, with wheel). Not the whole suite (CI's time): the build,
 # the record-by-record parity and crash tests, the key-order tests, the
-# GPU tests (they skip here) and the reduced GPU check on this torch.
+# GPU tests (they skip here), the Triton launch tests (its Triton, 3.6) and
+# the reduced GPU check on this torch.
 OLD_TORCH := 2.11.0
 OLD_VENV := .venv-torch$(OLD_TORCH)
 OLD_TESTS := tests/test_build.py tests/test_parity.py tests/test_parity_sweep.py tests/test_crash.py \
-  tests/test_key_order.py tests/test_real_models.py tests/test_errors_threads.py tests/test_cuda.py
+  tests/test_key_order.py tests/test_real_models.py tests/test_errors_threads.py tests/test_cuda.py \
+  tests/test_triton.py
 $(OLD_VENV)/.torch:
 	test -x $(OLD_VENV)/bin/python || $(PYTHON) -m venv $(OLD_VENV)
 	$(OLD_VENV)/bin/python -m pip install -q "setuptools==65.5.0" wheel "torch==$(OLD_TORCH)"

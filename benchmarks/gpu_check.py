@@ -22,6 +22,13 @@ Checks:
   sync       an out-of-range index_select blamed on the call that launched
              it; a graph captured inside an open sync pass still captures
   custom_ops torch.library.custom_op calls on the device recorded
+  triton     Triton launches (compiled, on the GPU): a plain kernel and an
+             autotuned one (Triton's own do_bench) recorded once each with
+             the config that ran (the autotuner's best_config, num_warps
+             from the compiled kernel), none of the benchmark's operators;
+             Triton's own run() outside passes; the us a launch costs off
+             and in a pass, interleaved (skip without CUDA and Triton: the
+             interpreter's path is tests/test_triton.py)
   kill       SIGKILL during a device run: records that parse, a summary
              that agrees with them
   cost       Llama-like (about 1B parameters in bf16 on a GPU): decode at
@@ -420,6 +427,82 @@ def check_custom_ops(tmp, reduced):
                        f"a pass of {calls} calls after a 0.3 s gap takes {regrow:+.0f} us vs back to back"}
 
 
+def check_triton(tmp, reduced):
+    if not CUDA:
+        raise Skip("needs CUDA (Triton compiles for a GPU; the interpreter's path is tests/test_triton.py)")
+    try:
+        import triton
+        import triton.language as tl
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        raise Skip("Triton is not installed") from None
+    failures = []
+
+    @triton.jit
+    def axpy(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(y_ptr + offs, mask=m) + alpha * tl.load(x_ptr + offs, mask=m), mask=m)
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=2, num_stages=2),
+                              triton.Config({"BLOCK": 1024}, num_warps=8, num_stages=3)], key=["n"])
+    @triton.jit
+    def tuned_axpy(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(y_ptr + offs, mask=m) + alpha * tl.load(x_ptr + offs, mask=m), mask=m)
+    n = 1 << 20
+    x, y = torch.randn(n, device="cuda"), torch.zeros(n, device="cuda")
+    own = JITFunction.__dict__["run"]
+    axpy[(triton.cdiv(n, 1024),)](x, y, n, 1.0, BLOCK=1024)  # compiled before the pass
+    prof = ShapeProfiler(os.path.join(tmp, "triton.jsonl"))
+    with prof.forward_pass():
+        axpy[(triton.cdiv(n, 1024),)](x, y, n, 0.5, BLOCK=1024)
+        tuned_axpy[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, 2.0)
+    if JITFunction.__dict__["run"] is not own:
+        failures.append("after the pass JITFunction.run is not Triton's own")
+    prof.close()
+    recs = load(prof.path)
+    ops = [r["operation"] for r in recs]
+    best = tuned_axpy.best_config
+    plain = [r for r in recs if r["operation"].endswith(".axpy")]
+    tuned = [r for r in recs if r["operation"].endswith(".tuned_axpy")]
+    if len(plain) != 1 or plain[0]["args"].get("BLOCK") != 1024 or "num_warps" not in plain[0]["args"]:
+        failures.append(f"plain launch: {plain}")
+    want = {"BLOCK": best.kwargs["BLOCK"], "num_warps": best.num_warps, "num_stages": best.num_stages,
+            "grid": [triton.cdiv(n, best.kwargs["BLOCK"])]}
+    if len(tuned) != 1 or any(tuned[0]["args"].get(k) != v for k, v in want.items()):
+        failures.append(f"autotuned launch: {tuned} (best_config {best})")
+    others = sorted(set(ops) - {r["operation"] for r in plain + tuned})
+    if others:
+        failures.append(f"the autotuner's benchmark recorded: {others}")
+    # cost per launch: Triton's own launch, and the same in a logged pass
+    calls = 200 if reduced else 2000
+
+    def per_launch(marker):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with marker.forward_pass() if marker is not None else contextlib.nullcontext():
+            for _ in range(calls):
+                axpy[(triton.cdiv(n, 1024),)](x, y, n, 0.5, BLOCK=1024)
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / calls
+    off, on, dd = [], [], []
+    timing = ShapeProfiler(os.path.join(tmp, "triton-cost.jsonl"))
+    dedupe = ShapeProfiler(os.path.join(tmp, "triton-dedupe.jsonl"), dedupe=True)
+    for _ in range(7):
+        off.append(per_launch(None))
+        on.append(per_launch(timing))
+        dd.append(per_launch(dedupe))
+    timing.close()
+    dedupe.close()
+    base = median_ci(off)[0] * 1e6
+    return {"ok": not failures, "failures": failures,
+            "summary": f"{len(plain)} plain and {len(tuned)} autotuned launch recorded (config {want}); "
+                       f"a launch costs {base:.1f} us off, {median_ci(on)[0] * 1e6 - base:+.1f} us written "
+                       f"in a pass, {median_ci(dd)[0] * 1e6 - base:+.1f} us deduplicated"}
+
+
 def check_kill(tmp, reduced):
     """No handler runs on SIGKILL: the summary on disk is the one of the last
     pass end, and the records file holds every record up to the kill (a
@@ -586,7 +669,7 @@ def check_cost(tmp, reduced):
 
 
 CHECKS = {"parity": check_parity, "graphs": check_graphs, "sync": check_sync,
-          "custom_ops": check_custom_ops, "kill": check_kill, "cost": check_cost}
+          "custom_ops": check_custom_ops, "triton": check_triton, "kill": check_kill, "cost": check_cost}
 
 
 # ---------------------------------------------------------------- report --

@@ -162,7 +162,7 @@ def test_tune_says_which_config_each_fused_moe_launch_ran(sglang_moe, capsys, mo
 
 
 @needs_sglang("0.5.23")
-def test_gemm_treats_fused_moe_launches_as_gemms(sglang_moe, capsys):
+def test_gemm_and_cost_count_fused_moe_launches_as_gemms(sglang_moe, capsys):
     from sgl_shapeprof.cli.main import main
     capsys.readouterr()
     assert main(["gemm", sglang_moe["path"], "--json"]) == 0
@@ -172,3 +172,24 @@ def test_gemm_treats_fused_moe_launches_as_gemms(sglang_moe, capsys):
         a = layer[gemm]["args"]
         assert any((g["m"], g["n"], g["k"]) == (a["num_valid_tokens"], a["N"], a["K"])
                    and g["flops"] == 2 * a["num_valid_tokens"] * a["N"] * a["K"] for g in gs), gs
+    capsys.readouterr()
+    assert main(["cost", sglang_moe["path"], "--json"]) == 0
+    rows = [r for r in json.loads(capsys.readouterr().out)["rows"] if r["operation"] == MOE]
+    a = layer["up"]["args"]
+    assert any(r["flops_per_call"] == 2 * a["num_valid_tokens"] * a["N"] * a["K"]
+               and r["inputs"]["b_ptr"] == layer["up"]["inputs"]["b_ptr"] for r in rows), rows
+
+
+def test_analyze_diff_and_report_show_launches_beside_operators(child, capsys, tmp_path):
+    from sgl_shapeprof.cli.main import main
+    plain, dedupe = child["plain"]["path"], child["dedupe"]["path"]
+    capsys.readouterr()
+    assert main(["analyze", plain, "--filter-op", "scale_add", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["calls"] == 3 and [o["operation"] for o in got["operations"]] == [OP]
+    assert main(["diff", plain, dedupe]) == 1  # they differ (the exit status of diff(1))
+    text = capsys.readouterr().out
+    assert OP in text
+    out = tmp_path / "r.html"
+    assert main(["report", plain, "-o", str(out)]) == 0
+    assert OP in out.read_text()

@@ -37,7 +37,9 @@ PREFIX = "triton:"  # a launch's operation: "triton:<module>.<qualname>" (FORMAT
 _lock = threading.Lock()
 _installed: Dict[Tuple[type, str], Callable] = {}  # (class, method) -> Triton's own
 _local = threading.local()  # .bench: this thread is inside the autotuner's benchmarking
-_kernels: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # kernel -> _Kernel
+# id(kernel object) -> (a weak reference to it, its _Kernel): by identity, as
+# hashing a JITFunction hashes its source's cache key
+_kernels: Dict[int, Tuple["weakref.ref", "_Kernel"]] = {}
 _by_operation: Dict[str, "_Kernel"] = {}
 _dtypes: dict = {}
 _devices: dict = {}
@@ -152,35 +154,37 @@ def _benchmark(original):
 
 class _Kernel:
     """A kernel's parameters, and its key in the core (this object)."""
-    __slots__ = ("operation", "params", "index", "defaults", "arg_names", "__weakref__")
+    __slots__ = ("operation", "params", "index", "slots", "arg_names", "__weakref__")
 
     def __init__(self, fn) -> None:
         sig = inspect.signature(fn)
         self.params = tuple(sig.parameters)
         self.index = {name: i for i, name in enumerate(self.params)}
-        self.defaults = {name: p.default for name, p in sig.parameters.items()
-                         if p.default is not inspect.Parameter.empty}
+        # per parameter, its default, or _MISSING: a launch's values start from these
+        self.slots = [_MISSING if p.default is inspect.Parameter.empty else p.default
+                      for p in sig.parameters.values()]
         self.arg_names = self.params + OPTIONS
         module = getattr(fn, "__module__", None) or "?"
         self.operation = f"{PREFIX}{module}.{getattr(fn, '__qualname__', None) or fn.__name__}"
 
 
 def _kernel(obj) -> _Kernel:
-    k = _kernels.get(obj)
-    if k is None:
-        k = _Kernel(obj.fn)
-        # one operation name, one entry in the core (the summary counts by name):
-        # another kernel object of the same function shares it
-        same = _by_operation.get(k.operation)
-        if same is not None and same.arg_names == k.arg_names:
-            k = same
-        elif same is not None:
-            n = 2
-            while f"{k.operation}#{n}" in _by_operation:
-                n += 1
-            k.operation = f"{k.operation}#{n}"
-        _by_operation.setdefault(k.operation, k)
-        _kernels[obj] = k
+    entry = _kernels.get(id(obj))
+    if entry is not None and entry[0]() is obj:
+        return entry[1]
+    k = _Kernel(obj.fn)
+    # one operation name, one entry in the core (the summary counts by name):
+    # another kernel object of the same function shares it
+    same = _by_operation.get(k.operation)
+    if same is not None and same.arg_names == k.arg_names:
+        k = same
+    elif same is not None:
+        n = 2
+        while f"{k.operation}#{n}" in _by_operation:
+            n += 1
+        k.operation = f"{k.operation}#{n}"
+    _by_operation.setdefault(k.operation, k)
+    _kernels[id(obj)] = (weakref.ref(obj), k)
     return k
 
 
@@ -197,6 +201,9 @@ def _tensor(i: int, t, mode: int) -> tuple:
     index = device.index
     return (i, code, tuple(t.shape), tuple(t.stride()), t.storage_offset(), dev,
             -1 if index is None else index)
+
+
+_PLAIN = (int, float, bool, str, type(None))
 
 
 def _value(v):
@@ -217,40 +224,47 @@ def _value(v):
 
 
 def _record(obj, args, kwargs, grid, kernel, mode: int, error: Optional[BaseException]) -> None:
-    """Files one launch; never raises into the launch."""
+    """Files one launch; never raises into the launch. Per launch (the hot
+    path of this file): list and tuple work only, no per-launch dicts."""
     global _off
     try:
         k = _kernel(obj)
-        values = dict(k.defaults)
-        values.update(zip(k.params, args))
-        extra = {}
-        for name, v in kwargs.items():
-            if name in k.index:
-                values[name] = v
-            else:
-                extra[name] = v
-        items = []
-        for i, name in enumerate(k.params):
-            v = values.get(name, _MISSING)
-            if v is not _MISSING:
-                items.append(_tensor(i, v, mode) if isinstance(v, _Tensor) else (i, _value(v)))
-        base = len(k.params)
+        values = k.slots.copy()
+        n = len(values)
+        values[:len(args)] = args[:n]
+        extra = None
+        if kwargs:
+            index = k.index
+            for name, v in kwargs.items():
+                i = index.get(name)
+                if i is not None:
+                    values[i] = v
+                elif extra is None:
+                    extra = {name: v}
+                else:
+                    extra[name] = v
+        Tensor = _Tensor
+        items = [_tensor(i, v, mode) if isinstance(v, Tensor)
+                 else (i, v if v.__class__ in _PLAIN else _value(v))
+                 for i, v in enumerate(values) if v is not _MISSING]
         if callable(grid):
             try:
-                grid = grid(values)
+                grid = grid({name: v for name, v in zip(k.params, values) if v is not _MISSING})
             except Exception:
                 grid = None
         if grid is not None:
-            items.append((base, tuple(int(g) for g in grid)))
+            items.append((n, tuple(int(g) for g in grid)))
         meta = getattr(kernel, "metadata", None)  # the compiled kernel's (not the interpreter's)
-        for j, name in enumerate(OPTIONS[1:5], 1):
-            v = extra.pop(name, None)
-            if v is None and meta is not None:
-                v = getattr(meta, name, None)
-            if v is not None:
-                items.append((base + j, _value(v)))
-        if extra:
-            items.append((base + 5, ", ".join(f"{n}={v!r}" for n, v in sorted(extra.items()))))
+        if extra is not None or meta is not None:
+            extra = extra or {}
+            for j, name in enumerate(OPTIONS[1:5], 1):
+                v = extra.pop(name, None)
+                if v is None and meta is not None:
+                    v = getattr(meta, name, None)
+                if v is not None:
+                    items.append((n + j, _value(v)))
+            if extra:
+                items.append((n + 5, ", ".join(f"{name}={v!r}" for name, v in sorted(extra.items()))))
         err = None
         if error is not None:
             err = (type(error).__name__, str(error).encode("utf-8", "surrogatepass"))
