@@ -70,29 +70,34 @@ def launch(a, b, c, tw, ids, config, mul, top_k):
                               * triton.cdiv(b.shape[1], config["BLOCK_SIZE_N"])]}}
 
 
-def experts(x, e, config=None):
+def experts(x, e, config=None, topk=TOPK, weights_on_input=False):
     """One MoE layer as SGLang's fused_experts runs it: the config from
-    SGLang's own lookup (or one given), the up and the down GEMMs."""
+    SGLang's own lookup (or one given), the up and the down GEMMs; with
+    weights_on_input (apply_router_weight_on_input, Llama-4's top-1
+    routing) the routing weight is applied in the up GEMM instead."""
     w1, w2 = torch.randn(e, 2 * I, H) / 8, torch.randn(e, H, I) / 8
-    ids = torch.randint(0, e, (M, TOPK), dtype=torch.int32)
-    tw = torch.rand(M, TOPK)
-    chosen = config or cfgmod.try_get_optimal_moe_config(w1.shape, w2.shape, TOPK, dtype_str, M)
-    cache1, cache3 = torch.zeros(M, TOPK, 2 * I), torch.zeros(M, TOPK, H)
-    up = launch(x, w1, cache1, tw, ids, chosen, False, TOPK)
+    ids = torch.randint(0, e, (M, topk), dtype=torch.int32)
+    tw = torch.rand(M, topk)
+    chosen = config or cfgmod.try_get_optimal_moe_config(w1.shape, w2.shape, topk, dtype_str, M)
+    cache1, cache3 = torch.zeros(M, topk, 2 * I), torch.zeros(M, topk, H)
+    up = launch(x, w1, cache1, tw, ids, chosen, weights_on_input, topk)
     act = torch.nn.functional.silu(cache1[..., :I]) * cache1[..., I:]
-    down = launch(act.view(M * TOPK, I), w2, cache3, tw, ids, chosen, True, 1)
+    down = launch(act.view(M * topk, I), w2, cache3, tw, ids, chosen, not weights_on_input, 1)
     out = torch.empty(M, H)
     moe_sum_reduce_triton(cache3, out, 1.0)
-    return up, down, chosen, (w1, w2, ids, tw, out), {"input": t(cache3), "output": t(out)}
+    return up, down, chosen, (w1, w2, ids, tw, out, weights_on_input), {"input": t(cache3), "output": t(out)}
 
 
-def max_error(w1, w2, ids, tw, out):
+def max_error(w1, w2, ids, tw, out, weights_on_input):
     """The same layer in plain torch (after the passes: not the model's work)."""
     ref = torch.zeros(M, H)
     for m in range(M):
-        for j in range(TOPK):
+        for j in range(ids.shape[1]):
             h = w1[ids[m, j]] @ x[m]
-            ref[m] += tw[m, j] * (w2[ids[m, j]] @ (torch.nn.functional.silu(h[:I]) * h[I:]))
+            if weights_on_input:
+                ref[m] += w2[ids[m, j]] @ (torch.nn.functional.silu(tw[m, j] * h[:I]) * (tw[m, j] * h[I:]))
+            else:
+                ref[m] += tw[m, j] * (w2[ids[m, j]] @ (torch.nn.functional.silu(h[:I]) * h[I:]))
     return float((out - ref).abs().max())
 
 
@@ -102,13 +107,16 @@ layers = []
 with ShapeProfiler(path, dedupe=True) as prof:
     for step in range(2):
         with prof.forward_pass("decode"):
-            for e, given in ((4, None), (8, None), (4, {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16,
-                                                           "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 1})):
-                up, down, chosen, run, reduce = experts(x, e, given)
+            for e, given, topk, on_input in (
+                    (4, None, TOPK, False), (8, None, TOPK, False),
+                    (4, {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 1},
+                     TOPK, False),
+                    (4, None, 1, True)):  # top-1 routing, weights on the input (Llama-4)
+                up, down, chosen, run, reduce = experts(x, e, given, topk, on_input)
                 if step == 0:
                     source = "given" if given else ("file" if e == 4 else "default")
                     layers.append({"E": e, "up": up, "down": down, "config": chosen, "source": source,
-                                   "run": run, "reduce": reduce})
+                                   "top_k": topk, "run": run, "reduce": reduce})
 for layer in layers:
     layer["max_error"] = max_error(*layer.pop("run"))
 print(json.dumps({"path": path, "layers": layers, "N": I, "M": M, "tuned_m": 4,

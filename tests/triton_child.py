@@ -92,6 +92,27 @@ with ShapeProfiler(path, dedupe=True) as prof:
             prof.graph_replayed(8, 3)
 report["graph"] = {"path": path, "key": 8, "replays": 6}
 
+# -- two kernel objects of one function name, each with its own default ------
+def twin_one(x_ptr, n, K: tl.constexpr = 1):
+    offs = tl.arange(0, 16)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * K, mask=offs < n)
+
+
+def twin_two(x_ptr, n, K: tl.constexpr = 2):
+    offs = tl.arange(0, 16)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * K, mask=offs < n)
+
+
+# one qualified name, as a kernel made by a factory twice has
+twin_one.__qualname__ = twin_two.__qualname__ = "twin"
+twin_one, twin_two = triton.jit(twin_one), triton.jit(twin_two)
+path = os.path.join(out_dir, "twins.jsonl")
+with ShapeProfiler(path) as prof:
+    with prof.forward_pass():
+        twin_one[(1,)](x, 16)
+        twin_two[(1,)](x, 16)
+report["twins"] = {"path": path, "operation": "triton:__main__.twin", "K": [1, 2]}
+
 # -- a launch that raises -------------------------------------------------------
 path = os.path.join(out_dir, "error.jsonl")
 with ShapeProfiler(path) as prof:

@@ -125,7 +125,8 @@ static int put_tensor(sp_enc *e, int64_t arg, PyObject *item, Py_ssize_t n) {
   int ok = 1;
   int64_t dtype = as_i64(PyTuple_GET_ITEM(item, 1), &ok);
   PyObject *sizes = PyTuple_GET_ITEM(item, 2);
-  if (!ok || !PyTuple_Check(sizes)) return 0;
+  /* a negative dtype would read as another tag (sp_record.c's tensor_end) */
+  if (!ok || dtype < 0 || dtype >= SP_ENC_STRIDED || !PyTuple_Check(sizes)) return 0;
   Py_ssize_t nd = PyTuple_GET_SIZE(sizes);
   sp_enc_push(e, SP_ENC_TENSOR);
   sp_enc_push(e, arg);

@@ -101,16 +101,39 @@ def moe_launches(signatures: List[Signature],
         k, valid, top_k = _int(args, "K"), _int(args, "num_valid_tokens"), _int(args, "top_k")
         if a is None or b is None or len(b) != 3 or k is None or valid is None or top_k is None:
             continue
-        down = bool(args.get("MUL_ROUTED_WEIGHT")) and top_k == 1
-        raw.append((sig, a, b, k, valid, top_k, down))
+        raw.append([sig, a, b, k, valid, top_k, False])
+    # which GEMM each is, within its (E, tokens x top-k): the down projection's
+    # output width is the up one's K (the hidden size) and its K the up one's
+    # output width (gated: half of it); top-k above 1 is the up projection's
+    groups: Dict[Tuple[int, int], set] = {}
+    for r in raw:
+        groups.setdefault((r[2][0], r[4]), set()).add((r[2][1], r[3]))
+    guessed = set()
+    for r in raw:
+        sig, b, k, top_k = r[0], r[2], r[3], r[5]
+        if top_k > 1:
+            continue
+        others = groups[(b[0], r[4])] - {(b[1], k)}
+        up_of = any(n2 == k and k2 in (b[1], b[1] // 2) for n2, k2 in others)    # this one's K is theirs N
+        down_of = any(b[1] == k2 and k in (n2, n2 // 2) for n2, k2 in others)  # theirs K is this one's N
+        if up_of != down_of:
+            r[6] = down_of
+        else:  # alone, or a square layer: SGLang weighs the routed experts in the down GEMM
+            r[6] = bool((sig.args or {}).get("MUL_ROUTED_WEIGHT"))
+            guessed.add(id(r))
     # the up launch of each (E, tokens x top-k) gives the router's top-k; the down one, N
     up_topk = {(b[0], valid): top_k for _, _, b, _, valid, top_k, down in raw if not down}
     down_n = {(b[0], valid): k for _, _, b, k, valid, _, down in raw if down}
     out = []
-    for sig, a, b, k, valid, top_k, down in raw:
+    for r in raw:
+        sig, a, b, k, valid, top_k, down = r
         args = sig.args or {}
         e = b[0]
         assumed = []
+        if id(r) in guessed:
+            assumed.append("up or down projection taken from MUL_ROUTED_WEIGHT (no launch of the other "
+                           "projection with telling shapes; SGLang weighs the down one unless "
+                           "apply_router_weight_on_input)")
         if down:
             n: Optional[int] = k
             t = up_topk.get((e, valid))
@@ -170,10 +193,19 @@ def expect(launches: List[MoeLaunch], find: Callable[..., object],
             x.expected = dict(table[x.tuned_m])
             x.file = path
             x.source = "down file" if look is not up else "file"
-            if look is not up and getattr(up, "path", None):
+            if look is not up:
                 # both GEMMs share one alignment: SGLang keeps the up config's BLOCK_SIZE_M
-                up_table = _table(up.path)  # type: ignore[attr-defined]
-                x.expected["BLOCK_SIZE_M"] = up_table[min(up_table, key=lambda t: abs(t - x.m))]["BLOCK_SIZE_M"]  # type: ignore[operator]
+                # (the tuned one's, else its default's)
+                if getattr(up, "path", None):
+                    up_table = _table(up.path)  # type: ignore[attr-defined]
+                    up_cfg: Optional[Dict[str, int]] = up_table[min(up_table, key=lambda t: abs(t - x.m))]  # type: ignore[operator]
+                else:
+                    up_cfg = default(x.m, x.e, x.n, x.hidden, x.top_k or 1, x.dtype, False,
+                                     list(x.block_shape) if x.block_shape else None) if default else None
+                if up_cfg is None:
+                    x.expected = None  # what SGLang would pick is not known here
+                    continue
+                x.expected["BLOCK_SIZE_M"] = up_cfg["BLOCK_SIZE_M"]
         elif default is not None:
             cfg = default(x.m, x.e, x.n, x.hidden, x.top_k or 1, x.dtype, False,
                           list(x.block_shape) if x.block_shape else None)

@@ -202,6 +202,7 @@ class ShapeProfiler(PassContext):
         self._phases_from = "phases="  # from_env names its variable here
         self._pid = os.getpid()     # a forked child records nothing (_after_fork)
         _open_profilers.add(self)
+        _triton.watch(_any_logging)
 
     # -- passes -------------------------------------------------------------
     def start_forward_pass(self, phase: Optional[str] = None) -> bool:

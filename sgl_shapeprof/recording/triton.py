@@ -26,6 +26,7 @@ import threading
 import weakref
 from typing import Callable, Dict, Optional, Tuple
 
+from ..integrations.on_import import PatchingFinder, install_finder
 from .messages import say_once
 from .pauses import pause_thread, resume_thread
 
@@ -33,6 +34,7 @@ from .pauses import pause_thread, resume_thread
 # a kernel parameter goes into "launch_options", as text.
 OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "maxnreg", "launch_options")
 PREFIX = "triton:"  # a launch's operation: "triton:<module>.<qualname>" (FORMAT.md)
+WATCHED = ("triton.runtime.jit", "triton.runtime.interpreter")
 
 _lock = threading.Lock()
 _installed: Dict[Tuple[type, str], Callable] = {}  # (class, method) -> Triton's own
@@ -40,12 +42,12 @@ _local = threading.local()  # .bench: this thread is inside the autotuner's benc
 # id(kernel object) -> (a weak reference to it, its _Kernel): by identity, as
 # hashing a JITFunction hashes its source's cache key
 _kernels: Dict[int, Tuple["weakref.ref", "_Kernel"]] = {}
-_by_operation: Dict[str, "_Kernel"] = {}
 _dtypes: dict = {}
 _devices: dict = {}
 _C = None
 _Tensor = None
 _MISSING = object()
+_tl_dtype = None  # triton.language.dtype
 _off = False  # recording a launch failed once: launches are not recorded again
 
 
@@ -68,20 +70,27 @@ def _targets():
 
 
 def enter() -> None:
-    """A logged pass began: launches are recorded from here (Triton loaded)."""
-    global _C, _Tensor
-    if _installed or _off or "triton.runtime.jit" not in sys.modules:
+    """A logged pass began: launches are recorded from here (Triton loaded).
+    Installs what is missing (Triton's interpreter may load later than its
+    JIT), under the lock that leave() holds while it checks and undoes: a
+    pass beginning while another ends never finds the wrappers on their
+    way out."""
+    global _C, _Tensor, _tl_dtype
+    if _off or "triton.runtime.jit" not in sys.modules:
         return
     with _lock:
-        if _installed:
-            return
         try:
             if _C is None:
                 import torch
 
                 from .. import _C as native
                 _C, _Tensor = native, torch.Tensor
+            if _tl_dtype is None:
+                tl = sys.modules.get("triton.language")
+                _tl_dtype = getattr(tl, "dtype", None) if tl is not None else None
             for cls, name, wrap in _targets():
+                if (cls, name) in _installed:
+                    continue
                 original = cls.__dict__.get(name)
                 if original is None or getattr(original, "_shapeprof_original", None) is not None:
                     continue
@@ -104,6 +113,29 @@ def leave(logging: Callable[[], bool]) -> None:
             _uninstall()
 
 
+class _TritonImported(PatchingFinder):
+    """Triton imported after a logged pass began (`sgl-shapeprof record`
+    opens its whole-run pass before the script imports anything): its
+    launches are recorded from the import on."""
+
+
+_logging: Optional[Callable[[], bool]] = None
+
+
+def watch(logging: Callable[[], bool]) -> None:
+    """Called when a profiler opens: if Triton is not imported yet, enter()
+    runs when it is, should a logged pass be open then."""
+    global _logging
+    _logging = logging
+    if "triton.runtime.jit" not in sys.modules:
+        install_finder(_TritonImported({m: (__name__, "imported") for m in WATCHED}))
+
+
+def imported(module) -> None:
+    if _logging is not None and _logging():
+        enter()
+
+
 def _uninstall() -> None:
     for (cls, name), original in list(_installed.items()):
         setattr(cls, name, original)
@@ -120,16 +152,25 @@ def _launcher(original, interpreted: bool = False):
         # around the kernel (aten.copy_ and the like): on a GPU these copies
         # do not happen, so they are not recorded.
         paused = interpreted and pause_thread()
+        # a callable grid: the one Triton computes is the one launched (called once, by Triton)
+        launched, given = [], grid
+        if callable(grid):
+            def grid(meta):
+                shape = given(meta)
+                launched.append(shape)
+                return shape
+        else:
+            launched.append(grid)
         try:
             kernel = original(self, *args, grid=grid, warmup=warmup, **kwargs)
         except BaseException as e:
             if paused:
                 resume_thread()
-            _record(self, args, kwargs, grid, None, mode, e)
+            _record(self, args, kwargs, launched, None, mode, e)
             raise
         if paused:
             resume_thread()
-        _record(self, args, kwargs, grid, kernel, mode, None)
+        _record(self, args, kwargs, launched, kernel, mode, None)
         return kernel
     return run
 
@@ -153,8 +194,10 @@ def _benchmark(original):
 
 
 class _Kernel:
-    """A kernel's parameters, and its key in the core (this object)."""
-    __slots__ = ("operation", "params", "index", "slots", "arg_names", "__weakref__")
+    """A kernel object's parameters (their defaults its own), and the key
+    its launches are filed under in the core (shared by every kernel object
+    of one operation name: the summary counts by name)."""
+    __slots__ = ("operation", "params", "index", "slots", "arg_names", "key")
 
     def __init__(self, fn) -> None:
         sig = inspect.signature(fn)
@@ -166,6 +209,11 @@ class _Kernel:
         self.arg_names = self.params + OPTIONS
         module = getattr(fn, "__module__", None) or "?"
         self.operation = f"{PREFIX}{module}.{getattr(fn, '__qualname__', None) or fn.__name__}"
+        self.key = None
+
+
+# operation name -> (its arguments' names, its key object: kept alive, the core holds its address)
+_keys: Dict[str, Tuple[tuple, object]] = {}
 
 
 def _kernel(obj) -> _Kernel:
@@ -173,17 +221,14 @@ def _kernel(obj) -> _Kernel:
     if entry is not None and entry[0]() is obj:
         return entry[1]
     k = _Kernel(obj.fn)
-    # one operation name, one entry in the core (the summary counts by name):
-    # another kernel object of the same function shares it
-    same = _by_operation.get(k.operation)
-    if same is not None and same.arg_names == k.arg_names:
-        k = same
-    elif same is not None:
-        n = 2
-        while f"{k.operation}#{n}" in _by_operation:
-            n += 1
-        k.operation = f"{k.operation}#{n}"
-    _by_operation.setdefault(k.operation, k)
+    base, n = k.operation, 2
+    while k.operation in _keys and _keys[k.operation][0] != k.arg_names:
+        # another kernel of this name with other parameters: another operation
+        k.operation = f"{base}#{n}"
+        n += 1
+    if k.operation not in _keys:
+        _keys[k.operation] = (k.arg_names, object())
+    k.key = _keys[k.operation][1]
     _kernels[id(obj)] = (weakref.ref(obj), k)
     return k
 
@@ -192,6 +237,10 @@ def _tensor(i: int, t, mode: int) -> tuple:
     code = _dtypes.get(t.dtype)
     if code is None:
         code = _dtypes[t.dtype] = _C.dtype_code(str(t.dtype))
+    if code < 0:  # a dtype the core has no name for: the argument is written by its type's name
+        say_once(f"triton-dtype-{t.dtype}", f"a Triton launch's tensor of {t.dtype}: no name for it, "
+                                             f"its shape is not recorded")
+        return (i, t)
     if not mode & 2:
         return (i, code, tuple(t.shape))
     device = t.device
@@ -208,18 +257,21 @@ _PLAIN = (int, float, bool, str, type(None))
 
 def _value(v):
     """A non-tensor value as the core takes it: None, bool, int, float, str,
-    a tuple of ints; Triton's constexpr by its value, its dtypes by name
-    ("bf16"); anything else is written as its type's name."""
+    a tuple of ints; Triton's constexpr by its value, its dtypes (and
+    torch's) by name ("bf16"); anything else is written as its type's name
+    (never str() of an unknown object: a TensorDescriptor's would copy its
+    tensor from the device)."""
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
-    mod = type(v).__module__ or ""
-    if mod.startswith("triton"):
-        inner = getattr(v, "value", v)
-        if inner is not v:
-            return _value(inner)
+    if _tl_dtype is not None and isinstance(v, _tl_dtype):
         return str(v)
+    cls = type(v)
+    if cls.__name__ == "constexpr" and (cls.__module__ or "").startswith("triton"):
+        return _value(v.value)
     if isinstance(v, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         return tuple(int(x) for x in v)
+    if _Tensor is not None and cls.__name__ == "dtype" and cls.__module__ == "torch":
+        return str(v)
     return v
 
 
@@ -247,13 +299,11 @@ def _record(obj, args, kwargs, grid, kernel, mode: int, error: Optional[BaseExce
         items = [_tensor(i, v, mode) if isinstance(v, Tensor)
                  else (i, v if v.__class__ in _PLAIN else _value(v))
                  for i, v in enumerate(values) if v is not _MISSING]
-        if callable(grid):
+        if grid:  # [the grid launched], or [] when Triton computed none (it raised first)
             try:
-                grid = grid({name: v for name, v in zip(k.params, values) if v is not _MISSING})
-            except Exception:
-                grid = None
-        if grid is not None:
-            items.append((n, tuple(int(g) for g in grid)))
+                items.append((n, tuple(int(g) for g in grid[-1])))
+            except (TypeError, ValueError):
+                pass
         meta = getattr(kernel, "metadata", None)  # the compiled kernel's (not the interpreter's)
         if extra is not None or meta is not None:
             extra = extra or {}
@@ -268,7 +318,7 @@ def _record(obj, args, kwargs, grid, kernel, mode: int, error: Optional[BaseExce
         err = None
         if error is not None:
             err = (type(error).__name__, str(error).encode("utf-8", "surrogatepass"))
-        _C.launch(k, k.operation, k.arg_names, tuple(items), err)
+        _C.launch(k.key, k.operation, k.arg_names, tuple(items), err)
     except Exception as e:
         say_once("triton-record", f"cannot record a Triton launch ({type(e).__name__}: {e}); "
                                   f"launches are recorded no further")
