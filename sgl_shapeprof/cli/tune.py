@@ -223,7 +223,8 @@ def print_launches(r: TuneResult) -> None:
         if x.block_shape:
             key += f",block_shape=[{x.block_shape[0]}, {x.block_shape[1]}]"
         m = "?" if x.m is None else x.m
-        o(f"  {key} {x.gemm:<4} M={m} ({phase_group(x.phase)}, {x.calls:,} launch{'es' if x.calls != 1 else ''}): "
+        top = "?" if x.top_k is None else x.top_k
+        o(f"  {key} {x.gemm:<4} M={m} top-k={top} ({phase_group(x.phase)}, {x.calls:,} launch{'es' if x.calls != 1 else ''}): "
           f"{VERDICTS[x.verdict]}: {x.config_text()}\n")
         if x.verdict == "tuned":
             o(f"      from {x.file} (tuned for M={x.tuned_m})\n")
