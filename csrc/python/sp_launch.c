@@ -214,22 +214,27 @@ PyObject *sp_launch(PyObject *m, PyObject *args) {
   Py_RETURN_TRUE;
 }
 
-PyObject *sp_launch_dtype_code(PyObject *m, PyObject *arg) {
-  (void)m;
+/* The code that lookup gives a str's name, or -1 (not a str, or no code). */
+static PyObject *code_of(PyObject *arg, int (*lookup)(int, const char *), int table) {
   const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
   if (!name) {
     PyErr_Clear();
     return PyLong_FromLong(-1);
   }
-  return PyLong_FromLong(sp_dtype_code(name));
+  return PyLong_FromLong(lookup(table, name));
+}
+
+static int dtype_code(int table, const char *name) {
+  (void)table;
+  return sp_dtype_code(name);
+}
+
+PyObject *sp_launch_dtype_code(PyObject *m, PyObject *arg) {
+  (void)m;
+  return code_of(arg, dtype_code, 0);
 }
 
 PyObject *sp_launch_device_code(PyObject *m, PyObject *arg) {
   (void)m;
-  const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
-  if (!name) {
-    PyErr_Clear();
-    return PyLong_FromLong(-1);
-  }
-  return PyLong_FromLong(sp_name_code(SP_NAMES_DEVICE, name));
+  return code_of(arg, sp_name_code, SP_NAMES_DEVICE);
 }
