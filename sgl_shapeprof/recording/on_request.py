@@ -24,7 +24,8 @@ from typing import Dict, Iterable, List, Optional, Union
 
 from .config import phase_filter
 from .switch import env_setting, same_phase
-from .messages import say, say_once
+from .messages import say
+from .nesting import NESTED, REFUSED, UNENDED, Passes, nest
 from .profiler import PassContext, ShapeProfiler
 from .worker import Worker
 
@@ -95,7 +96,7 @@ class OnRequestProfiler(PassContext):
         self._pending: Optional[Request] = None
         self._active: Optional[ShapeProfiler] = None
         self._req: Optional[Request] = None
-        self._started = threading.local()  # per thread: the profilers its open passes went to
+        self._passes = Passes()  # per thread: its open pass, and the ShapeProfiler it went to
         self._closed = False
         self._control = control
         self._control_file: Optional[str] = None
@@ -163,52 +164,61 @@ class OnRequestProfiler(PassContext):
         return {"state": "armed" if not self._closed else "closed", "finished": list(self.finished)}
 
     # -- passes (the model's thread) ----------------------------------------
-    def start_forward_pass(self, phase: Optional[str] = None) -> bool:
-        """As ShapeProfiler.start_forward_pass (a start while the pass an
-        earlier start began is open ends that pass first)."""
-        return self._start_pass(phase, plain=True)
-
-    def _start_pass(self, phase: Optional[str], plain: bool) -> bool:
-        stack = self._stack()
-        if plain and len(stack) == 1 and getattr(self._started, "plain", False):
-            say_once("unended", "start_forward_pass() while the pass it started on this thread is "
-                                 "still open (no end_forward_pass() after it): that pass ends here")
-            self.end_forward_pass()
-        if self._control and not stack:
+    # A pass goes to the running request's ShapeProfiler, or to none, as a
+    # whole: the outermost begin chooses it (a pass boundary) and every pass
+    # nested in it goes to the same one, begun and ended there too (its own
+    # nesting rules then apply: nesting.py).
+    def begin_pass(self, phase: Optional[str], plain: bool) -> bool:
+        st = self._passes.here()
+        if st.depth:
+            how = nest(st, self, plain)
+            if how is NESTED:
+                prof = st.target
+                return prof.begin_pass(phase, False) if prof is not None else False
+            if how is UNENDED:
+                self.end_forward_pass()
+        if self._control:
             self._poll_control()
-        if not stack:
-            self._started.plain = plain
-        prof = self._profiler_for(phase) if not stack else stack[-1]
-        stack.append(prof)
-        return prof._start_pass(phase, plain=False) if prof is not None else False
+        prof = self._profiler_for(phase)
+        st.opened(self, False, plain, prof)
+        return prof.begin_pass(phase, False) if prof is not None else False
 
     def reopen_forward_pass(self) -> bool:
-        stack = self._stack()
-        prof = stack[-1] if stack else self._active
-        stack.append(prof)
+        prof = self._enter()
         return prof.reopen_forward_pass() if prof is not None else False
 
-    def _start_capture(self, key: int, phase: Optional[str]) -> bool:
+    def begin_capture(self, key: int, phase: Optional[str]) -> bool:
         """A graph capture goes to the running request, if any: captures
         made before a request (a server's start-up) are not in its file."""
-        stack = self._stack()
-        prof = stack[-1] if stack else self._active
-        stack.append(prof)
-        return prof._start_capture(key, phase) if prof is not None else False
+        prof = self._enter()
+        return prof.begin_capture(key, phase) if prof is not None else False
+
+    def _enter(self) -> Optional[ShapeProfiler]:
+        """A reopened pass or a capture: part of this thread's open pass, or
+        one of its own with the running request (no request taken here)."""
+        st = self._passes.here()
+        if st.depth:
+            st.depth += 1
+        else:
+            st.opened(self, False, False, self._active)
+        return st.target
 
     def graph_replayed(self, key: int, n: int = 1, real: Optional[int] = None) -> bool:
         act = self._active
         return act.graph_replayed(key, n, real) if act is not None else False
 
     def end_forward_pass(self) -> None:
-        stack = self._stack()
-        if not stack:
+        st = self._passes.here()
+        if not st.depth:
             return
-        prof = stack.pop()
+        st.depth -= 1
+        prof = st.target
+        if not st.depth:
+            st.target = st.owner = None
         if prof is None:
             return
         prof.end_forward_pass()
-        if not stack:
+        if not st.depth:
             self._maybe_finish(prof)
 
     def close(self) -> None:
@@ -234,12 +244,6 @@ class OnRequestProfiler(PassContext):
         return f"<OnRequestProfiler rank={self.rank} {self.status()['state']}>"
 
     # -- internals ------------------------------------------------------------
-    def _stack(self) -> list:
-        s = getattr(self._started, "stack", None)
-        if s is None:
-            s = self._started.stack = []
-        return s
-
     def _profiler_for(self, phase: Optional[str]) -> Optional[ShapeProfiler]:
         """The profiler this pass goes to: the running request's, or a
         pending one's, started now (a pass boundary)."""

@@ -10,14 +10,14 @@ import atexit
 import json
 import os
 import sys
-import threading
 import weakref
 from typing import ContextManager, Iterable, Optional, Union
 
 from .config import INT_MAX, phase_filter
 from .messages import say, say_once
+from .nesting import BEGIN, NESTED, UNENDED, OpenPass, Passes, nest
 from . import triton as _triton
-from .pauses import pause_thread, resume_thread
+from .pauses import pause_while_compiling, pause_while_printing
 from .worker import Worker
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -25,29 +25,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 _open_profilers: "weakref.WeakSet[ShapeProfiler]" = weakref.WeakSet()
 
 
-class _ThreadPass:
-    """This thread's pass: one thread logs into one profiler at a time (a
-    pass of another one inside it is refused), so one per thread, found with
-    one thread-local read (_here) and then plain attributes."""
-    __slots__ = ("owner", "depth", "plain", "logged", "implicit")
-
-    def __init__(self) -> None:
-        self.owner = None      # the profiler whose pass this is
-        self.depth = 0         # open passes (nesting); 0: none
-        self.plain = False     # the open pass was begun by start_forward_pass()
-        self.logged = False
-        self.implicit = False  # the open pass is `record`'s whole-run one
-
-
-_tls = threading.local()
-
-
-def _here() -> _ThreadPass:
-    try:
-        return _tls.state
-    except AttributeError:
-        st = _tls.state = _ThreadPass()
-        return st
+_passes = Passes()
+_tls = _passes.tls
+_here = _passes.here
 
 
 def check_count(name: str, value: int) -> int:
@@ -61,8 +41,32 @@ def check_count(name: str, value: int) -> int:
 
 
 class PassContext:
-    """forward_pass() and capture_graph() for profilers with
-    start_forward_pass/_start_capture/end_forward_pass."""
+    """forward_pass() and capture_graph() over the pass contract every
+    profiler implements: begin_pass(phase, plain) and begin_capture(key,
+    phase) open this thread's pass and return whether it is logged (plain:
+    begun by start_forward_pass(), see nesting.py); end_forward_pass() ends
+    it. start_forward_pass(phase) is begin_pass(phase, True)."""
+
+    def start_forward_pass(self, phase: Optional[str] = None) -> bool:
+        """Starts a forward pass on this thread; True if it is logged.
+
+        Inside a with-block pass of this profiler on this thread it is part of
+        that pass (its end ends nothing). While a pass that start_forward_pass()
+        began here is open, that pass ends first (said once): a forward that
+        raised between start and end must not swallow the passes after it.
+        A pass of another profiler inside it is refused (False, said once):
+        one thread logs into one file at a time, and the outer pass keeps
+        logging (nesting.py)."""
+        return self.begin_pass(phase, True)
+
+    def begin_pass(self, phase: Optional[str], plain: bool) -> bool:
+        raise NotImplementedError
+
+    def begin_capture(self, key: int, phase: Optional[str]) -> bool:
+        raise NotImplementedError
+
+    def end_forward_pass(self) -> None:
+        raise NotImplementedError
 
     def forward_pass(self, phase: Optional[str] = None) -> ContextManager[bool]:
         """with profiler.forward_pass("decode") as logged: ...
@@ -99,7 +103,7 @@ class _Pass:
         self._phase = phase
 
     def __enter__(self) -> bool:
-        return self._profiler._start_pass(self._phase, False)
+        return self._profiler.begin_pass(self._phase, False)
 
     def __exit__(self, typ, value, tb) -> None:
         self._profiler.end_forward_pass()
@@ -115,7 +119,7 @@ class _Capture(_Pass):
         self._phase = phase
 
     def __enter__(self) -> bool:
-        return self._profiler._start_capture(self._key, self._phase)
+        return self._profiler.begin_capture(self._key, self._phase)
 
 
 class ShapeProfiler(PassContext):
@@ -169,7 +173,7 @@ class ShapeProfiler(PassContext):
         from ._native import load
 
         _C = load()
-        _pause_while_printing()
+        pause_while_printing()
 
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
@@ -205,18 +209,6 @@ class ShapeProfiler(PassContext):
         _triton.watch(_any_logging)
 
     # -- passes -------------------------------------------------------------
-    def start_forward_pass(self, phase: Optional[str] = None) -> bool:
-        """Starts a forward pass on this thread; True if it is logged.
-
-        Inside a with-block pass of this profiler on this thread it is part of
-        that pass (its end ends nothing). While a pass that start_forward_pass()
-        began here is open, that pass ends first (said once): a forward that
-        raised between start and end must not swallow the passes after it.
-        A pass of another profiler inside it is refused (False, said once):
-        one thread logs into one file at a time, and the outer pass keeps
-        logging."""
-        return self._start_pass(phase, True)
-
     def _usable(self) -> bool:
         """Not closed, not broken, not a forked child's copy. A flag, not a
         getpid() per pass: that is a system call (_after_fork sets it)."""
@@ -230,59 +222,40 @@ class ShapeProfiler(PassContext):
     # The pass calls below run once or twice per forward pass of a server:
     # kept to attribute reads and one native call (no helper calls on the
     # common path: a Python call costs about 50 ns).
-    def _start_pass(self, phase: Optional[str], plain: bool) -> bool:
+    def begin_pass(self, phase: Optional[str], plain: bool) -> bool:
         if self._off:
             return self._usable()
         try:
             st = _tls.state
         except AttributeError:
             st = _here()
-        depth = st.depth
-        owner = st.owner
-        if depth and owner is self:
-            if st.implicit:  # `record`'s whole-run pass: the program's first pass replaces it
-                st.implicit = False
-            elif depth == 1 and st.plain and plain:
-                say_once("unended", "start_forward_pass() while the pass it started on this thread is "
-                                     "still open (no end_forward_pass() after it): that pass ends here")
-            else:
-                st.depth = depth + 1
+        if st.depth:
+            how = nest(st, self, plain)
+            if how is NESTED:
                 return st.logged
-            st.depth = 0
-        elif depth and owner is not None and not owner._closed:
-            say_once("nested", f"a pass of {owner!r} is open on this thread: a pass of {self!r} "
-                                f"inside it is not logged (one file per thread at a time)")
-            return False
+            if how is not BEGIN and how is not UNENDED:  # refused
+                return False
         if phase is not None and type(phase) is not str:
             phase = _label(phase)
         if self._phase_filter is not None and len(self._phases_seen) < 16:
             self._phases_seen.add(phase)
-        try:
-            if _DYNAMO in _modules:
-                _pause_while_compiling()
-            logged = self._native.pass_begin(phase)  # no bound method made
-        except Exception as e:
-            logged = self._begin_failed(self._native.pass_begin, (phase,), e)
-            if self._broken:  # no pass is open
-                return False
-        st.owner, st.depth, st.logged, st.plain, st.implicit = self, 1, logged, plain, False
-        if logged and _TRITON in _modules:
-            _triton.enter()
+        logged = self._begin(st, self._native.pass_begin, plain, phase)
         if self.sync and logged:
             _no_sync_while_capturing()
         return logged
 
-    def _begin(self, st: _ThreadPass, native_begin, *args) -> bool:
-        """Opens this thread's pass st with native_begin (which returns a bool)."""
+    def _begin(self, st: OpenPass, native_begin, plain: bool, *args) -> bool:
+        """Opens this thread's pass st with native_begin (which returns a
+        bool; it ends any pass open on this thread first)."""
         try:
             if _DYNAMO in _modules:
-                _pause_while_compiling()
+                pause_while_compiling()
             logged = native_begin(*args)
         except Exception as e:
             logged = self._begin_failed(native_begin, args, e)
             if self._broken:  # no pass is open
                 return False
-        st.owner, st.depth, st.logged, st.plain, st.implicit = self, 1, logged, False, False
+        st.opened(self, logged, plain)
         if logged and _TRITON in _modules:
             _triton.enter()
         return logged
@@ -319,10 +292,10 @@ class ShapeProfiler(PassContext):
         if st.depth and st.owner is self:  # a pass is open: nothing to reopen
             st.depth += 1
             return st.logged
-        return self._begin(st, self._native.pass_reopen)
+        return self._begin(st, self._native.pass_reopen, False)
 
     # -- graph captures (CUDA graphs): capture_graph() is PassContext's ------
-    def _start_capture(self, key: int, phase: Optional[str]) -> bool:
+    def begin_capture(self, key: int, phase: Optional[str]) -> bool:
         if not self._usable():
             return False
         key = _check_key(key)
@@ -336,7 +309,7 @@ class ShapeProfiler(PassContext):
             return st.logged
         if self.sync:  # a capture's begin never syncs (the native module's pass_opened)
             _refuse_sync(stop=False)
-        return self._begin(st, self._native.graph_begin, _label(phase), key)
+        return self._begin(st, self._native.graph_begin, False, _label(phase), key)
 
     def graph_replayed(self, key: int, n: int = 1, real: Optional[int] = None) -> bool:
         """Counts n replays of graph key; counted (True) inside a logged
@@ -470,9 +443,6 @@ def _label(phase) -> Optional[str]:
     return fixed
 
 
-_compile_callbacks_failed = False
-
-
 def _refuse_sync(stop: bool = True) -> None:
     """No sync mode on this thread while a CUDA graph is captured (waiting for
     the device breaks a capture): until its next pass, when stop."""
@@ -491,14 +461,6 @@ def _no_sync_while_capturing() -> None:
         _refuse_sync()
 
 
-def _pause_for_compiler(_args=None) -> None:
-    pause_thread()
-
-
-def _resume_after_compiler(_args=None) -> None:
-    resume_thread()
-
-
 _modules = sys.modules
 _DYNAMO = "torch._dynamo"
 _TRITON = "triton.runtime.jit"
@@ -507,59 +469,6 @@ _TRITON = "triton.runtime.jit"
 def _any_logging() -> bool:
     """Whether a logged pass of some open profiler is open (on any thread)."""
     return any(p.logging for p in list(_open_profilers))
-
-
-def _pause_while_compiling() -> None:
-    """Ops that torch.compile runs while compiling (tracing, benchmarking
-    kernels) are not the model's: pause logging on the compiling thread from
-    dynamo's compile-start to compile-end callbacks. Checked at every pass
-    start, because torch._dynamo.reset() clears the callbacks; skipped until
-    dynamo is loaded (importing it ourselves would cost a second)."""
-    global _compile_callbacks_failed
-    dynamo = sys.modules.get("torch._dynamo")
-    if dynamo is None or _compile_callbacks_failed:
-        return
-    try:
-        handler = dynamo.callback_handler
-        if _pause_for_compiler not in handler.start_callbacks:
-            handler.register_start_callback(_pause_for_compiler)
-            handler.register_end_callback(_resume_after_compiler)
-    except Exception as e:  # another torch: compile-time ops may be logged
-        _compile_callbacks_failed = True
-        say(f"cannot register with torch.compile's callbacks ({e}); ops it runs while compiling may be logged")
-
-
-_printing_wrapped = False
-
-
-def _pause_while_printing() -> None:
-    """Printing a tensor (repr, str, format) runs dozens of operators (item,
-    select, is_nonzero, ...) that are not the model's; PyTorch turns dispatch
-    modes off around it, so a TorchDispatchMode logs none of them. Pause
-    this thread's logging the same way (torch._tensor_str._str is what
-    Tensor.__repr__ calls)."""
-    global _printing_wrapped
-    if _printing_wrapped:
-        return
-    _printing_wrapped = True
-    try:
-        import functools
-
-        import torch._tensor_str as tensor_str
-        from .. import _C
-        original = tensor_str._str
-
-        @functools.wraps(original)
-        def _str(self, *args, **kwargs):
-            paused = _C.pause_thread()
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                if paused:
-                    _C.resume_thread()
-        tensor_str._str = _str
-    except Exception as e:  # another torch: printing inside a pass is logged
-        say(f"cannot wrap tensor printing ({e}); a tensor printed inside a logged pass logs its ops")
 
 
 @atexit.register
