@@ -119,7 +119,7 @@ $(VLLM_VENV)/.installed-test: $(VLLM_VENV)/.vllm $(NATIVE) $(PYSRC)
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed-test
-	$(VLLM_VENV)/bin/pytest -q tests/test_vllm*.py $(PYTEST_ARGS)
+	$(VLLM_VENV)/bin/pytest -q tests/vllm $(PYTEST_ARGS)
 
 CC ?= gcc
 CORE_CFLAGS := -std=c11 -Wall -Wextra -Werror -g -DSP_DEBUG

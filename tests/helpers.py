@@ -149,3 +149,39 @@ def sglang_trace_name(tp_rank, dp_rank, pp_rank, ep_rank, num_dp_ranks, pp_size,
     if moe_ep_size > 1:
         parts.append(f"EP-{ep_rank}")
     return "-".join(parts)
+
+
+class PassPerForward:
+    """Marks one forward pass per call of the model's forward, the way the
+    SGLang worker marks one per batch."""
+
+    def __init__(self, model, marker):
+        def start(module, args):  # a hook's return value would replace the args
+            marker.start_forward_pass(None)
+
+        def end(module, args, output):
+            marker.end_forward_pass()
+
+        self.handles = [model.register_forward_pre_hook(start), model.register_forward_hook(end)]
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def tiny_lm(arch):
+    """A tiny random transformers causal LM: "llama", else Qwen2."""
+    import torch
+    import transformers
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    if arch == "llama":
+        cfg = transformers.LlamaConfig(**common)
+        cls = transformers.LlamaForCausalLM
+    else:
+        cfg = transformers.Qwen2Config(**common)
+        cls = transformers.Qwen2ForCausalLM
+    torch.manual_seed(0)
+    model = cls(cfg).eval()
+    model.generation_config.pad_token_id = 0
+    return model

@@ -1,7 +1,7 @@
 """Every worker of a deployment told apart: its identity in the summary,
 file names that never collide (SGLang's spelling), selection along each
 dimension, and the analysis over a folder of every node's files. The real
-servers' state is read in tests/test_sglang_engine.py and test_vllm*.py;
+servers' state is read in tests/sglang/test_sglang_engine.py and tests/vllm/;
 here workers are given."""
 import json
 import os

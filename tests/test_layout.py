@@ -9,7 +9,9 @@ sources' syntax trees, imports inside functions included:
 - no module imports another's private names (`from .x import _y`, `x._y`);
 - no module outside cli/ exits the process or prints the CLI's
   `sgl-shapeprof CMD: ...` messages;
-- cli/ has one module per command; cli/main.py only assembles and dispatches.
+- cli/ has one module per command; cli/main.py only assembles and dispatches;
+- and in tests/: no file imports a test module (shared fixtures live in a
+  conftest.py, shared helpers in plain modules).
 
 Each rule is also run on a copy of the tree with one offence added, to show
 that the checker sees it.
@@ -336,3 +338,45 @@ def test_a_cycle_is_reported_as_a_path(tmp_path):
     cycle = import_cycle(load_package(str(copy)))
     assert cycle is not None and cycle[0] == cycle[-1]
     assert {f"{PKG}.records.reader", f"{PKG}.records.scan"} <= set(cycle)
+
+
+# -- the tests' own layout ------------------------------------------------------
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def imports_of_test_modules(root: str = TESTS) -> List[str]:
+    """Files under root that import a test module (test_*.py): what tests
+    share goes into a conftest.py (fixtures) or a plain module (helpers)."""
+    files = [os.path.join(d, n) for d, _, names in os.walk(root) for n in names if n.endswith(".py")]
+    tests = {os.path.basename(f)[:-3] for f in files if os.path.basename(f).startswith("test_")}
+    out = []
+    for path in sorted(files):
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            out += [f"{os.path.relpath(path, root)}:{node.lineno}: imports the test module {n}"
+                    for n in names if n.split(".")[0] in tests]
+    return out
+
+
+def test_no_test_module_imports_another():
+    offences = imports_of_test_modules()
+    assert not offences, "\n".join(offences)
+
+
+def test_a_test_module_imported_is_caught(tmp_path):
+    for name, code in (("test_engine.py", "import pytest\n\n\n@pytest.fixture\ndef model():\n    return 1\n"),
+                       ("test_server.py", "def test_x(model):\n    from test_engine import model  # noqa\n"),
+                       ("test_other.py", "import test_engine.sub as e\n")):
+        (tmp_path / "area").mkdir(exist_ok=True)
+        (tmp_path / "area" / name).write_text(code)
+    assert imports_of_test_modules(str(tmp_path)) == [
+        os.path.join("area", "test_other.py") + ":1: imports the test module test_engine.sub",
+        os.path.join("area", "test_server.py") + ":2: imports the test module test_engine"]

@@ -382,7 +382,7 @@ def test_demo_files_replay(tmp_path, one_thread, capsys):
 
 def test_transformers_model_replays(tmp_path, one_thread):
     pytest.importorskip("transformers")
-    from test_real_models import PassPerForward, tiny_lm
+    from helpers import PassPerForward, tiny_lm
     model = tiny_lm("llama")
     ids = torch.randint(1, 128, (2, 12), generator=torch.Generator().manual_seed(1))
     prof = ShapeProfiler(str(tmp_path / "llama.jsonl"), args=True, dedupe=True)

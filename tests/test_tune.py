@@ -3,7 +3,7 @@ graph's replays) of an operator with the schema of SGLang's fused-MoE op,
 and on config folders made here: which file is found, the M each call falls
 back to, the coverage, the tuner's command line, --fail-under. Runs with or
 without SGLang installed (with it, SGLang's own naming is used: the files
-made here carry the name it gives; tests/test_tune_sglang.py checks that
+made here carry the name it gives; tests/sglang/test_tune_sglang.py checks that
 naming against SGLang's own)."""
 import csv
 import io
@@ -76,7 +76,7 @@ def record(path, E=8, N=64, K=32, wdtype="float8_e4m3fn", w1_scale=(8,), flags=N
 
 
 def config_name(E, N, dtype):
-    """The name as it must be (tests/test_tune_sglang.py holds SGLang's equal)."""
+    """The name as it must be (tests/sglang/test_tune_sglang.py holds SGLang's equal)."""
     return f"E={E},N={N},device_name={DEVICE}" + (f",dtype={dtype}" if dtype else "") + ".json"
 
 

@@ -26,7 +26,7 @@ Then each model runs eagerly once at every captured size, in passes
 labelled eager_decode_<bs> / eager_extend_<tokens> of a profiler of its own
 (OUT's folder/eager.jsonl, every call written), for comparison.
 SGLANG_PROFILE_SHAPES* come from the caller; the graph backends are patched
-the zero-edit way or from a patched tree (tests/test_sglang_graphs.py).
+the zero-edit way or from a patched tree (tests/sglang/test_sglang_graphs.py).
 With --request FILE (SGLANG_PROFILE_SHAPES=on_request), the replays are
 recorded by a request into FILE. OUT.json says what ran.
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One vLLM run (CPU, eager, in-process: VLLM_ENABLE_V1_MULTIPROCESSING=0),
-recorded by either logger, for tests/test_vllm_engine.py's comparison:
+recorded by either logger, for tests/vllm/test_vllm_engine.py's comparison:
 
     python parity.py MODEL_DIR ours OUT.jsonl   # SHAPEPROF=1 (set by the caller): our plugin
     python parity.py MODEL_DIR ref OUT.jsonl    # tests/reference_logger.py's TorchDispatchMode

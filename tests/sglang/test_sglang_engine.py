@@ -9,44 +9,13 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 
 import pytest
-from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree, read_run, sglang_trace_name
-
-SGLANG_VERSION = "0.5.23"
-ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")
-STUBS = os.path.join(ENV_DIR, "stubs")
-PROBE = os.path.join(ENV_DIR, "trace_hook")  # SGLENV_PARALLEL: SGLang's get_parallel() per worker
-OVERLAY = os.path.join(ENV_DIR, "patched_overlay")
-# patches/sglang-<version>-<name>.patch -> the file it patches
-WORKERS = {"tp_worker": "sglang/srt/managers/tp_worker.py",
-           "gpu_worker": "sglang/multimodal_gen/runtime/managers/gpu_worker.py",
-           "profiler_manager": "sglang/srt/managers/scheduler_components/profiler_manager.py",
-           "tokenizer_control_mixin": "sglang/srt/managers/tokenizer_control_mixin.py",
-           "http_server": "sglang/srt/entrypoints/http_server.py"}
-
+from helpers import PKG_ROOT, ROOT, needs_sglang, read_run, sglang_trace_name
+from sglang_engine_helpers import (ENV_DIR, OVERLAY, PROBE, SGLANG_VERSION, STUBS, WORKERS, assert_patched_and_compiling,
+                                   outputs_last_dim, workers_said_by_sglang, zero_edit_hook_installed)
 
 pytestmark = needs_sglang(SGLANG_VERSION)
-
-
-@pytest.fixture(scope="session")
-def models(tmp_path_factory):
-    out = tmp_path_factory.mktemp("models")
-    r = subprocess.run([sys.executable, os.path.join(ENV_DIR, "make_models.py"), str(out)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return out
-
-
-@pytest.fixture(scope="session")
-def patched_tree(tmp_path_factory):
-    """SGLang's two worker files, as installed, with our patches applied."""
-    return patched_sglang_tree(tmp_path_factory.mktemp("patched"), WORKERS, SGLANG_VERSION)
-
-
-def zero_edit_hook_installed():
-    return os.path.exists(os.path.join(sysconfig.get_paths()["purelib"], "sgl_shapeprof_autohook.pth"))
 
 
 def run(script, args, tmp_path, way, patched_tree=None, parallel_dir=None, **profile_env):
@@ -135,16 +104,6 @@ def test_llm_tp2_all_ranks_decode_only(models, tmp_path):
         assert summary["rank"] == rank
         assert records and {r["phase"] for r in records} == {"decode"}
         assert set(summary["phase_passes"]) == {"decode"}
-
-
-def workers_said_by_sglang(parallel_dir):
-    """pid -> what SGLang's own get_parallel() said in that worker."""
-    return {int(os.path.splitext(f)[0]): json.load(open(os.path.join(parallel_dir, f)))
-            for f in os.listdir(parallel_dir)}
-
-
-def outputs_last_dim(records, n):
-    return [r for r in records if isinstance(r.get("outputs"), dict) and r["outputs"]["shape"][-1:] == [n]]
 
 
 @pytest.mark.parametrize("dim", ["pp", "dp"])
@@ -392,12 +351,7 @@ def test_diffusion_deduplicated(models, patched_tree, tmp_path, way):
 
 
 def test_patches_apply_to_the_installed_sglang(patched_tree):
-    for rel in WORKERS.values():
-        text = open(patched_tree / rel).read()
-        assert "sgl_shapeprof" in text
-        r = subprocess.run([sys.executable, "-m", "py_compile", str(patched_tree / rel)],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+    assert_patched_and_compiling(patched_tree, WORKERS.values())
 
 
 def test_zero_edit_hook_is_in_the_wheel_install():

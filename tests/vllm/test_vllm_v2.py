@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 from helpers import ROOT, needs_vllm, read_run
-from test_vllm_engine import model  # noqa: F401  (the fixture)
 
 pytestmark = needs_vllm("0.32.0")
 
@@ -32,7 +31,7 @@ def test_v2_runner_has_what_we_wrap():
     assert list(inspect.signature(v2.GPUModelRunner.sample_tokens).parameters) == ["self", "grammar_output"]
 
 
-def test_v2_steps_are_passes_and_its_warmups_and_profile_run_are_not(model, tmp_path):  # noqa: F811
+def test_v2_steps_are_passes_and_its_warmups_and_profile_run_are_not(model, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
     env.update({"HF_HUB_OFFLINE": "1", "SHAPEPROF": "1", "SHAPEPROF_FILE": str(tmp_path / "v2.jsonl")})
     r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "vllm_env", "v2_runner.py"), str(model),

@@ -14,10 +14,11 @@ import urllib.error
 import urllib.request
 
 import pytest
-from helpers import PKG_ROOT
-from test_sglang_engine import (OVERLAY, PROBE, STUBS, models, outputs_last_dim, patched_tree,  # noqa: F401
-                                pytestmark, workers_said_by_sglang,
-                                zero_edit_hook_installed)
+from helpers import PKG_ROOT, needs_sglang
+from sglang_engine_helpers import (OVERLAY, PROBE, SGLANG_VERSION, STUBS, outputs_last_dim, workers_said_by_sglang,
+                                   zero_edit_hook_installed)
+
+pytestmark = needs_sglang(SGLANG_VERSION)
 
 
 def _port():

@@ -24,6 +24,7 @@ import sysconfig
 import pytest
 import torch
 from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree
+from sglang_engine_helpers import assert_patched_and_compiling
 
 from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof.recording import env as profiler_module
@@ -334,12 +335,7 @@ def test_graphs_patched_deduplicated(tmp_path, patched_tree):
 
 @needs_sglang
 def test_graphs_patches_apply_to_the_installed_sglang(patched_tree):
-    for rel in BACKENDS.values():
-        text = open(patched_tree / rel).read()
-        assert "sgl_shapeprof" in text
-        r = subprocess.run([sys.executable, "-m", "py_compile", str(patched_tree / rel)],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+    assert_patched_and_compiling(patched_tree, BACKENDS.values())
 
 
 @needs_sglang

@@ -10,14 +10,13 @@ import urllib.error
 
 import pytest
 from helpers import needs_vllm
-from test_vllm_engine import model  # noqa: F401  (the fixture)
-from test_vllm_server import complete, model_process, post, private_dir, request, serving
+from vllm_server_helpers import complete, model_process, post, private_dir, request, serving
 
 pytestmark = needs_vllm("0.32.0")
 
 
 @pytest.fixture
-def torch_profiler(model, tmp_path):  # noqa: F811
+def torch_profiler(model, tmp_path):
     """SHAPEPROF unset, vLLM's torch profiler configured (one test: gone
     before the next server starts)."""
     d = tmp_path
@@ -27,7 +26,7 @@ def torch_profiler(model, tmp_path):  # noqa: F811
 
 
 def test_unarmed_with_vllms_profiler_runs_it_and_says_once_shapes_are_not_recorded(torch_profiler):
-    port, d, model, log = torch_profiler   # noqa: F811
+    port, d, model, log = torch_profiler
     for _ in range(2):
         assert post(port, "/start_profile")[0] == 200
         complete(port, model, 2)
@@ -41,7 +40,7 @@ def test_unarmed_with_vllms_profiler_runs_it_and_says_once_shapes_are_not_record
 
 
 @pytest.fixture(scope="module")
-def unarmed(model, tmp_path_factory):  # noqa: F811
+def unarmed(model, tmp_path_factory):
     """sgl_shapeprof installed, SHAPEPROF unset, no vLLM profiler."""
     d = tmp_path_factory.mktemp("unarmed")
     with serving(model, d, {}) as (port, proc, log):
@@ -57,7 +56,7 @@ def test_unarmed_server_says_what_to_set(unarmed):
     """vLLM alone answers FastAPI's bare 404 {"detail": "Not Found"}: the
     same status, in vLLM's error JSON, with one line saying what to set;
     the server goes on serving."""
-    port, model, proc, log = unarmed   # noqa: F811
+    port, model, proc, log = unarmed
     for path, body in (("/start_profile", {"max_iterations": 2}), ("/stop_profile", None)):
         with pytest.raises(urllib.error.HTTPError) as e:
             post(port, path, body)
@@ -74,7 +73,7 @@ def test_unarmed_server_says_what_to_set(unarmed):
 def test_request_to_an_unarmed_worker_says_how_it_was_started(unarmed, tmp_path):
     """vLLM's process titles overwrite its workers' /proc/PID/environ: the
     message reads the nearest ancestor's, the API server's."""
-    port, model, proc, log = unarmed   # noqa: F811
+    port, model, proc, log = unarmed
     pid = model_process(proc)
     r = request(pid, "--timeout", 1, control=private_dir(tmp_path / "ctl"))
     assert r.returncode == 2 and r.stderr == (

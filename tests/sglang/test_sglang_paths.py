@@ -3,7 +3,7 @@ workers shaped like 0.5.23's: delayed sampling reopens its pass, split prefill
 and embedding forwards are passes, the diffusion worker's sequential generator
 is one pass per yielded request, and pre-warm requests are labelled warmup.
 Also when SGLang's custom-op gate is ours (logged passes only, and only for the
-logged thread); with SGLang's real register_custom_op: tests/test_sglang_graphs.py."""
+logged thread); with SGLang's real register_custom_op: tests/sglang/test_sglang_graphs.py."""
 import json
 import sys
 import threading
