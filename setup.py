@@ -104,8 +104,10 @@ class BuildExt(cpp_extension.BuildExtension):
 
 
 class BuildPy(build_py):
-    """Puts the zero-edit start-up hook at the top of the wheel, so that it
-    lands in site-packages/ (it does nothing unless SGLANG_PROFILE_SHAPES is set)."""
+    """Puts the zero-edit start-up hook's .pth line at the top of the wheel,
+    so that it lands in site-packages/ beside the module it imports
+    (sgl_shapeprof_autohook.py, a py-module: it does nothing unless
+    SGLANG_PROFILE_SHAPES is set)."""
 
     PTH = os.path.join("sgl_shapeprof", "sgl_shapeprof_autohook.pth")
 

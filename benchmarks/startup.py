@@ -1,4 +1,5 @@
-"""What the zero-edit start-up hook (sgl_shapeprof_autohook.pth) costs at
+"""What the zero-edit start-up hook (sgl_shapeprof_autohook.pth and the module
+it imports, sgl_shapeprof_autohook.py) costs at
 interpreter start-up when SGLANG_PROFILE_SHAPES is unset, and when it is set.
 
     python benchmarks/startup.py [--runs 40] [--imports]
@@ -19,6 +20,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PTH = os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth")
+MODULE = os.path.join(ROOT, "sgl_shapeprof_autohook.py")
 CODE = "import site, sys; site.addsitedir(sys.argv[1])"
 IMPORTS = "; import asyncio, json, logging, email.mime.text, http.client, unittest, argparse"
 
@@ -39,6 +41,8 @@ def main():
         os.makedirs(plain)
         os.makedirs(hooked)
         shutil.copy(PTH, hooked)
+        if os.path.exists(MODULE):  # builds before the module had the line only
+            shutil.copy(MODULE, hooked)
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PROFILE_SHAPES")}
         base_env["PYTHONPATH"] = ROOT
         on_env = dict(base_env, SGLANG_PROFILE_SHAPES="1")

@@ -108,5 +108,5 @@ def test_wheel_requires_the_torch_it_was_built_for(tmp_path):
     assert f"torch=={release(torch.__version__)}" in requires
     assert meta["Requires-Python"] == ">=3.10"
     assert f"TORCH_VERSION = {torch.__version__!r}" in build
-    assert "sgl_shapeprof_autohook.pth" in names
+    assert {"sgl_shapeprof_autohook.pth", "sgl_shapeprof_autohook.py"} <= set(names)  # the start-up hook, top-level
     assert any(n.startswith("sgl_shapeprof/_C.") and n.endswith(".so") for n in names)

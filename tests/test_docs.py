@@ -221,3 +221,11 @@ def test_slugs_and_broken_links_are_caught(tmp_path):
     assert broken_links(str(page)) == ["#not-a-heading (no heading #not-a-heading in "
                                        f"{os.path.relpath(str(page), ROOT)})",
                                        f"missing.md (no {os.path.relpath(str(tmp_path / 'missing.md'), ROOT)})"]
+
+
+def test_readme_stays_short():
+    """The README says what it is and how to start; the rest is in docs/
+    by topic (at most 300 lines)."""
+    with open(README) as f:
+        n = sum(1 for _ in f)
+    assert n <= 300, f"README.md has {n} lines; move detail into docs/"

@@ -343,13 +343,20 @@ def test_a_phase_filter_that_matches_nothing_is_said_at_close(tmp_path, monkeypa
 
 
 def test_one_definition_of_the_variable_names():
-    """The start-up hook's .pth line cannot import config (it runs in every
-    Python process): it must spell the switch as config does."""
-    import sgl_shapeprof
+    """The start-up hook's module cannot import config (it runs in every
+    Python process): it must spell the switch as config does, neutral
+    spelling first."""
+    from helpers import hook_module
     from sgl_shapeprof.recording import config
-    pth = os.path.join(os.path.dirname(sgl_shapeprof.__file__), "sgl_shapeprof_autohook.pth")
-    assert f'os.environ.get("{config.ENV_ENABLE}")' in open(pth).read()
-    assert f'(os.environ.get("{config.neutral_name(config.ENV_ENABLE)}") or os.environ.get(' in open(pth).read()
+    from sgl_shapeprof.recording.switch import loads_hook, switch_value
+    hook = hook_module()
+    assert hook.SWITCHES == (config.neutral_name(config.ENV_ENABLE), config.ENV_ENABLE)
+    assert switch_value({config.ENV_ENABLE: "a", config.neutral_name(config.ENV_ENABLE): "b"}) == "b"
+    for value in ("", "0", " 0 ", "1", " 1", "on_request", "true"):
+        for name in hook.SWITCHES:
+            assert hook.switched_on({name: value}) == loads_hook({name: value}), (name, value)
+    assert hook.switched_on({hook.SWITCHES[0]: "0", hook.SWITCHES[1]: "1"}) is loads_hook(
+        {hook.SWITCHES[0]: "0", hook.SWITCHES[1]: "1"})
     assert config.phase_filter("prefill,decode") == {"prefill", "extend", "decode"}
     assert config.phase_filter(["decode"]) == config.parse_phases("decode")
     assert config.phase_filter(" , ") is None

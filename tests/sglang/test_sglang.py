@@ -6,7 +6,6 @@ import enum
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -15,7 +14,7 @@ import zipfile
 
 import pytest
 import torch
-from helpers import PKG_ROOT, ROOT, load, run_python
+from helpers import HOOK_FILES, PKG_ROOT, ROOT, copy_hook, hook_module, load, run_python
 from sglang_stubs import stubbed_sglang
 
 from sgl_shapeprof.integrations import sglang as integ
@@ -186,7 +185,7 @@ print("hooked" if hasattr(w, "_sgl_shapeprof") else "not hooked", "sgl_shapeprof
 def test_zero_edit_startup_hook(tmp_path, enabled):
     site_dir = tmp_path / "site"
     site_dir.mkdir()
-    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth"), site_dir)
+    copy_hook(site_dir)
     env = {"SGLANG_PROFILE_SHAPES_FILE": str(tmp_path / "z.jsonl")}
     if enabled:
         env["SGLANG_PROFILE_SHAPES"] = "1"
@@ -213,7 +212,7 @@ def test_zero_edit_hook_takes_what_the_config_takes(tmp_path, value, says):
     running silently unprofiled."""
     site_dir = tmp_path / "site"
     site_dir.mkdir()
-    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth"), site_dir)
+    copy_hook(site_dir)
     env = {"SGLANG_PROFILE_SHAPES_FILE": str(tmp_path / "z.jsonl"), "SGLANG_PROFILE_SHAPES": value}
     r = run_python(ZERO_EDIT, env_extra=env, args=(site_dir, tmp_path / "src"))
     assert r.returncode == 0, r.stderr
@@ -276,7 +275,7 @@ def test_unarmed_startup_hook_refuses_shapes(tmp_path):
     fails profile requests) and any other request is SGLang's own."""
     site_dir = tmp_path / "site"
     site_dir.mkdir()
-    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth"), site_dir)
+    copy_hook(site_dir)
     env = dict(os.environ, PYTHONPATH=PKG_ROOT)
     r = subprocess.run([sys.executable, "-S", "-c", UNARMED, str(site_dir), str(tmp_path / "src"),
                         sysconfig.get_paths()["purelib"]], capture_output=True, text=True, env=env, timeout=120)
@@ -296,7 +295,7 @@ def test_unarmed_startup_hook_left_behind(tmp_path):
     editable install's `hook install`): SGLang's tokenizer imports, as is."""
     site_dir = tmp_path / "site"
     site_dir.mkdir()
-    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth"), site_dir)
+    copy_hook(site_dir)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     r = subprocess.run([sys.executable, "-S", "-c", UNARMED, str(site_dir), str(tmp_path / "src")],
                        capture_output=True, text=True, env=env, timeout=120, cwd=str(tmp_path))
@@ -307,13 +306,14 @@ def test_unarmed_startup_hook_left_behind(tmp_path):
 
 
 def test_the_hook_line_names_the_unarmed_targets():
-    """The .pth line cannot import the names (it runs in every Python
-    process): it must spell them as the package does."""
+    """The .pth line imports the hook's module, which cannot import the
+    names (it runs in every Python process): it must spell them as the
+    package does."""
     from sgl_shapeprof.integrations.sglang import startup_hook
     from sgl_shapeprof.integrations import SGLANG_TOKENIZER_CONTROL
-    line = open(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth")).read()
-    assert startup_hook.UNARMED_TARGETS == (SGLANG_TOKENIZER_CONTROL,)
-    assert f'name == "{SGLANG_TOKENIZER_CONTROL}" and' in line
+    line = open(os.path.join(ROOT, "sgl_shapeprof", HOOK_FILES[0])).read()
+    assert line.strip() == "import " + HOOK_FILES[1][:-len(".py")]
+    assert startup_hook.UNARMED_TARGETS == (SGLANG_TOKENIZER_CONTROL,) == (hook_module().UNARMED_TARGET,)
     assert not any(isinstance(f, startup_hook._WorkerFinder) for f in sys.meta_path)   # unset: not installed
 
 
@@ -328,16 +328,17 @@ def test_hook_command_and_wheel_layout(tmp_path):
     site_dir = tmp_path / "site"
     site_dir.mkdir()
     assert main(["hook", "install", "--site-dir", str(site_dir)]) == 0
-    assert (site_dir / "sgl_shapeprof_autohook.pth").read_text() == \
-        open(os.path.join(ROOT, "sgl_shapeprof", "sgl_shapeprof_autohook.pth")).read()
+    for name, source in zip(HOOK_FILES, (os.path.join(ROOT, "sgl_shapeprof", HOOK_FILES[0]),
+                                         os.path.join(ROOT, HOOK_FILES[1]))):
+        assert (site_dir / name).read_text() == open(source).read()
     assert main(["hook", "uninstall", "--site-dir", str(site_dir)]) == 0
-    assert not (site_dir / "sgl_shapeprof_autohook.pth").exists()
+    assert not any((site_dir / name).exists() for name in HOOK_FILES)
     assert main(["hook", "status", "--site-dir", str(tmp_path / "missing")]) == 2
     # a wheel carries the hook at its top level (build_py only: no compiling)
     r = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(tmp_path / "lib")],
                        cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "lib" / "sgl_shapeprof_autohook.pth").exists()
+    assert all((tmp_path / "lib" / name).exists() for name in HOOK_FILES)
     assert (tmp_path / "lib" / "sgl_shapeprof" / "integrations" / "sglang" / "__init__.py").exists()
 
 

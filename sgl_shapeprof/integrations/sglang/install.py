@@ -1,10 +1,11 @@
 """The start-up hook's installer (`sgl-shapeprof hook install|uninstall|status`).
 
-A wheel install puts the hook's .pth line (sgl_shapeprof_autohook.pth) into
-site-packages already; this does it for editable installs (pip install -e)
-or another environment. The line costs a dictionary lookup at start-up and
-imports nothing unless SGLANG_PROFILE_SHAPES is set to something other than
-0 (see startup_hook.py).
+The hook is two files in site-packages: the .pth line
+(sgl_shapeprof_autohook.pth), which imports the module beside it
+(sgl_shapeprof_autohook.py: standard library only, it imports nothing of
+ours unless SGLANG_PROFILE_SHAPES is set to something other than 0). A
+wheel install puts both there already; this does it for editable installs
+(pip install -e) or another environment.
 """
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ import os
 import shutil
 
 PTH_NAME = "sgl_shapeprof_autohook.pth"  # the name installed hooks have: kept
-PTH_SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), PTH_NAME)
+MODULE_NAME = "sgl_shapeprof_autohook.py"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PTH_SOURCE = os.path.join(_PACKAGE, PTH_NAME)
+# top-level, beside the package: the checkout's root, or site-packages
+MODULE_SOURCE = os.path.join(os.path.dirname(_PACKAGE), MODULE_NAME)
 
 
 def default_site_dir() -> str:
@@ -25,16 +30,23 @@ def hook_path(site_dir: str) -> str:
 
 
 def install(site_dir: str) -> str:
-    """Copies the hook's line into site_dir; its path. OSError on failure."""
+    """Copies the hook's module and line into site_dir (the line last: it
+    imports the module); the line's path. OSError on failure."""
     target = hook_path(site_dir)
+    module = os.path.join(site_dir, MODULE_NAME)
+    if os.path.abspath(module) != MODULE_SOURCE:
+        shutil.copyfile(MODULE_SOURCE, module)
     shutil.copyfile(PTH_SOURCE, target)
     return target
 
 
 def uninstall(site_dir: str) -> bool:
-    """Removes it; False if it was not there."""
+    """Removes the line, then its module; False if the line was not there."""
     target = hook_path(site_dir)
     if not os.path.exists(target):
         return False
     os.unlink(target)
+    module = os.path.join(site_dir, MODULE_NAME)
+    if os.path.exists(module) and os.path.abspath(module) != MODULE_SOURCE:
+        os.unlink(module)
     return True

@@ -1,0 +1,49 @@
+"""sgl_shapeprof's start-up hook: what the line of sgl_shapeprof_autohook.pth
+imports in every Python process of the environment. Standard library only,
+and nothing of sgl_shapeprof loads unless it is wanted:
+
+- SHAPEPROF or SGLANG_PROFILE_SHAPES set, and not 0: the SGLang start-up
+  hook loads (sgl_shapeprof/integrations/sglang/startup_hook.py), which
+  patches SGLang's workers where they are imported (a bad value loads it
+  too, so that the worker says what is wrong);
+- unset: a finder waits for SGLang's tokenizer control module, where
+  /start_profile requests enter, so that a request for SHAPES is answered
+  with what to set instead of SGLang's "Start profiling." with nothing
+  recorded. The package removed since (the line left behind): nothing.
+
+Top-level, beside the .pth, not in the package: importing the package
+would load it in every process.
+"""
+import os
+import sys
+
+# recording/config.py's ENV_ENABLE in its neutral spelling and its own, and
+# integrations' SGLANG_TOKENIZER_CONTROL (tests check they agree: this
+# module cannot import them)
+SWITCHES = ("SHAPEPROF", "SGLANG_PROFILE_SHAPES")
+UNARMED_TARGET = "sglang.srt.managers.tokenizer_control_mixin"
+
+
+class UnarmedFinder:
+    """A meta path finder for UNARMED_TARGET (the protocol only:
+    importlib.abc costs 12 ms at start-up)."""
+
+    @staticmethod
+    def find_spec(name, path, target=None):
+        if name != UNARMED_TARGET:
+            return None
+        import importlib.util
+        if importlib.util.find_spec("sgl_shapeprof") is None:
+            return None
+        from sgl_shapeprof.integrations.sglang import startup_hook
+        return startup_hook.unarmed_spec(name, path)
+
+
+def switched_on(environ=os.environ) -> bool:
+    return (environ.get(SWITCHES[0]) or environ.get(SWITCHES[1]) or "").strip() not in ("", "0")
+
+
+if switched_on():
+    import sgl_shapeprof.integrations.sglang.startup_hook  # noqa: F401
+else:
+    sys.meta_path.insert(0, UnarmedFinder)
