@@ -3,7 +3,8 @@
 The modules the SGLang and vLLM integrations patch are named here, where the
 start-up hook and the vLLM plugin can read them without importing anything
 else. Shared by both: passes.py (a worker's profiler and its forward methods
-wrapped), on_import.py (a module patched where it is imported).
+wrapped); a module patched where it is imported is ../on_import.py's, which
+recording/triton.py uses too.
 """
 SGLANG_LLM_WORKER = "sglang.srt.managers.tp_worker"
 SGLANG_DIFFUSION_WORKER = "sglang.multimodal_gen.runtime.managers.gpu_worker"

@@ -26,7 +26,7 @@ import threading
 import weakref
 from typing import Callable, Dict, Optional, Tuple
 
-from ..integrations.on_import import PatchingFinder, install_finder
+from ..on_import import PatchingFinder, install_finder
 from .messages import say_once
 from .pauses import pause_thread, resume_thread
 

@@ -30,8 +30,8 @@ print(json.dumps({"modules": sorted(set(sys.modules) - before), "seconds": secon
 '''
 
 # the package, its lazy tables and the variables' names: nothing else
-OFF_MODULES = ["sgl_shapeprof", "sgl_shapeprof.integrations", "sgl_shapeprof.integrations.on_import",
-               "sgl_shapeprof.integrations.vllm", "sgl_shapeprof.integrations.vllm.plugin", "sgl_shapeprof.lazy",
+OFF_MODULES = ["sgl_shapeprof", "sgl_shapeprof.integrations", "sgl_shapeprof.integrations.vllm",
+               "sgl_shapeprof.integrations.vllm.plugin", "sgl_shapeprof.lazy", "sgl_shapeprof.on_import",
                "sgl_shapeprof.recording", "sgl_shapeprof.recording.switch"]
 
 

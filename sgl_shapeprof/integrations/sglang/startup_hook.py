@@ -17,7 +17,7 @@ from ...recording.switch import loads_hook
 from .. import (SGLANG_BREAKABLE_GRAPH_BACKEND, SGLANG_DIFFUSION_WORKER, SGLANG_FP8_UTILS,
                 SGLANG_FULL_GRAPH_BACKEND, SGLANG_HTTP_SERVER, SGLANG_INT8_UTILS, SGLANG_LLM_WORKER,
                 SGLANG_PROFILER_MANAGER, SGLANG_TOKENIZER_CONTROL, VLLM_PARALLEL_CONFIG)
-from ..on_import import PatchingFinder, install_finder, patch_now, patching_spec
+from ...on_import import PatchingFinder, install_finder, patch_now, patching_spec
 
 # Not armed: only where /start_profile requests enter (the .pth names it too)
 UNARMED_TARGETS = (SGLANG_TOKENIZER_CONTROL,)

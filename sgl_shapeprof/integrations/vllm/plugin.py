@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ...recording.switch import loads_hook
 from .. import VLLM_CUDA_GRAPH, VLLM_MODEL_RUNNER, VLLM_MODEL_RUNNER_V2, VLLM_PROFILE_ROUTER, VLLM_WORKER
-from ..on_import import PatchingFinder, install_finder
+from ...on_import import PatchingFinder, install_finder
 
 # vLLM's module -> (our module, its patch function), imported when vLLM's is
 PATCHES = {module: (f"{__package__}.{ours}", function) for module, ours, function in (
