@@ -12,7 +12,8 @@ import torch
 from helpers import PKG_ROOT, run_python
 
 from sgl_shapeprof import RecordReader
-from sgl_shapeprof.analysis.analyze import analyze_file, print_analysis
+from sgl_shapeprof.analysis.analyze import analyze_file
+from sgl_shapeprof.render.text.analyze import print_analysis
 
 CHILD = r'''
 import os, sys, ctypes, torch

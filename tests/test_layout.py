@@ -1,7 +1,12 @@
 """The rules the package layout makes visible (issue 19), checked on the
 sources' syntax trees, imports inside functions included:
 
-- recording/ imports neither analysis/ nor cli/;
+- recording/ imports none of analysis/, cli/, integrations/ (the servers'
+  integrations sit above it; on_import.py, which both use, sits below);
+- render/ (text, JSON, CSV: the one rendering layer) imports neither cli/
+  nor recording/, and analysis/ imports neither render/ nor cli/ (analysis
+  returns data, render/ turns it into output, cli/ maps options to both);
+- only render/ writes CSV (csv.writer, csv.DictWriter); reading it is free;
 - nothing outside cli/ imports cli/ (but __main__.py, which runs it);
 - argparse only in cli/;
 - no import cycle between modules;
@@ -248,6 +253,30 @@ def exits_outside_cli(mods: Dict[str, Module]) -> List[str]:
     return out
 
 
+CSV_WRITERS = ("writer", "DictWriter")
+
+
+def csv_writers_outside_render(mods: Dict[str, Module]) -> List[str]:
+    """Modules outside render/ that write CSV: csv.writer or csv.DictWriter,
+    through any name the csv module is bound to, or imported from it."""
+    out = []
+    for m in mods.values():
+        if _inside(m.name, f"{PKG}.render"):
+            continue
+        bound: Set[str] = set()
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.Import):
+                bound |= {a.asname or a.name for a in node.names if a.name == "csv"}
+            elif isinstance(node, ast.ImportFrom) and node.module == "csv" and not node.level:
+                out += [f"{_where(m, node.lineno)}: {m.name} imports csv.{a.name}"
+                        for a in node.names if a.name in CSV_WRITERS]
+        for node in ast.walk(m.tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in bound and node.attr in CSV_WRITERS):
+                out.append(f"{_where(m, node.lineno)}: {m.name} writes CSV (csv.{node.attr}): render/csvout.py's")
+    return out
+
+
 def commands_outside_their_modules(mods: Dict[str, Module]) -> List[str]:
     """cli/main.py assembles the parser and dispatches, nothing else; every
     other cli/ module but common.py is one command: add_parser() and run()."""
@@ -267,8 +296,9 @@ def commands_outside_their_modules(mods: Dict[str, Module]) -> List[str]:
 
 
 RULES = {
-    "recording imports neither analysis nor cli":
-        lambda mods: forbidden_imports(mods, f"{PKG}.recording", [f"{PKG}.analysis", f"{PKG}.cli"]),
+    "recording imports none of analysis, cli, integrations":
+        lambda mods: forbidden_imports(mods, f"{PKG}.recording",
+                                       [f"{PKG}.analysis", f"{PKG}.cli", f"{PKG}.integrations"]),
     "nothing outside cli imports cli":
         lambda mods: forbidden_imports(mods, "", [f"{PKG}.cli"], exempt={f"{PKG}.__main__"}),
     "argparse only in cli": argparse_outside_cli,
@@ -278,6 +308,11 @@ RULES = {
     "no private names cross modules": private_uses,
     "only cli exits or prints the CLI's messages": exits_outside_cli,
     "one module per command": commands_outside_their_modules,
+    "render imports neither cli nor recording":
+        lambda mods: forbidden_imports(mods, f"{PKG}.render", [f"{PKG}.cli", f"{PKG}.recording"]),
+    "analysis imports neither render nor cli":
+        lambda mods: forbidden_imports(mods, f"{PKG}.analysis", [f"{PKG}.render", f"{PKG}.cli"]),
+    "only render writes CSV": csv_writers_outside_render,
 }
 
 
@@ -303,8 +338,8 @@ def test_the_package_was_read(package):
 # -- the checker itself: each rule fails on a tree with one offence added -----
 
 BREAKAGES = {
-    "recording imports neither analysis nor cli":
-        ("recording/switch.py", "def _late():\n    from ..analysis import analyze\n"),
+    "recording imports none of analysis, cli, integrations":
+        ("recording/switch.py", "def _late():\n    from ..integrations import passes\n"),
     "nothing outside cli imports cli":
         ("records/reader.py", "def _late():\n    from ..cli.common import fail\n"),
     "argparse only in cli": ("analysis/diff.py", "import argparse\n"),
@@ -315,6 +350,12 @@ BREAKAGES = {
     "only cli exits or prints the CLI's messages":
         ("replay/output.py", "def _f(cmd):\n    print(f\"sgl-shapeprof {cmd}: no\")\n    sys.exit(2)\n"),
     "one module per command": ("cli/main.py", "def _stats(args):\n    return 0\n"),
+    "render imports neither cli nor recording":
+        ("render/csvout.py", "def _late():\n    from ..recording import switch\n"),
+    "analysis imports neither render nor cli":
+        ("analysis/tail.py", "def _late():\n    from ..render import jsonout\n"),
+    "only render writes CSV":
+        ("analysis/gemm.py", "import csv as _csv\n\n\ndef _rows(f):\n    _csv.writer(f).writerow([1])\n"),
 }
 
 
@@ -380,3 +421,15 @@ def test_a_test_module_imported_is_caught(tmp_path):
     assert imports_of_test_modules(str(tmp_path)) == [
         os.path.join("area", "test_other.py") + ":1: imports the test module test_engine.sub",
         os.path.join("area", "test_server.py") + ":2: imports the test module test_engine"]
+
+
+def test_every_subpackage_is_installed():
+    """pyproject.toml lists the packages (no discovery): a folder missing
+    there is missing from every regular install, while an editable one
+    hides it."""
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(os.path.dirname(ROOT), "pyproject.toml"), "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    found = {os.path.relpath(d, os.path.dirname(ROOT)).replace(os.sep, ".")
+             for d, _, files in os.walk(ROOT) if "__init__.py" in files}
+    assert listed == found

@@ -268,3 +268,17 @@ def by_op(cs: List[Cost]) -> list:
         rows.append((op, n, fl // max(n, 1), by // max(n, 1), sec / max(n, 1) if bounds else None,
                      bound, None))
     return rows
+
+
+def ranked_rows(cs: List[Cost], dev: Optional[Device], per_op: bool = False) -> list:
+    """The rows `cost` shows, (operation, count, FLOPs/call, bytes/call,
+    seconds/call, bound, signature): one per signature, or per operator
+    (by_op: no signature), costliest first -- by estimated time on a
+    device, else by FLOPs then bytes."""
+    if per_op:
+        rows = by_op(cs)
+    else:
+        rows = [(c.sig.operation, c.sig.count, c.flops, c.bytes, c.seconds, c.bound, c.sig) for c in cs]
+    key = (lambda r: -(r[4] or 0) * r[1]) if dev else (lambda r: (-(r[2] or 0) * r[1], -r[3] * r[1]))
+    rows.sort(key=key)
+    return rows

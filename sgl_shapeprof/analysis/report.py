@@ -18,7 +18,9 @@ from .. import __version__
 from .analyze import Analysis, filters_text, passes_of
 from .deployment import inventory
 from .cost import Cost, Device, format_time, peaks_text
-from .tune import MoeUse, TuneResult, coverage
+from .tune.coverage import coverage
+from .tune.moe import MoeUse
+from .tune.result import TuneResult
 from ..records.scan import Source
 from ..records.values import format_inputs
 

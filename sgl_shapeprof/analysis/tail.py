@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, List, Optional, TextIO, Tuple
+from typing import Deque, Dict, List, Optional, Tuple
 
 from ..records.reader import RecordReader
 from ..records.scan import Source
-from ..records.values import format_inputs, format_value
 
 DEFAULT_TAIL = 20
 KEEP_PASSES = 4096  # passes followed at once while reading (the oldest idle one is let go)
@@ -91,46 +90,3 @@ def crash_tail(src: Source, n: int = DEFAULT_TAIL) -> Optional[Tail]:
     tail.passes.sort(key=lambda p: (not p.in_flight, p.after))
     return tail
 
-
-def _line(rec: dict) -> str:
-    cid = rec.get("call_id")
-    text = f"call {cid if cid is not None else '?'}  {rec.get('operation')}  {format_inputs(rec.get('inputs') or {})}"
-    if rec.get("incomplete"):
-        return text + "  <- in flight: the process died in this call"
-    err = rec.get("error")
-    if isinstance(err, dict):
-        msg = str(err.get("error_message", "")).strip().split("\n", 1)[0]
-        return text + f"  raised {err.get('error_type')}: {msg}"
-    return text + " -> " + format_value(rec.get("outputs"))
-
-
-def write_tail(tail: Tail, out: TextIO) -> None:
-    """The tail as text, for people."""
-    w = out.write
-    if not tail.passes:  # killed between passes: nothing was cut short
-        w(f"\n{tail.path}: {tail.how}; no pass was open at its last snapshot, so no call was cut short\n")
-        return
-    n = max((len(p.records) for p in tail.passes), default=0)
-    w(f"\nLast calls before the end of {tail.path} ({tail.how}); per pass (a pass is one thread's), "
-      f"latest first, at most {n}:\n")
-    if tail.deduplicated:
-        w("  deduplicated file: a call that repeated a written signature is not in it, so these are the last "
-          "calls written, and a repeat in flight at the end left no record\n")
-    for p in tail.passes:
-        what = f"graph {p.graph} capture" if p.graph is not None else f"forward pass {p.forward_pass}"
-        if p.phase:
-            what += f" ({p.phase})"
-        where = ("its last call was in flight" if p.in_flight else
-                 "open, with no record in the file" if not p.records else
-                 "its last call is the file's last record" if p.after == 0 else
-                 f"{p.after} records of other passes follow its last call")
-        w(f"  {what}: {where}\n")
-        for rec in p.records:
-            w(f"    {_line(rec)}\n")
-
-
-def tail_json(tail: Tail) -> dict:
-    return {"how": tail.how, "deduplicated": tail.deduplicated,
-            "passes": [{"forward_pass": p.forward_pass, "graph": p.graph, "phase": p.phase,
-                        "in_flight": p.in_flight, "records_after": p.after, "records": p.records}
-                       for p in tail.passes]}

@@ -149,6 +149,12 @@ def results_coverage(gs: List[Gemm], tuned: Dict[Tuple[str, str], str]) -> List[
     return out
 
 
+def tunable_calls(cov: List[GemmTuned]) -> Tuple[int, int]:
+    """(calls of GEMMs TunableOp tunes, calls of those the results tune)."""
+    n = sum(c.gemm.count for c in cov if c.line)
+    return n, sum(c.gemm.count for c in cov if c.line and c.kernel)
+
+
 @dataclass
 class Untuned:
     """The TunableOp untuned file's lines for some GEMMs."""

@@ -35,22 +35,22 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.analyze import Sections, Timeline, analysis_json, build, print_analysis, quick_counts
-    from ..analysis.tail import crash_tail, tail_json, write_tail
+    from ..analysis.analyze import build, quick_counts
+    from ..analysis.tail import crash_tail
     from ..records.reader import InputError
+    from ..render.text.analyze import Sections, print_analysis, print_quick
     if args.quick:
         from ..records.scan import expand_paths
         try:
             for path in expand_paths(args.files):
                 counts, how = quick_counts(path)
-                print(f"{path}: {sum(counts.values()):,} calls, {len(counts)} operations ({how})")
-                for op, n in sorted(counts.items(), key=lambda kv: -kv[1])[:args.top or None]:
-                    print(f"{n:>12,}  {op}")
+                print_quick(path, counts, how, args.top, sys.stdout)
         except InputError as e:
             raise fail(str(e)) from None
         return 0
     timeline = None
     if args.timeline:
+        from ..render.csvout import Timeline
         tfile = open_new(args.timeline, args.force, newline="")
         timeline = Timeline(tfile)
     try:
@@ -64,13 +64,13 @@ def run(args: argparse.Namespace) -> int:
     except InputError as e:
         raise fail(str(e)) from None
     if args.json:
-        import json
+        from ..render.jsonout import analysis_json, tail_json, write_json
         doc = analysis_json(a, top=args.top)
         if tails:
             doc["crash_tails"] = [tail_json(t) for t in tails]
-        json.dump(doc, sys.stdout, indent=1)
-        print()
+        write_json(doc, sys.stdout)
     else:
+        from ..render.text.tail import write_tail
         print_analysis(a, sys.stdout, Sections(
             summary=not args.no_summary, largest=not args.no_largest,
             diversity=not args.no_diversity, show_shapes=args.show_shapes,

@@ -21,14 +21,14 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.diff import diff, diff_json, print_diff
+    from ..analysis.diff import diff
     a = scan_files("diff", args, args.a, side="A")
     b = scan_files("diff", args, args.b, side="B")
     d = diff(a, b, by_phase=args.by_phase, shapes_only=args.shapes_only)
     if args.json:
-        import json
-        json.dump(diff_json(d), sys.stdout, indent=1)
-        print()
+        from ..render.jsonout import diff_json, write_json
+        write_json(diff_json(d), sys.stdout)
     else:
+        from ..render.text.diff import print_diff
         print_diff(d, sys.stdout, top=args.top)
     return 1 if d.differs else 0

@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import sys
-from dataclasses import asdict
 from typing import List
 
 from ..analysis.analyze import build
-from ..analysis.gemm import FIELDS, GEMM_OPS, Gemm, custom_ops, gemms
+from ..analysis.gemm import Gemm, custom_ops, gemms
 from ..analysis.tunableop import untuned
-from ..records.values import human
+from ..render.csvout import gemm_csv
+from ..render.jsonout import gemm_json, write_json
+from ..render.text.gemm import gemm_text
 from .common import add_filters, fail, open_new, scan_files
 
 
@@ -42,34 +41,11 @@ def run(args: argparse.Namespace) -> int:
         write_untuned(gs, args.tunableop, force=args.force)
     shown = gs[:args.top] if args.top else gs
     if args.json:
-        json.dump([dict(asdict(g), total_flops=g.total_flops) for g in shown], sys.stdout, indent=1)
-        print()
-        return 0
-    if args.csv:
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(FIELDS)
-        for g in shown:
-            w.writerow([g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.count,
-                        g.flops, g.total_flops, g.b_layout])
-        return 0
-    o = sys.stdout.write
-    if not gs:
-        names = set().union(*(s.seen_operations for s in srcs)) if srcs else set()
-        o("no matrix multiplies (" + ", ".join(f"aten.{k}" for k in GEMM_OPS) + ") in "
-          + ", ".join(s.path for s in srcs) + (f"; it has {len(names)} other operations"
-                                                 " (name custom GEMM ops with --op NAME)" if names else "")
-          + "\n")
-        return 0
-    total = sum(g.total_flops for g in gs) or 1
-    o(f"{len(gs)} distinct GEMMs, {human(total)} FLOP in all\n")
-    o(f"{'M':>8} {'N':>7} {'K':>7} {'batch':>6} {'dtypes (A,B->out)':>26} {'count':>9} "
-      f"{'FLOP/call':>10} {'total':>9} {'share':>6}  operation\n")
-    for g in shown:
-        dt = f"{g.a_dtype},{g.b_dtype}->{g.out_dtype}"
-        o(f"{g.m:>8} {g.n:>7} {g.k:>7} {g.batch:>6} {dt:>26} {g.count:>9,} {human(g.flops):>10} "
-          f"{human(g.total_flops):>9} {100 * g.total_flops / total:>5.1f}%  {g.operation}\n")
-    if len(shown) < len(gs):
-        o(f"... {len(gs) - len(shown)} more (--top)\n")
+        write_json(gemm_json(shown), sys.stdout)
+    elif args.csv:
+        gemm_csv(shown, sys.stdout)
+    else:
+        gemm_text(gs, srcs, sys.stdout, top=args.top)
     return 0
 
 

@@ -7,7 +7,7 @@ import os
 from ..analysis.analyze import build
 from ..analysis.cost import device_for
 from ..analysis.report import render
-from ..analysis.tune import tune_result
+from ..analysis.tune.result import tune_result
 from ..records.values import human
 from .common import add_filters, fail, new_output, scan_files
 

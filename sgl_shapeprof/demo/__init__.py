@@ -10,7 +10,8 @@ def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> N
     import torch
 
     from .. import ShapeProfiler
-    from ..analysis.analyze import Sections, analyze_file, print_analysis
+    from ..analysis.analyze import analyze_file
+    from ..render.text.analyze import Sections, print_analysis
     from .models import make_llama, make_unet, run_diffusion, run_llama
 
     os.makedirs(folder, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 from typing import Dict, List, Optional, Tuple
+from ..render.csvout import write_csv as render_csv
 from .calls import (MAX_COPIES, MAX_ITERATIONS, MIN_ITERATIONS, TARGET_NS, WARMUP, Call, Replayed, args_text,
                     inputs_key, inputs_text)
 from .timing import rotation_bytes
@@ -37,17 +38,20 @@ def _us(v: Optional[float]) -> str:
     return "" if v is None else f"{v:.3f}"
 
 
+def csv_row(r: Replayed) -> list:
+    """One result as FIELDS' values."""
+    check_text = ("" if r.reason else
+                  "ok" if r.output_mismatch is None else "mismatch: " + r.output_mismatch)
+    return [r.call.operation, inputs_key(r.call),
+            json.dumps(r.call.args) if r.call.args is not None else "", r.call.count,
+            _us(r.median_us), _us(r.p10_us), _us(r.p90_us), _us(r.total_us), r.iterations,
+            r.device, check_text, "; ".join(f"{k}: {v}" for k, v in r.synthesised.items()),
+            r.reason or ""]
+
+
 def write_csv(results: List[Replayed], f) -> None:
-    w = csv.writer(f, lineterminator="\n")
-    w.writerow(FIELDS)
-    for r in results:
-        check_text = ("" if r.reason else
-                      "ok" if r.output_mismatch is None else "mismatch: " + r.output_mismatch)
-        w.writerow([r.call.operation, inputs_key(r.call),
-                    json.dumps(r.call.args) if r.call.args is not None else "", r.call.count,
-                    _us(r.median_us), _us(r.p10_us), _us(r.p90_us), _us(r.total_us), r.iterations,
-                    r.device, check_text, "; ".join(f"{k}: {v}" for k, v in r.synthesised.items()),
-                    r.reason or ""])
+    """--csv: one row per distinct call (render/csvout.py writes it)."""
+    render_csv(f, FIELDS, (csv_row(r) for r in results))
 
 
 def _signature_text(call: Call) -> str:

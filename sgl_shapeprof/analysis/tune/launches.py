@@ -20,8 +20,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ..records.scan import Signature
-from ..records.values import short_dtype
+from ...records.scan import Signature
+from ...records.values import short_dtype
 
 KERNEL = "fused_moe_kernel"
 CONFIG = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
@@ -174,7 +174,7 @@ def _table(path: str) -> Dict[int, Dict[str, int]]:
 def expect(launches: List[MoeLaunch], find: Callable[..., object],
            default: Optional[Callable[..., Optional[Dict[str, int]]]]) -> None:
     """Fills each launch's expected config. find(e, n, dtype, block_shape,
-    per_channel_quant, down) -> the Lookup of that file (analysis.tune);
+    per_channel_quant, down) -> the Lookup of that file (configs.lookup);
     default: SGLang's get_default_config, or None when SGLang is not
     importable (then a launch without a file is "unknown")."""
     for x in launches:
@@ -212,11 +212,3 @@ def expect(launches: List[MoeLaunch], find: Callable[..., object],
             if cfg is not None:
                 x.expected, x.source = dict(cfg), "default"
 
-
-def launch_json(x: MoeLaunch) -> dict:
-    return {"E": x.e, "N": x.n, "hidden_size": x.hidden, "dtype": x.dtype,
-            "block_shape": list(x.block_shape) if x.block_shape else None,
-            "per_channel_quant": x.per_channel_quant, "gemm": x.gemm, "m": x.m, "top_k": x.top_k,
-            "phase": x.phase, "calls": x.calls, "launched": x.launched, "expected": x.expected,
-            "source": x.source or None, "file": x.file, "tuned_m": x.tuned_m, "verdict": x.verdict,
-            "assumed": x.assumed}

@@ -1,0 +1,71 @@
+"""CSV: the one place the package writes it. Rows are lists in the order of
+their header; a list-valued or dict-valued cell is the caller's to turn into
+text first (the JSON of it, say)."""
+from __future__ import annotations
+
+import csv
+import json
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TextIO
+
+from ..analysis.gemm import FIELDS as GEMM_FIELDS
+from ..analysis.gemm import Gemm
+from ..analysis.tune.coverage import CSV_FIELDS as TUNE_FIELDS
+from ..analysis.tune.coverage import csv_rows
+from ..analysis.tune.result import TuneResult
+from ..records.scan import Signature
+from ..records.values import format_value
+from .jsonout import COST_FIELDS, cost_row_json
+
+
+def writer(out: TextIO, header: Sequence[str]) -> Callable[[Sequence[Any]], Any]:
+    """Writes the header now; returns the function that writes one row."""
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(header)
+    return w.writerow
+
+
+def write_csv(out: TextIO, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """header, then rows, "\\n"-terminated."""
+    row = writer(out, header)
+    for r in rows:
+        row(r)
+
+
+def tune_csv(r: TuneResult, out: TextIO) -> None:
+    """`tune --csv`: one row per fused-MoE key, phase and M."""
+    write_csv(out, TUNE_FIELDS, csv_rows(r.moe, r.device, r.triton))
+
+
+def gemm_csv(shown: List[Gemm], out: TextIO) -> None:
+    write_csv(out, GEMM_FIELDS, ([g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.count,
+                                  g.flops, g.total_flops, g.b_layout] for g in shown))
+
+
+def cost_csv(rows: list, out: TextIO) -> None:
+    """`cost --csv`: the JSON's rows, inputs and outputs as their JSON."""
+    def flat(r: tuple) -> list:
+        d: Dict[str, Any] = cost_row_json(r)
+        d["inputs"] = json.dumps(d["inputs"])
+        d["outputs"] = json.dumps(d["outputs"])
+        return [d[f] for f in COST_FIELDS]
+    write_csv(out, COST_FIELDS, (flat(r) for r in rows))
+
+
+class Timeline:
+    """`analyze --timeline FILE.csv`: one row per kept record, in file order
+    (the scan's on_record callback)."""
+
+    COLUMNS = ["call_id", "operation", "op_count", "output_elements", "output_shape"]
+
+    def __init__(self, f: TextIO):
+        self.row = writer(f, self.COLUMNS)
+        self.running: Dict[str, int] = {}
+
+    def __call__(self, call_id: int, sig: Signature, n: int) -> None:
+        # op_count: calls of this operation so far, this record's included
+        c = self.running.get(sig.operation, 0) + n
+        self.running[sig.operation] = c
+        shape: Optional[str] = (json.dumps(sig.outputs.get("shape")) if isinstance(sig.outputs, dict)
+                                else format_value(sig.outputs) if sig.outputs is not None else "")
+        self.row([call_id, sig.operation, c, sig.out_elements, shape])
+

@@ -1,0 +1,199 @@
+"""`sgl-shapeprof analyze` as text: the files, the errors, the most frequent
+operations and their shapes, the largest operations, shape diversity, the
+summary statistics; and --quick's counts."""
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Dict, List, Optional, TextIO
+
+from ...analysis.analyze import Analysis, OpView, filters_text
+from ...analysis.deployment import inventory
+from ...records.scan import Source, close_names
+from ...records.values import format_inputs, format_value
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def _source_lines(src: Source, w) -> None:
+    passes = len(src.passes)
+    text = f"{src.path}: {_n(src.records)} records"
+    if src.deduplicated:
+        text += f" standing for {_n(src.calls)} calls (deduplicated; counts from its summary)"
+    s = src.summary
+    if s and s.get("logged_forward_passes") is not None:
+        logged, started = s["logged_forward_passes"], s.get("forward_passes")
+        text += f", {logged} forward pass{'es' if logged != 1 else ''} logged"
+        if started is not None and started != logged:
+            text += f" of {started} started"
+        if passes != logged and passes and not src.filtered:
+            text += f" (records from {passes})"
+        if s.get("ended_by"):
+            text += f", ended by {s['ended_by']}"
+    else:
+        text += f", {passes} forward pass{'es' if passes != 1 else ''}"
+    if src.worker is not None and src.worker.several:
+        text += f", {src.worker.describe()}"
+    elif src.rank is not None:
+        text += f", rank {src.rank}"
+    w(text + "\n")
+    if src.graphs:
+        captured = sorted(k for k, g in src.graphs.items() if g["captures"])
+        replays = sum(g["replays"] for g in src.graphs.values())
+        w(f"  graphs: {len(captured)} captured ({', '.join(map(str, captured[:12]))}"
+          f"{', ...' if len(captured) > 12 else ''}), {_n(replays)} replays in logged passes; "
+          f"a capture's calls count once per replay\n")
+        again = sorted(k for k, g in src.graphs.items() if g["captures"] > 1)
+        if again:
+            w(f"  note: graphs {', '.join(map(str, again[:12]))} were captured more than once: "
+              f"their calls count once per capture and replay\n")
+        missing = sorted(k for k, g in src.graphs.items() if g["replays"] and not g["captures"])
+        if missing:
+            w(f"  note: graphs {', '.join(map(str, missing[:12]))} were replayed but their captures "
+              f"are not in this file (the profiler started after them): their calls are missing\n")
+    if src.truncated:
+        w(f"  stopped after {_n(src.records)} records (--max-entries)\n")
+    if src.summary_note and (src.deduplicated or src.summary is None):
+        w(f"  note: {src.summary_note}\n")
+    rep = src.report
+    if rep.cut_last_line:
+        w("  WARNING: the last line was cut (the process died during that call); "
+          + ("its inputs were recovered and it is listed under errors as INCOMPLETE\n"
+             if rep.recovered is not None else "it could not be recovered\n"))
+    if rep.bad_lines:
+        w(f"  WARNING: {len(rep.bad_lines)} unreadable lines (first: line {rep.bad_lines[0]})\n")
+
+
+@dataclass
+class Sections:
+    summary: bool = True
+    largest: bool = True
+    diversity: bool = True
+    show_shapes: bool = False
+    by_phase: bool = False
+    top: Optional[int] = None
+    max_shapes: Optional[int] = None
+
+
+def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sections] = None) -> None:
+    w = (out or sys.stdout).write
+    sec = sec or Sections()
+    for src in a.sources:
+        _source_lines(src, w)
+    for line in inventory(a.sources):
+        w(f"{line}\n")
+    ftext = filters_text(a.flt)
+    if ftext:
+        w(f"filters: {ftext}\n")
+    phases: Dict[str, int] = defaultdict(int)
+    for src in a.sources:
+        for k, v in src.phases.items():
+            phases[k] += v
+    if phases:
+        w("phases: " + ", ".join(f"{k}={_n(v)} calls" for k, v in
+                                 sorted(phases.items(), key=lambda kv: -kv[1])) + "\n")
+    if not a.ops:
+        _print_nothing(a, w)
+        return
+    errs = a.errors
+    if errs:
+        w(f"\nErrors ({_n(sum(s.count for s in errs))} calls, {len(errs)} distinct):\n")
+        for s in errs[:50]:
+            what = (f"{s.error.get('error_type')}: {s.error.get('error_message')}" if s.error
+                    else "INCOMPLETE: the process died during this call")
+            first = what.splitlines()[0] if what else ""
+            w(f"  call {s.first_call} {s.operation}" + (f" x{s.count}" if s.count > 1 else "") + "\n")
+            w(f"    {format_inputs(s.inputs)}\n    {first}\n")
+    multi = len(a.sources) > 1
+    labels = [s.label for s in a.sources]
+    ranked = a.ranked(sec.top)
+    w(f"\nMost frequent operations{f' (top {sec.top})' if sec.top else ''}:\n")
+    head = f"{'calls':>12} {'shapes':>6} {'output elements':>16}  "
+    if multi:
+        head += "".join(f"{lab:>10} " for lab in labels)
+    w(head + "operation\n")
+    for o in ranked:
+        row = f"{_n(o.calls):>12} {len(o.signatures):>6} {_n(o.out_elements):>16}  "
+        if multi:
+            row += "".join(f"{_n(o.by_source.get(lab, 0)):>10} " for lab in labels)
+        w(row + o.operation + "\n")
+        if sec.show_shapes:
+            shown = o.signatures[:sec.max_shapes] if sec.max_shapes else o.signatures
+            for s in shown:
+                ph = f"[{s.phase}] " if s.phase is not None and len(phases) > 1 else ""
+                w(f"{'':>12} {_n(s.count):>6}x  {ph}{s.text}\n")
+            hidden = len(o.signatures) - len(shown)
+            if hidden > 0:
+                w(f"{'':>12} {'':>6}   ... {hidden} more (--max-shapes)\n")
+    if sec.by_phase and phases:
+        _print_by_phase(a, ranked, sorted(phases, key=lambda k: -phases[k]), w)
+    if sec.largest:
+        n = sec.top or 10
+        big = sorted(a.signatures, key=lambda s: (-s.out_elements, s.first_call))[:n]
+        w(f"\nLargest operations by output elements (top {n}):\n")
+        w(f"{'call_id':>10} {'elements':>14} {'calls':>10}  operation -> output\n")
+        for s in big:
+            w(f"{s.first_call:>10} {_n(s.out_elements):>14} {_n(s.count):>10}  "
+              f"{s.operation} -> {format_value(s.outputs)}\n")
+    if sec.diversity:
+        n = sec.top or 10
+        div = sorted(a.ops.values(), key=lambda o: (-len(o.signatures), -o.calls))[:n]
+        w(f"\nShape diversity (operations with the most distinct shapes, top {n}):\n")
+        w(f"{'shapes':>8} {'calls':>12}  operation\n")
+        for o in div:
+            w(f"{len(o.signatures):>8} {_n(o.calls):>12}  {o.operation}\n")
+    if sec.summary:
+        total = sum(o.calls for o in a.ops.values())
+        elems = sum(o.out_elements for o in a.ops.values())
+        top1 = ranked[0] if ranked else None
+        w("\nSummary statistics:\n")
+        w(f"  total operations (calls): {_n(total)}\n")
+        w(f"  records:                  {_n(a.records)}\n")
+        w(f"  unique operations:        {_n(len(a.ops))}\n")
+        w(f"  distinct signatures:      {_n(len(a.signatures))}\n")
+        w(f"  total output elements:    {_n(elems)}\n")
+        if top1:
+            w(f"  most common operation:    {top1.operation} ({_n(top1.calls)} calls, "
+              f"{100.0 * top1.calls / max(total, 1):.1f}%)\n")
+
+
+def _print_by_phase(a: Analysis, ranked: List[OpView], phases: List[str], w) -> None:
+    """Each operation's distinct shapes per phase, phases side by side."""
+    w("\nBy phase (each operation's distinct shapes per phase):\n")
+    w(f"{'operation':<40}" + "".join(f" {p[:24]:>24}" for p in phases) + "\n")
+    for o in ranked:
+        per = {p: [s for s in o.signatures if s.phase == p] for p in phases}
+        w(f"{o.operation[:40]:<40}" + "".join(
+            f" {f'{_n(sum(s.count for s in per[p]))} calls, {len(per[p])} shapes':>24}"
+            for p in phases) + "\n")
+        for p in phases:
+            for s in per[p][:3]:
+                w(f"    {p}: {_n(s.count)}x {format_inputs(s.inputs)}\n")
+            if len(per[p]) > 3:
+                w(f"    {p}: ... {len(per[p]) - 3} more\n")
+
+
+def _print_nothing(a: Analysis, w) -> None:
+    seen = set().union(*(s.seen_operations for s in a.sources)) if a.sources else set()
+    if not seen:
+        w("\nno records: the file is empty (was a forward pass logged? "
+          "SGLANG_PROFILE_SHAPES_SKIP_WARMUP may skip every pass)\n")
+        return
+    w(f"\nno calls match the filters ({filters_text(a.flt)}); "
+      f"the file has {len(seen)} operations\n")
+    if a.flt.op:
+        close = close_names(a.flt.op, seen)
+        if close:
+            w("operations that look close: " + ", ".join(close) + "\n")
+
+
+def print_quick(path: str, counts: Dict[str, int], how: str, top: Optional[int] = None,
+                out: Optional[TextIO] = None) -> None:
+    """--quick: one file's operation counts (analysis.analyze.quick_counts), most called first."""
+    w = (out or sys.stdout).write
+    w(f"{path}: {sum(counts.values()):,} calls, {len(counts)} operations ({how})\n")
+    for op, n in sorted(counts.items(), key=lambda kv: -kv[1])[:top or None]:
+        w(f"{n:>12,}  {op}\n")
