@@ -11,6 +11,7 @@ hook leaves a finder in sys.meta_path that every later import asks first:
 """
 import argparse
 import os
+import py_compile
 import shutil
 import statistics
 import subprocess
@@ -42,7 +43,11 @@ def main():
         os.makedirs(hooked)
         shutil.copy(PTH, hooked)
         if os.path.exists(MODULE):  # builds before the module had the line only
+            # compiled, as pip compiles what it installs (and the copy on
+            # PYTHONPATH, found first)
             shutil.copy(MODULE, hooked)
+            py_compile.compile(os.path.join(hooked, os.path.basename(MODULE)))
+            py_compile.compile(MODULE)
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PROFILE_SHAPES")}
         base_env["PYTHONPATH"] = ROOT
         on_env = dict(base_env, SGLANG_PROFILE_SHAPES="1")
