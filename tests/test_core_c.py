@@ -99,3 +99,83 @@ def test_each_layer_includes_only_what_it_may():
                                   open(os.path.join(folder, f)).read(), re.M)
             bad = [i for i in includes if i.startswith(names) and i != "torch/sp_fallback.h"]
             assert not bad, f"csrc/{layer}/{f} includes {bad}"
+
+
+def _c_code(path):
+    """A part's source without comments and string or character literals."""
+    src = open(path).read()
+    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
+    src = re.sub(r"//[^\n]*", " ", src)
+    src = re.sub(r'"(\\.|[^"\\\n])*"', '""', src)
+    return re.sub(r"'(\\.|[^'\\\n])*'", "''", src)
+
+
+# A function defined at file scope and not static: SP_PRIVATE (shared
+# between parts) or the API's (sp_core.h).
+_C_DEFINITION = re.compile(r"^(?!static\b)(?!typedef\b)[A-Za-z_][\w \t*]*?\b(\w+)\s*\([^;{}]*\)\s*\{",
+                           re.M)
+
+
+def part_calls(core):
+    """{(part, other part): [functions of the other it names]}, from the
+    sources of the core's parts in `core`; and the parts in the
+    amalgamation's order. A function named counts, called or taken as a
+    pointer; a pointer handed down (flusher_init, p->destroy) does not."""
+    order = re.findall(r'^#include "(sp_\w+\.c)"$', open(os.path.join(core, "sp_core.c")).read(),
+                       re.M)
+    code = {part: _c_code(os.path.join(core, part)) for part in order}
+    owner = {name: part for part, src in code.items() for name in _C_DEFINITION.findall(src)}
+    edges = {}
+    for part, src in code.items():
+        for name in sorted(set(re.findall(r"\b\w+\b", src))):
+            other = owner.get(name)
+            if other and other != part:
+                edges.setdefault((part, other), []).append(name)
+    return edges, order
+
+
+def call_graph_problems(core):
+    """What breaks the rule that the parts are layers: a part that calls a
+    part included after it in sp_core.c, or a cycle."""
+    edges, order = part_calls(core)
+    problems = [f"{a} calls {b} (included after it): {', '.join(names)}"
+                for (a, b), names in sorted(edges.items()) if order.index(b) > order.index(a)]
+    graph = {}
+    for a, b in edges:
+        graph.setdefault(a, set()).add(b)
+    state = {}
+
+    def visit(part, path):
+        state[part] = 1
+        for other in sorted(graph.get(part, ())):
+            if state.get(other) == 1:
+                cycle = path[path.index(other):] + [other]
+                problems.append("cycle: " + " -> ".join(cycle))
+            elif other not in state:
+                visit(other, path + [other])
+        state[part] = 2
+
+    for part in order:
+        if part not in state:
+            visit(part, [part])
+    return problems
+
+
+def test_the_parts_call_down_only():
+    """The core's parts are layers: sp_core.c includes them in dependency
+    order, each calls only parts included before it, and no calls go round
+    in a circle (a lower part that needs a higher one is handed a function
+    pointer: flusher_init, p->destroy)."""
+    edges, order = part_calls(CORE)
+    assert ("sp_record.c", "sp_sigtable.c") in edges, "the call graph was not read"
+    assert call_graph_problems(CORE) == []
+
+
+def test_a_part_calling_up_is_caught(tmp_path):
+    for part in amalgamated_parts() + ["sp_core.c", "sp_internal.h", "sp_core.h"]:
+        shutil.copy(os.path.join(CORE, part), tmp_path / part)
+    text = (tmp_path / "sp_text.c").read_text()
+    (tmp_path / "sp_text.c").write_text(text + "\nstatic void up(void) { (void)pass_of_call; }\n")
+    problems = call_graph_problems(str(tmp_path))
+    assert any(p.startswith("sp_text.c calls sp_pass.c") for p in problems), problems
+    assert any(p.startswith("cycle: sp_text.c") and "sp_pass.c" in p for p in problems), problems

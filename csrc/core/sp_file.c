@@ -54,7 +54,7 @@ SP_PRIVATE void file_blank(sp_file *f, size_t from, size_t to) {
  * value. Spinlock not held. */
 SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cuts) {
   sp_file *f = &p->file;
-  pthread_mutex_lock(&p->grow_mu);
+  lock_mu(&p->grow_mu, SP_LOCK_GROW);
   lock_acquire(&p->lock);
   sp_file now = *f;
   /* A trim between the ask and now: the pass that asked has ended, and
@@ -62,7 +62,7 @@ SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cut
   int gone = p->closed || f->fd < 0 || atomic_load(&p->orphaned) || (cuts >= 0 && f->cuts != (unsigned)cuts);
   lock_release(&p->lock);
   if (gone || file_tail_room(&now, need)) {
-    pthread_mutex_unlock(&p->grow_mu);
+    lock_mu_release(&p->grow_mu, SP_LOCK_GROW);
     return gone ? ESHUTDOWN : 0;
   }
   /* Writers may append meanwhile, inside the room they had: the window and
@@ -134,7 +134,7 @@ SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cut
   }
   lock_release(&p->lock);
   if (old) munmap(old, old_len); /* nobody writes through it any more */
-  pthread_mutex_unlock(&p->grow_mu);
+  lock_mu_release(&p->grow_mu, SP_LOCK_GROW);
   return e;
 }
 

@@ -8,18 +8,25 @@ static pthread_cond_t g_flush_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int g_flush_pending; /* some profiler wants a flush */
 static atomic_uint g_flush_asks;   /* flushes asked for, ever: a pass ended */
 static atomic_int g_flusher_started; /* written under g_flush_mu */
+/* The open profilers, each given to a function (sp_profiler.c's list, set
+ * by flusher_init before the first profiler opens). */
+static int (*g_each_open)(int (*fn)(sp_profiler *p, int arg), int arg);
+
+SP_PRIVATE void flusher_init(int (*each_open)(int (*fn)(sp_profiler *p, int arg), int arg)) {
+  g_each_open = each_open;
+}
 
 /* fork(2) (pthread_atfork, sp_profiler.c): the flusher is between flushes
  * while its lock is held. */
-SP_PRIVATE void flusher_fork_prepare(void) { pthread_mutex_lock(&g_flush_mu); }
-SP_PRIVATE void flusher_fork_parent(void) { pthread_mutex_unlock(&g_flush_mu); }
+SP_PRIVATE void flusher_fork_prepare(void) { lock_mu(&g_flush_mu, SP_LOCK_FLUSHER); }
+SP_PRIVATE void flusher_fork_parent(void) { lock_mu_release(&g_flush_mu, SP_LOCK_FLUSHER); }
 SP_PRIVATE void flusher_fork_child(void) {
   /* The flusher thread is not in the child: a profiler made here starts
    * its own. */
   atomic_store(&g_flusher_started, 0);
   atomic_store(&g_flush_pending, 0);
   pthread_cond_init(&g_flush_cv, NULL);
-  pthread_mutex_unlock(&g_flush_mu);
+  lock_mu_release(&g_flush_mu, SP_LOCK_FLUSHER);
 }
 
 static double now_seconds(void) {
@@ -36,24 +43,24 @@ static double now_seconds(void) {
  * and records_bytes agree), at most every SP_SUMMARY_EVERY, and the cut
  * waits for a flush after the open pass ends (its end asks). Returns 1 if
  * the pass lock was busy or the cut came too early (then another flush is
- * asked for). The open profilers' lock held (open_each). */
+ * asked for). The open profilers' lock held (g_each_open). */
 static int flush_one(sp_profiler *p, int busy) {
   if (!atomic_exchange(&p->flush_wanted, 0)) return 0;
-  pthread_mutex_lock(&p->summary_mu);
+  lock_mu(&p->summary_mu, SP_LOCK_SUMMARY);
   if (p->closed || atomic_load(&p->orphaned)) { /* close wrote it */
-    pthread_mutex_unlock(&p->summary_mu);
+    lock_mu_release(&p->summary_mu, SP_LOCK_SUMMARY);
     return 0;
   }
-  int locked = busy ? pthread_mutex_trylock(&p->pass_mu) == 0 : pthread_mutex_lock(&p->pass_mu) == 0;
+  int locked = busy ? lock_mu_try(&p->pass_mu, SP_LOCK_PASS) == 0 : lock_mu(&p->pass_mu, SP_LOCK_PASS) == 0;
   double now = now_seconds();
   /* At most one cut per SP_CUT_EVERY: each drops the allocated tail, which
    * the next pass allocates and faults in again. */
   int early = now - p->cut_at < SP_CUT_EVERY;
   int gap = locked && !p->open_passes && !early;
-  if (locked && !gap) pthread_mutex_unlock(&p->pass_mu);
+  if (locked && !gap) lock_mu_release(&p->pass_mu, SP_LOCK_PASS);
   if (gap) {
     p->cut_at = now;
-    pthread_mutex_lock(&p->grow_mu); /* no growth in flight while we cut */
+    lock_mu(&p->grow_mu, SP_LOCK_GROW); /* no growth in flight while we cut */
     lock_acquire(&p->lock);
     off_t cut = file_forget_tail(&p->file);
     if (cut >= 0) p->grow_off = 0; /* the grower is tried again */
@@ -62,32 +69,32 @@ static int flush_one(sp_profiler *p, int busy) {
     if (cut >= 0 && ftruncate(p->file.fd, cut) != 0) {
       int e = errno;
       lock_acquire(&p->lock);
-      fail(p, "cannot trim records file ", e);
+      err_fail(p, "cannot trim records file ", e);
       lock_release(&p->lock);
     }
-    pthread_mutex_unlock(&p->grow_mu);
+    lock_mu_release(&p->grow_mu, SP_LOCK_GROW);
   }
   if (gap || now - p->summary_at >= SP_SUMMARY_EVERY) {
     summary_src s;
     int ok = snapshot(p, &s);
-    if (gap) pthread_mutex_unlock(&p->pass_mu);
+    if (gap) lock_mu_release(&p->pass_mu, SP_LOCK_PASS);
     if (ok) {
       s.ended_by = "running";
       int e = write_summary(p, &s);
-      if (e) summary_failed(p, e);
-      else summary_written(p);
+      if (e) err_summary_failed(p, e);
+      else err_summary_written(p);
       p->summary_at = now;
     }
   }
-  pthread_mutex_unlock(&p->summary_mu);
-  tell_failure(p);
+  lock_mu_release(&p->summary_mu, SP_LOCK_SUMMARY);
+  err_tell(p);
   if (locked && !early) return 0;
   atomic_store(&p->flush_wanted, 1);
   return 1;
 }
 
 /* Returns 1 if some profiler's pass lock was busy. */
-static int flush_all(int busy) { return open_each(flush_one, busy); }
+static int flush_all(int busy) { return g_each_open(flush_one, busy); }
 
 static void sleep_seconds(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -104,9 +111,9 @@ static void *flusher_main(void *arg) {
      * (pthread_cond_signal without a waiter). Idle for SP_FLUSH_IDLE: wait. */
     while (!atomic_load(&g_flush_pending) && now_seconds() - active < SP_FLUSH_IDLE)
       sleep_seconds(SP_FLUSH_QUIET);
-    pthread_mutex_lock(&g_flush_mu);
+    lock_mu(&g_flush_mu, SP_LOCK_FLUSHER);
     while (!atomic_load(&g_flush_pending)) pthread_cond_wait(&g_flush_cv, &g_flush_mu);
-    pthread_mutex_unlock(&g_flush_mu);
+    lock_mu_release(&g_flush_mu, SP_LOCK_FLUSHER);
     /* Debounced: a flush once no pass has ended for SP_FLUSH_QUIET (between
      * passes, or passes stopped: the files are exact soon after, before a
      * SIGKILL at shutdown), or a busy one SP_FLUSH_BUSY after the first ask
@@ -131,17 +138,17 @@ static void *flusher_main(void *arg) {
 
 SP_PRIVATE int flusher_running(void) { return atomic_load_explicit(&g_flusher_started, memory_order_relaxed); }
 
-SP_PRIVATE void request_flush(sp_profiler *p) {
+SP_PRIVATE void flusher_request(sp_profiler *p) {
   atomic_store(&p->flush_wanted, 1);
   atomic_fetch_add(&g_flush_asks, 1);
   if (atomic_exchange(&g_flush_pending, 1)) return; /* asked already */
-  pthread_mutex_lock(&g_flush_mu);
+  lock_mu(&g_flush_mu, SP_LOCK_FLUSHER);
   if (!atomic_load(&g_flusher_started)) {
     atomic_store(&g_flusher_started, start_own_thread(flusher_main, "sp-flusher"));
   }
   int started = atomic_load(&g_flusher_started);
   if (started) pthread_cond_signal(&g_flush_cv);
-  pthread_mutex_unlock(&g_flush_mu);
+  lock_mu_release(&g_flush_mu, SP_LOCK_FLUSHER);
   if (!started) { /* no thread to be had: flush on this one */
     atomic_store(&g_flush_pending, 0);
     flush_all(0);

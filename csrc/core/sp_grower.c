@@ -20,16 +20,16 @@ static int g_grower; /* 1: the thread runs; -1: it could not start (g_grow_mu) *
 static int g_hold, g_working; /* sp_debug_hold_grower; a job under way (g_grow_mu) */
 
 void sp_debug_hold_grower(int hold) {
-  pthread_mutex_lock(&g_grow_mu);
+  lock_mu(&g_grow_mu, SP_LOCK_GROWER);
   g_hold = hold;
   pthread_cond_broadcast(&g_grow_cv);
-  pthread_mutex_unlock(&g_grow_mu);
+  lock_mu_release(&g_grow_mu, SP_LOCK_GROWER);
 }
 
 int sp_debug_grower_busy(void) {
-  pthread_mutex_lock(&g_grow_mu);
+  lock_mu(&g_grow_mu, SP_LOCK_GROWER);
   int busy = g_grow_queue || g_working;
-  pthread_mutex_unlock(&g_grow_mu);
+  lock_mu_release(&g_grow_mu, SP_LOCK_GROWER);
   return busy;
 }
 #define HELD() g_hold
@@ -39,8 +39,8 @@ int sp_debug_grower_busy(void) {
 #define WORKING(n) ((void)0)
 #endif
 
-SP_PRIVATE void grower_fork_prepare(void) { pthread_mutex_lock(&g_grow_mu); }
-SP_PRIVATE void grower_fork_parent(void) { pthread_mutex_unlock(&g_grow_mu); }
+SP_PRIVATE void grower_fork_prepare(void) { lock_mu(&g_grow_mu, SP_LOCK_GROWER); }
+SP_PRIVATE void grower_fork_parent(void) { lock_mu_release(&g_grow_mu, SP_LOCK_GROWER); }
 SP_PRIVATE void grower_fork_child(void) {
   /* The thread is not in the child, and the parent's profilers are
    * orphaned here: their queued references are let go of, unfreed. */
@@ -48,7 +48,7 @@ SP_PRIVATE void grower_fork_child(void) {
   g_grow_queue = NULL;
   WORKING(0);
   pthread_cond_init(&g_grow_cv, NULL);
-  pthread_mutex_unlock(&g_grow_mu);
+  lock_mu_release(&g_grow_mu, SP_LOCK_GROWER);
 }
 
 SP_PRIVATE void grow_ahead(sp_profiler *p) {
@@ -76,37 +76,37 @@ SP_PRIVATE void grow_ahead(sp_profiler *p) {
 
 static void *grower_main(void *arg) {
   (void)arg;
-  pthread_mutex_lock(&g_grow_mu);
+  lock_mu(&g_grow_mu, SP_LOCK_GROWER);
   for (;;) {
     while (!g_grow_queue || HELD()) pthread_cond_wait(&g_grow_cv, &g_grow_mu);
     sp_profiler *p = g_grow_queue;
     g_grow_queue = p->next_grow;
     p->next_grow = NULL;
     WORKING(1);
-    pthread_mutex_unlock(&g_grow_mu);
+    lock_mu_release(&g_grow_mu, SP_LOCK_GROWER);
     grow_ahead(p);
-    sp_unref(p); /* the queue's: p may be freed now */
-    pthread_mutex_lock(&g_grow_mu);
+    prof_unref(p); /* the queue's: p may be freed now */
+    lock_mu(&g_grow_mu, SP_LOCK_GROWER);
     WORKING(0);
   }
   return NULL;
 }
 
 SP_PRIVATE void grow_ask(sp_profiler *p) {
-  sp_ref(p);
-  pthread_mutex_lock(&g_grow_mu);
+  prof_ref(p);
+  lock_mu(&g_grow_mu, SP_LOCK_GROWER);
   if (!g_grower) {
     g_grower = start_own_thread(grower_main, "sp-grower") ? 1 : -1;
   }
   if (g_grower < 0) {
     /* No thread: the writers make room themselves (grow_asked stays set,
      * so they do not ask again). */
-    pthread_mutex_unlock(&g_grow_mu);
-    sp_unref(p);
+    lock_mu_release(&g_grow_mu, SP_LOCK_GROWER);
+    prof_unref(p);
     return;
   }
   p->next_grow = g_grow_queue;
   g_grow_queue = p;
   pthread_cond_signal(&g_grow_cv);
-  pthread_mutex_unlock(&g_grow_mu);
+  lock_mu_release(&g_grow_mu, SP_LOCK_GROWER);
 }

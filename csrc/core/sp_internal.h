@@ -2,7 +2,7 @@
  * sp_internal.h -- what the parts of the core share: types, limits, the
  * profiler's lock, and the functions one part calls in another.
  *
- * Every part (sp_text.c ... sp_signal.c) includes this header first and
+ * Every part (sp_lock.c ... sp_signal.c) includes this header first and
  * compiles alone. sp_core.c includes them all in one translation unit, the
  * amalgamation (as SQLite's), which is how the module is built: a speed
  * choice only, so that the compiler inlines across parts as within one. Each
@@ -11,7 +11,38 @@
  * amalgamation (sp_core.c defines SP_AMALGAMATION), hidden symbols when the
  * parts are compiled separately. make test-core checks both builds, and the
  * amalgamation with its parts in reverse order.
+ *
+ * The parts are layers: sp_core.c includes them in their dependency order,
+ * and each calls only parts included before it (tests/test_core_c.py checks
+ * the call graph). What a lower part needs from a higher one is a function
+ * pointer the higher one gives it (flusher_init, p->destroy). An internal
+ * function's name says its part (err_, prof_, pass_, flusher_, grow_, ...),
+ * as SQLite's do; the sections below are by part, in that order.
  */
+/*
+ * THE LOCK ORDER. A thread that holds some of these takes only ones further
+ * down the list (a try-lock may take any: it never waits). Debug builds
+ * (-DSP_DEBUG) assert it at every lock and unlock (lock_mu, lock_acquire:
+ * a per-thread mask of the levels held, in sp_lock.c); release builds check
+ * nothing.
+ *
+ *   SP_LOCK_OPEN     g_open_lock      sp_profiler.c  the open profilers' list; held
+ *                                                    across the flusher's flushes
+ *   SP_LOCK_OPS      g_ops_lock       sp_registry.c  operator registry writers
+ *   SP_LOCK_DTYPE    g_dtype_lock     sp_registry.c  dtype and enum name tables
+ *   SP_LOCK_FLUSHER  g_flush_mu       sp_flusher.c   the flusher's wake-up
+ *   SP_LOCK_GROWER   g_grow_mu        sp_grower.c    the grower's queue
+ *   SP_LOCK_SUMMARY  p->summary_mu    a profiler's summary writes (flusher, close)
+ *   SP_LOCK_PASS     p->pass_mu       a profiler's pass boundaries, trims, close
+ *   SP_LOCK_GROW     p->grow_mu       a profiler's file growth, against trims, close
+ *   SP_LOCK_SPIN     p->lock          a profiler's spinlock: file, tables, counters
+ *
+ * The registry's, the flusher's and the grower's locks are taken together
+ * only across fork(2) (sp_profiler.c's at_fork_*), in this order; none is
+ * taken while a profiler's lock is held. A thread holds one profiler's
+ * locks at a time.
+ */
+
 #ifndef SP_INTERNAL_H
 #define SP_INTERNAL_H
 
@@ -71,9 +102,59 @@
 #ifdef SP_DEBUG
 #include <assert.h>
 #define sp_api_check(cond) assert(cond)
+#define sp_lock_check(cond) assert(cond) /* the lock order (top of this file) */
 #else
 #define sp_api_check(cond) ((void)0)
+#define sp_lock_check(cond) ((void)0)
 #endif
+
+/* The lock order (top of this file), checked in debug builds. */
+enum {
+  SP_LOCK_OPEN,
+  SP_LOCK_OPS,
+  SP_LOCK_DTYPE,
+  SP_LOCK_FLUSHER,
+  SP_LOCK_GROWER,
+  SP_LOCK_SUMMARY,
+  SP_LOCK_PASS,
+  SP_LOCK_GROW,
+  SP_LOCK_SPIN
+};
+#ifdef SP_DEBUG
+/* sp_lock.c: this thread's locks held, a bit per level. */
+SP_PRIVATE unsigned *lock_held(void);
+/* Taking a lock of this level waits: nothing at or after it may be held. */
+static inline void lock_order_take(int level) {
+  unsigned *held = lock_held();
+  sp_lock_check(*held >> level == 0);
+  *held |= 1u << level;
+}
+static inline void lock_order_tried(int level) { *lock_held() |= 1u << level; }
+static inline void lock_order_let_go(int level) {
+  unsigned *held = lock_held();
+  sp_lock_check(*held & (1u << level));
+  *held &= ~(1u << level);
+}
+#else
+#define lock_order_take(level) ((void)(level))
+#define lock_order_tried(level) ((void)(level))
+#define lock_order_let_go(level) ((void)(level))
+#endif
+
+/* The mutexes, each taken as its level (SP_LOCK_*) says. */
+static inline int lock_mu(pthread_mutex_t *m, int level) {
+  lock_order_take(level);
+  return pthread_mutex_lock(m);
+}
+static inline int lock_mu_try(pthread_mutex_t *m, int level) {
+  int rc = pthread_mutex_trylock(m);
+  if (rc == 0) lock_order_tried(level);
+  return rc;
+}
+static inline int lock_mu_release(pthread_mutex_t *m, int level) {
+  lock_order_let_go(level);
+  return pthread_mutex_unlock(m);
+}
 
 typedef struct sp_buf {
   char *p;
@@ -201,6 +282,7 @@ typedef struct sp_lock {
 } sp_lock;
 
 static inline void lock_acquire(sp_lock *l) {
+  lock_order_take(SP_LOCK_SPIN);
   unsigned spins = 0;
   while (atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire)) {
     if (++spins > 64) sched_yield();
@@ -210,9 +292,12 @@ static inline void lock_acquire(sp_lock *l) {
   }
 }
 static inline int lock_try(sp_lock *l) {
-  return !atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire);
+  int got = !atomic_flag_test_and_set_explicit(&l->f, memory_order_acquire);
+  if (got) lock_order_tried(SP_LOCK_SPIN);
+  return got;
 }
 static inline void lock_release(sp_lock *l) {
+  lock_order_let_go(SP_LOCK_SPIN);
   atomic_flag_clear_explicit(&l->f, memory_order_release);
 }
 
@@ -282,11 +367,12 @@ struct sp_profiler {
   atomic_int logging;   /* some thread's logged pass is open and all is well */
   atomic_int orphaned;  /* we are a forked child: hands off the file */
   atomic_int refs;      /* the owner's, and each thread's that points here */
+  void (*destroy)(struct sp_profiler *p); /* frees p (sp_profiler.c): prof_unref */
   int closed, failed;
-  int failure_unsaid;   /* fail() ran; tell_failure says it, outside the spinlock */
+  int failure_unsaid;   /* err_fail() ran; err_tell says it, outside the spinlock */
   atomic_int summary_said; /* the summary could not be written: said once */
   /* It could not for want of space (ENOSPC, EDQUOT, EFBIG): the records
-   * file is then about to fail too, and tell_failure says both in one line;
+   * file is then about to fail too, and err_tell says both in one line;
    * or this alone once the records file has grown after all, no logged pass
    * is open, or at close; not at all if a later summary was written (both
    * under the spinlock). */
@@ -357,6 +443,8 @@ struct sp_pass {
   int last_logged;  /* ...logged, and not a capture (sp_pass_reopen) */
 };
 
+/* ---- sp_lock.c: the lock order's check (debug builds; see the top) ---- */
+
 /* ---- sp_text.c: buffers, JSON strings, numbers ---- */
 SP_PRIVATE int buf_reserve(sp_buf *b, size_t extra);
 SP_PRIVATE void buf_put(sp_buf *b, const char *s, size_t n);
@@ -370,6 +458,7 @@ SP_PRIVATE void json_str(put_fn put, void *sink, const char *s, size_t len);
 SP_PRIVATE char *put_u64(char *o, uint64_t v);
 SP_PRIVATE char *put_i64(char *o, int64_t v);
 SP_PRIVATE size_t fmt_i64(char *out, int64_t v);
+SP_PRIVATE char *xstrdup(const char *s); /* NULL stays NULL */
 /* One line "sgl_shapeprof: abc" on stderr, by write(2); NULL parts skipped. */
 SP_PRIVATE void say(const char *a, const char *b, const char *c);
 /* Whether errno value e means a full disk, a quota or a size limit. */
@@ -399,6 +488,23 @@ SP_PRIVATE unsigned op_epoch(void);
 /* The registry's locks, across fork(2). */
 SP_PRIVATE void registry_fork_lock(void);
 SP_PRIVATE void registry_fork_unlock(void);
+
+/* ---- sp_error.c: failures, said once (a leaf: calls text and registry only) ---- */
+/* p's message (sp_errmsg): a, b, and errno value err's text if err. */
+SP_PRIVATE void err_set(sp_profiler *p, const char *a, const char *b, int err);
+/* A failure while running (spinlock held): noted, logging stops. */
+SP_PRIVATE void err_fail(sp_profiler *p, const char *what, int err);
+/* Says what err_fail noted, once; no lock held. */
+SP_PRIVATE void err_tell(sp_profiler *p);
+SP_PRIVATE void err_summary_failed(sp_profiler *p, int e);
+SP_PRIVATE void err_summary_written(sp_profiler *p);
+
+/* ---- sp_thread.c: threads (the callers' scratch is sp_core.h's) ---- */
+/* Starts one of our own threads (the grower, the flusher): detached, born
+ * with every signal blocked (signals are the host's threads'), and named
+ * `name` (at most 15 characters), so that top -H and py-spy say whose it is.
+ * 1 if it started. */
+SP_PRIVATE int start_own_thread(void *(*fn)(void *), const char *name);
 
 /* ---- sp_file.c: the records file ---- */
 /* [off, off + n) can be written with a memcpy: mapped, allocated and faulted
@@ -437,17 +543,7 @@ SP_PRIVATE off_t file_forget_tail(sp_file *f);
 /* Unmaps and closes (no lock: the caller owns f). */
 SP_PRIVATE void release_file(sp_file *f);
 
-/* ---- sp_profiler.c: profilers, failures, passes ---- */
-SP_PRIVATE int open_each(int (*fn)(sp_profiler *p, int arg), int arg);
-SP_PRIVATE void open_each_unlocked(void (*fn)(sp_profiler *p));
-SP_PRIVATE void unlink_open(sp_profiler *p);
-SP_PRIVATE void set_err(sp_profiler *p, const char *a, const char *b, int err);
-SP_PRIVATE void fail(sp_profiler *p, const char *what, int err);
-SP_PRIVATE void tell_failure(sp_profiler *p);
-SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int *phase,
-                            uint64_t *salt);
-
-/* ---- sp_sigs.c: the signature table ---- */
+/* ---- sp_sigtable.c: the signature table ---- */
 SP_PRIVATE uint64_t sig_hash(const int64_t *w, size_t n);
 SP_PRIVATE long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n);
 SP_PRIVATE long sig_lookup(const sp_profiler *p, long guess, uint64_t salt, const int64_t *w,
@@ -464,25 +560,12 @@ SP_PRIVATE void arena_free(sp_profiler *p);
 SP_PRIVATE int count_op(sp_profiler *p, int id, int phase);
 SP_PRIVATE void uncount_op(sp_profiler *p, int id, int phase);
 
-/* ---- sp_thread.c: threads (the callers' scratch is sp_core.h's) ---- */
-/* Starts one of our own threads (the grower, the flusher): detached, born
- * with every signal blocked (signals are the host's threads'), and named
- * `name` (at most 15 characters), so that top -H and py-spy say whose it is.
- * 1 if it started. */
-SP_PRIVATE int start_own_thread(void *(*fn)(void *), const char *name);
-
-/* ---- sp_record.c: the hot path (its API is sp_core.h's) ---- */
-SP_PRIVATE void rescue_in_flight(sp_profiler *p, sp_thread *t);
-
 /* ---- sp_summary.c: the summary file ---- */
 SP_PRIVATE void counters(const sp_profiler *p, sp_stats *o);
 SP_PRIVATE int snapshot(sp_profiler *p, summary_src *s);
 SP_PRIVATE void live_src(sp_profiler *p, summary_src *s);
 SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s);
 SP_PRIVATE int write_summary_now(sp_profiler *p, const char *ended_by);
-SP_PRIVATE void summary_failed(sp_profiler *p, int e);
-SP_PRIVATE void summary_written(sp_profiler *p);
-SP_PRIVATE void summary_why(char *why, size_t cap, int e, int closed);
 
 /* ---- sp_grower.c: the grower thread ---- */
 /* Asks the grower to make room ahead of p's writers (p->grow_asked was
@@ -496,10 +579,33 @@ SP_PRIVATE void grower_fork_parent(void);
 SP_PRIVATE void grower_fork_child(void);
 
 /* ---- sp_flusher.c: the flusher thread ---- */
-SP_PRIVATE void request_flush(sp_profiler *p);
+/* The open profilers' walk (sp_profiler.c's), given once before any opens:
+ * the flusher calls down only. */
+SP_PRIVATE void flusher_init(int (*each_open)(int (*fn)(sp_profiler *p, int arg), int arg));
+SP_PRIVATE void flusher_request(sp_profiler *p);
 SP_PRIVATE int flusher_running(void); /* the thread was started (and not lost to a fork) */
 SP_PRIVATE void flusher_fork_prepare(void);
 SP_PRIVATE void flusher_fork_parent(void);
 SP_PRIVATE void flusher_fork_child(void);
+
+/* ---- sp_profiler.c: a profiler's lifetime (open, close, references, the
+ * open list, fork) ---- */
+/* A reference: the owner's, a pass's, a queued grower job's, a thread's
+ * (sp_ref). The last one let go of frees p (p->destroy, set by sp_open). */
+static inline void prof_ref(sp_profiler *p) { atomic_fetch_add(&p->refs, 1); }
+static inline void prof_unref(sp_profiler *p) {
+  if (atomic_fetch_sub(&p->refs, 1) == 1) p->destroy(p);
+}
+/* fn(p) for each open profiler, without their list's lock: for a dying
+ * process (async-signal-safe). */
+SP_PRIVATE void prof_each_open_unlocked(void (*fn)(sp_profiler *p));
+
+/* ---- sp_pass.c: passes and graph captures ---- */
+/* This thread's pass of p, for a call it records (spinlock held). */
+SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int *phase,
+                            uint64_t *salt);
+
+/* ---- sp_record.c: the hot path (its API is sp_core.h's) ---- */
+SP_PRIVATE void rescue_in_flight(sp_profiler *p, sp_thread *t);
 
 #endif /* SP_INTERNAL_H */

@@ -334,13 +334,13 @@ static int make_room(sp_profiler *p, size_t need) {
       continue;
     }
     if (e) {
-      if (e != ESHUTDOWN && !p->closed) fail(p, "cannot grow records file ", e);
+      if (e != ESHUTDOWN && !p->closed) err_fail(p, "cannot grow records file ", e);
       return 0;
     }
     if (file_tail_room(&p->file, need)) return 1;
     /* other threads took the room in between: again */
   }
-  fail(p, "cannot keep room in records file ", EAGAIN);
+  err_fail(p, "cannot keep room in records file ", EAGAIN);
   return 0;
 }
 
@@ -410,7 +410,7 @@ static inline int make_key(const sp_profiler *p, sp_thread *t) {
  * this half line is what is left of the call. Spinlock held; let go here. */
 static SP_OUTLINE int put_prefix(sp_profiler *p, sp_thread *t) {
   if (!make_prefix(p, t)) {
-    fail(p, "out of memory formatting a record for ", 0);
+    err_fail(p, "out of memory formatting a record for ", 0);
   } else if (!file_room(&p->file, p->file.len, t->prefix.n) &&
              (!make_room(p, t->prefix.n) || !make_prefix(p, t) ||
               !file_room(&p->file, p->file.len, t->prefix.n))) {
@@ -425,7 +425,7 @@ static SP_OUTLINE int put_prefix(sp_profiler *p, sp_thread *t) {
     sp_file *f = &p->file;
     int e = file_write_at(f, f->len, t->prefix.p, t->prefix.n);
     if (e) {
-      fail(p, "cannot write records file ", e);
+      err_fail(p, "cannot write records file ", e);
     } else {
       /* over another call's longer prefix: blank its end */
       if (f->spec_end > f->len + t->prefix.n) file_blank(f, f->len + t->prefix.n, f->spec_end);
@@ -475,7 +475,7 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
      * registered now, and their text cached as it is formatted. */
     t->prim = sig_add(p, t->sig_hash, t->salt, t->key, t->key_n);
     if (t->prim < 0) {
-      fail(p, "out of memory recording signatures for ", 0);
+      err_fail(p, "out of memory recording signatures for ", 0);
       lock_release(&p->lock);
       return 0;
     }
@@ -563,7 +563,7 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
   }
   t->spec = 0; /* no longer in flight (rescue_in_flight) */
   if (e) {
-    fail(p, "cannot write records file ", e);
+    err_fail(p, "cannot write records file ", e);
     return;
   }
   if (t->sig >= 0 && !p->recs[t->sig].rep_id) {
@@ -624,7 +624,7 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
     return 1;
   }
   if (!count_op(p, (int)in->w[0], t->phase)) {
-    fail(p, "out of memory counting operators for ", 0);
+    err_fail(p, "out of memory counting operators for ", 0);
     return 0;
   }
   if (raised || out->failed) return 1; /* no signature: written as it is */
@@ -646,7 +646,7 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
     }
   }
   if (sig < 0) {
-    fail(p, "out of memory recording signatures for ", 0);
+    err_fail(p, "out of memory recording signatures for ", 0);
     return 0;
   }
   t->sig = sig;
@@ -726,7 +726,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   const char *text;
   size_t text_n;
   if ((!t->spec && !make_prefix(p, t)) || !outputs_text(p, t, &text, &text_n))
-    fail(p, "out of memory formatting a record for ", 0);
+    err_fail(p, "out of memory formatting a record for ", 0);
   else
     commit(p, t, text, text_n);
   release_and_ask(p, t);
@@ -778,7 +778,7 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
   BUF_LIT(s, "}}\n");
   if (s->failed || (!t->spec && !make_prefix(p, t))) {
     s->failed = 0;
-    fail(p, "out of memory formatting a record for ", 0);
+    err_fail(p, "out of memory formatting a record for ", 0);
   } else {
     commit(p, t, s->p, s->n);
     p->errors++;

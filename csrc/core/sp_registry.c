@@ -36,12 +36,12 @@ int sp_set_dtype_names(const char *const *names, int n) {
     if (b.n > longest) longest = b.n;
     free(b.p);
   }
-  pthread_mutex_lock(&g_dtype_lock);
+  lock_mu(&g_dtype_lock, SP_LOCK_DTYPE);
   /* Old tables stay allocated: a writer may be reading one right now. */
   g_dtype_tails = v;
   g_dtype_n = n;
   g_dtype_tail_max = longest;
-  pthread_mutex_unlock(&g_dtype_lock);
+  lock_mu_release(&g_dtype_lock, SP_LOCK_DTYPE);
   return SP_OK;
 }
 
@@ -54,7 +54,7 @@ SP_PRIVATE char *put_dtype_tail(char *o, int64_t dtype) {
   }
   o = PUT_LIT(o, "], \"dtype\": \"torch.unknown");
   o = put_i64(o, dtype);
-  if (!atomic_exchange(&g_dtype_warned, 1)) atomic_store(&g_dtype_unsaid, 1); /* tell_failure */
+  if (!atomic_exchange(&g_dtype_warned, 1)) atomic_store(&g_dtype_unsaid, 1); /* err_tell */
   return PUT_LIT(o, "\"}");
 }
 
@@ -102,10 +102,10 @@ int sp_set_names(int table, const char *const *names, int n) {
     v[i][b.n - 2] = 0;
     free(b.p);
   }
-  pthread_mutex_lock(&g_dtype_lock);
+  lock_mu(&g_dtype_lock, SP_LOCK_DTYPE);
   g_names[table].s = v;
   g_names[table].n = n;
-  pthread_mutex_unlock(&g_dtype_lock);
+  lock_mu_release(&g_dtype_lock, SP_LOCK_DTYPE);
   return SP_OK;
 }
 
@@ -123,23 +123,23 @@ int sp_dtype_code(const char *name) {
   if (!name) return -1;
   size_t len = strlen(name);
   int code = -1;
-  pthread_mutex_lock(&g_dtype_lock);
+  lock_mu(&g_dtype_lock, SP_LOCK_DTYPE);
   for (int i = 0; i < g_dtype_n && code < 0; i++) {
     const dtype_tail *d = &g_dtype_tails[i]; /* '], "dtype": "NAME"}' */
     if (d->s && d->n == head + len + 3 && !memcmp(d->s + head + 1, name, len)) code = i;
   }
-  pthread_mutex_unlock(&g_dtype_lock);
+  lock_mu_release(&g_dtype_lock, SP_LOCK_DTYPE);
   return code;
 }
 
 int sp_name_code(int table, const char *name) {
   if (table < 0 || table >= SP_NAMES_N || !name) return -1;
   int code = -1;
-  pthread_mutex_lock(&g_dtype_lock);
+  lock_mu(&g_dtype_lock, SP_LOCK_DTYPE);
   const name_table *t = &g_names[table];
   for (int i = 0; i < t->n && code < 0; i++)
     if (t->s[i] && !strcmp(t->s[i], name)) code = i;
-  pthread_mutex_unlock(&g_dtype_lock);
+  lock_mu_release(&g_dtype_lock, SP_LOCK_DTYPE);
   return code;
 }
 
@@ -270,11 +270,11 @@ static sp_op *op_build(const char *qualified, const char *overload, int n_args,
 static int op_intern(const void *key, const char *qualified, const char *overload,
                      int n_args, const char *const *arg_names, int n_returns, int *id) {
   if (!key || !qualified || n_args < 0 || n_returns < 0 || !id) return SP_ERROR;
-  pthread_mutex_lock(&g_ops_lock);
+  lock_mu(&g_ops_lock, SP_LOCK_OPS);
   op_slot *s = op_map_find(key);
   if (s) {
     *id = s->id;
-    pthread_mutex_unlock(&g_ops_lock);
+    lock_mu_release(&g_ops_lock, SP_LOCK_OPS);
     return SP_OK;
   }
   int rc = SP_NOMEM;
@@ -286,7 +286,7 @@ static int op_intern(const void *key, const char *qualified, const char *overloa
   } else {
     op_free(op);
   }
-  pthread_mutex_unlock(&g_ops_lock);
+  lock_mu_release(&g_ops_lock, SP_LOCK_OPS);
   return rc;
 }
 
@@ -301,13 +301,13 @@ int sp_launch_intern(const void *key, const char *operation, int n_args,
 }
 
 void sp_op_forget(const void *key) {
-  pthread_mutex_lock(&g_ops_lock);
+  lock_mu(&g_ops_lock, SP_LOCK_OPS);
   op_slot *s = op_map_find(key);
   if (s) {
     s->key = OP_TOMBSTONE;
     atomic_fetch_add(&g_op_epoch, 1);
   }
-  pthread_mutex_unlock(&g_ops_lock);
+  lock_mu_release(&g_ops_lock, SP_LOCK_OPS);
 }
 
 SP_PRIVATE sp_op *op_get(int64_t id) {
@@ -320,10 +320,10 @@ SP_PRIVATE unsigned op_epoch(void) {
 }
 
 SP_PRIVATE void registry_fork_lock(void) {
-  pthread_mutex_lock(&g_ops_lock);
-  pthread_mutex_lock(&g_dtype_lock);
+  lock_mu(&g_ops_lock, SP_LOCK_OPS);
+  lock_mu(&g_dtype_lock, SP_LOCK_DTYPE);
 }
 SP_PRIVATE void registry_fork_unlock(void) {
-  pthread_mutex_unlock(&g_dtype_lock);
-  pthread_mutex_unlock(&g_ops_lock);
+  lock_mu_release(&g_dtype_lock, SP_LOCK_DTYPE);
+  lock_mu_release(&g_ops_lock, SP_LOCK_OPS);
 }

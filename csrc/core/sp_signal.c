@@ -43,7 +43,7 @@ static void close_dying(sp_profiler *p) {
   if (locked) lock_release(&p->lock);
 }
 
-void sp_emergency_close_all(void) { open_each_unlocked(close_dying); }
+void sp_emergency_close_all(void) { prof_each_open_unlocked(close_dying); }
 
 static const int k_fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM};
 #define N_FATAL (sizeof k_fatal / sizeof k_fatal[0])

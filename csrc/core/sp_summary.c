@@ -349,40 +349,6 @@ SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
 
 /* Writes the summary as it stands; summary_mu held (or p not yet shared),
  * spinlock not. */
-/* What follows "cannot write summary file P" for error e. */
-SP_PRIVATE void summary_why(char *why, size_t cap, int e, int closed) {
-  snprintf(why, cap, ": %s; %s", strerror(e),
-           closed ? "the records are kept without it" : "recording goes on without it");
-}
-
-/* The summary could not be written (error e): recording goes on without
- * it, said once (for want of space, by tell_failure). The spinlock not held. */
-SP_PRIVATE void summary_failed(sp_profiler *p, int e) {
-  if (atomic_exchange(&p->summary_said, 1)) return;
-  lock_acquire(&p->lock);
-  int closed = p->closed;
-  if (no_space(e)) {
-    p->summary_full = e;
-    p->summary_full_size = p->file.size;
-  }
-  lock_release(&p->lock);
-  if (no_space(e)) return;
-  char why[160];
-  summary_why(why, sizeof why, e, closed);
-  say("cannot write summary file ", p->summary_path, why);
-}
-
-/* The summary was written: a failure for want of space not said yet is
- * no longer true (space was freed), and is not said. The spinlock not held. */
-SP_PRIVATE void summary_written(sp_profiler *p) {
-  lock_acquire(&p->lock);
-  if (p->summary_full) {
-    p->summary_full = 0;
-    atomic_store(&p->summary_said, 0);
-  }
-  lock_release(&p->lock);
-}
-
 SP_PRIVATE int write_summary_now(sp_profiler *p, const char *ended_by) {
   summary_src s;
   if (!snapshot(p, &s)) return ENOMEM;

@@ -177,3 +177,11 @@ SP_PRIVATE void say(const char *a, const char *b, const char *c) {
   ssize_t r = write(2, "\n", 1);
   (void)r;
 }
+
+SP_PRIVATE char *xstrdup(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}

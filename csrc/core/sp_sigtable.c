@@ -1,4 +1,4 @@
-/* sp_sigs.c -- The signature table: hashing, lookup, the arena and text caches.
+/* sp_sigtable.c -- The signature table: hashing, lookup, the arena and text caches.
  * A part of the core: compiled alone, or inside the amalgamation sp_core.c
  * (see sp_internal.h). */
 #include "sp_internal.h"
