@@ -25,7 +25,7 @@ from typing import Dict, Iterable, List, Optional, Union
 from .config import phase_filter
 from .switch import env_setting, same_phase
 from .messages import say
-from .nesting import NESTED, REFUSED, UNENDED, Passes, nest
+from .nesting import NESTED, UNENDED, Passes, nest
 from .profiler import PassContext, ShapeProfiler
 from .worker import Worker
 

@@ -15,7 +15,7 @@ from typing import ContextManager, Iterable, Optional, Union
 
 from .config import INT_MAX, phase_filter
 from .messages import say, say_once
-from .nesting import BEGIN, NESTED, UNENDED, OpenPass, Passes, nest
+from .nesting import NESTED, REFUSED, OpenPass, Passes, nest
 from . import triton as _triton
 from .pauses import pause_while_compiling, pause_while_printing
 from .worker import Worker
@@ -233,7 +233,7 @@ class ShapeProfiler(PassContext):
             how = nest(st, self, plain)
             if how is NESTED:
                 return st.logged
-            if how is not BEGIN and how is not UNENDED:  # refused
+            if how is REFUSED:
                 return False
         if phase is not None and type(phase) is not str:
             phase = _label(phase)
