@@ -7,6 +7,9 @@ sources' syntax trees, imports inside functions included:
   nor recording/, and analysis/ imports neither render/ nor cli/ (analysis
   returns data, render/ turns it into output, cli/ maps options to both);
 - only render/ writes CSV (csv.writer, csv.DictWriter); reading it is free;
+- cli/ and analysis/ write no JSON (json.dump, json.dumps: render/jsonout.py
+  does), but cli/run.py's run.json, the engine child's arguments;
+- only render/ writes HTML (a string with an HTML tag);
 - nothing outside cli/ imports cli/ (but __main__.py, which runs it);
 - argparse only in cli/;
 - no import cycle between modules;
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Set, Tuple
@@ -253,28 +257,56 @@ def exits_outside_cli(mods: Dict[str, Module]) -> List[str]:
     return out
 
 
+def _stdlib_uses(m: Module, module: str, names: Tuple[str, ...]) -> List[Tuple[int, str]]:
+    """(line, name) where m takes one of names from the stdlib module
+    `module`: imported from it, or as an attribute of any name it is bound to."""
+    out: List[Tuple[int, str]] = []
+    bound: Set[str] = set()
+    for node in ast.walk(m.tree):
+        if isinstance(node, ast.Import):
+            bound |= {a.asname or a.name for a in node.names if a.name == module}
+        elif isinstance(node, ast.ImportFrom) and node.module == module and not node.level:
+            out += [(node.lineno, a.name) for a in node.names if a.name in names]
+    for node in ast.walk(m.tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in bound and node.attr in names):
+            out.append((node.lineno, node.attr))
+    return out
+
+
 CSV_WRITERS = ("writer", "DictWriter")
 
 
 def csv_writers_outside_render(mods: Dict[str, Module]) -> List[str]:
-    """Modules outside render/ that write CSV: csv.writer or csv.DictWriter,
-    through any name the csv module is bound to, or imported from it."""
-    out = []
-    for m in mods.values():
-        if _inside(m.name, f"{PKG}.render"):
-            continue
-        bound: Set[str] = set()
-        for node in ast.walk(m.tree):
-            if isinstance(node, ast.Import):
-                bound |= {a.asname or a.name for a in node.names if a.name == "csv"}
-            elif isinstance(node, ast.ImportFrom) and node.module == "csv" and not node.level:
-                out += [f"{_where(m, node.lineno)}: {m.name} imports csv.{a.name}"
-                        for a in node.names if a.name in CSV_WRITERS]
-        for node in ast.walk(m.tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id in bound and node.attr in CSV_WRITERS):
-                out.append(f"{_where(m, node.lineno)}: {m.name} writes CSV (csv.{node.attr}): render/csvout.py's")
-    return out
+    """Modules outside render/ that write CSV: csv.writer or csv.DictWriter."""
+    return [f"{_where(m, line)}: {m.name} writes CSV (csv.{name}): render/csvout.py's"
+            for m in mods.values() if not _inside(m.name, f"{PKG}.render")
+            for line, name in _stdlib_uses(m, "csv", CSV_WRITERS)]
+
+
+JSON_WRITERS = ("dump", "dumps")
+JSON_INPUTS = {f"{PKG}.cli.run"}  # run.json: the engine child's arguments, not a command's output
+
+
+def json_writers_in_cli_or_analysis(mods: Dict[str, Module]) -> List[str]:
+    """cli/ and analysis/ modules that write JSON: json.dump or json.dumps."""
+    return [f"{_where(m, line)}: {m.name} writes JSON (json.{name}): render/jsonout.py's"
+            for m in mods.values() if m.name not in JSON_INPUTS
+            and (_inside(m.name, f"{PKG}.cli") or _inside(m.name, f"{PKG}.analysis"))
+            for line, name in _stdlib_uses(m, "json", JSON_WRITERS)]
+
+
+HTML_TAG = re.compile(r"<(!DOCTYPE\b|/?(html|head|body|style|script|div|table|tr|td|th|h[1-6]|p|code)\b[^<>]*>)",
+                      re.I)
+
+
+def html_outside_render(mods: Dict[str, Module]) -> List[str]:
+    """Modules outside render/ with HTML markup in a string (an f-string's parts too)."""
+    return [f"{_where(m, node.lineno)}: {m.name} writes HTML ({tag.group(0)}): render/html.py's"
+            for m in mods.values() if not _inside(m.name, f"{PKG}.render")
+            for node in ast.walk(m.tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and (tag := HTML_TAG.search(node.value))]
 
 
 def commands_outside_their_modules(mods: Dict[str, Module]) -> List[str]:
@@ -313,6 +345,8 @@ RULES = {
     "analysis imports neither render nor cli":
         lambda mods: forbidden_imports(mods, f"{PKG}.analysis", [f"{PKG}.render", f"{PKG}.cli"]),
     "only render writes CSV": csv_writers_outside_render,
+    "cli and analysis write no JSON": json_writers_in_cli_or_analysis,
+    "only render writes HTML": html_outside_render,
 }
 
 
@@ -356,6 +390,10 @@ BREAKAGES = {
         ("analysis/tail.py", "def _late():\n    from ..render import jsonout\n"),
     "only render writes CSV":
         ("analysis/gemm.py", "import csv as _csv\n\n\ndef _rows(f):\n    _csv.writer(f).writerow([1])\n"),
+    "cli and analysis write no JSON":
+        ("cli/cost.py", "def _doc(out):\n    from json import dump\n    dump({}, out)\n"),
+    "only render writes HTML":
+        ("analysis/report.py", "def _cell(text):\n    return f\"<td class=s>{text}</td>\"\n"),
 }
 
 

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from typing import List
 
 from ..records.scan import Source
-from ..replay import as_json, compare, default_max_bytes, distinct_calls, print_table, replay, write_csv
+from ..render.csvout import replay_csv
+from ..render.jsonout import replay_json, write_json
+from ..render.text.replay import replay_text
+from ..replay import compare, default_max_bytes, distinct_calls, replay
 from .common import add_filters, add_imports, fail, import_modules, new_output, scan_files
 
 
@@ -107,11 +109,10 @@ def _replay(args: argparse.Namespace, srcs: List[Source]) -> int:
                          _bar("replay"))
         for f, kind in opened:
             if kind == "csv":
-                write_csv(results, f)
+                replay_csv(results, f)
             else:
-                json.dump([as_json(r) for r in results], f, indent=1)
-                f.write("\n")
+                write_json(replay_json(results), f)
     if "-" not in (p for p, _ in outputs):
-        print_table([s.path for s in srcs], results, sys.stdout, args.warmup, args.iterations,
+        replay_text([s.path for s in srcs], results, sys.stdout, args.warmup, args.iterations,
                     args.warm_cache)
     return 0

@@ -6,9 +6,10 @@ import os
 
 from ..analysis.analyze import build
 from ..analysis.cost import device_for
-from ..analysis.report import render
+from ..analysis.report import report
 from ..analysis.tune.result import tune_result
 from ..records.values import human
+from ..render.html import report_html
 from .common import add_filters, fail, new_output, scan_files
 
 
@@ -46,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
         raise fail("--configs goes with --tune-device")
     out: str = args.output
     with new_output(out, args.force) as f:  # refused before the work, not after
-        f.write(render(a, dev, tune))
+        f.write(report_html(report(a, dev, tune)))
     print(f"report: {out} ({human(os.path.getsize(out))}B)")
     return 0

@@ -3,7 +3,6 @@ ones by default) that calls it again and says whether it fails the same way."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -12,6 +11,7 @@ from typing import List, Optional
 
 from ..records.reader import InputError, summary_path_for
 from ..records.scan import expand_paths
+from ..render.jsonout import repro_call_json, repro_index_json, write_json, write_jsonl
 from .common import EXISTS, add_filters, add_imports, fail, filter_of, import_modules, open_new
 
 ARCHIVES = {".tar.gz": "gztar", ".tgz": "gztar", ".zip": "zip"}
@@ -87,20 +87,18 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise fail(f"cannot create {work}: {e.strerror or e}") from None
     where = f"{os.path.basename(path)}"
-    index, ok = [], True
+    index, ok, n_ok = [], True, 0
     try:
         for rec in sel.records:
             cid = rec.get("call_id")
             head = f"call {cid}: {rec.get('operation')}"
-            entry = {"call_id": cid, "operation": rec.get("operation"), "forward_pass": rec.get("forward_pass"),
-                     "error": rec.get("error"), "incomplete": bool(rec.get("incomplete"))}
             try:
                 s = script(rec, f"{where} (forward pass {rec.get('forward_pass')})", args.imports,
                            sel.source.deduplicated)
             except NotReproducible as e:
                 ok = False
                 print(f"{head}: no script: {e}")
-                index.append({**entry, "script": None, "reason": str(e)})
+                index.append(repro_call_json(rec, reason=str(e)))
                 continue
             target = os.path.join(work, s.name)
             with open_new(target, args.force) as f:
@@ -108,13 +106,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"{head} -> {os.path.join(final, s.name)}")
             for note in s.notes[1:]:
                 print(f"    {note}")
-            entry.update(script=s.name, notes=s.notes)
+            o = None
             if args.run:
                 o = run_script(target, rec, args.timeout)
                 ok = ok and o.ok
+                n_ok += o.ok
                 print(f"    {o.word}: {o.line}" if o.line and not o.line.startswith(o.word) else f"    {o.line or o.word}")
-                entry["outcome"] = {"result": o.word, "as_recorded": o.ok, "output": o.line}
-            index.append(entry)
+            index.append(repro_call_json(rec, s, outcome=o))
         if args.bundle:
             _bundle_files(work, path, sel.records, index, args.force)
         if archive:
@@ -125,7 +123,6 @@ def run(args: argparse.Namespace) -> int:
     if args.bundle:
         print(f"bundle: {args.bundle}")
     if args.run:
-        n_ok = sum(1 for e in index if e.get("outcome", {}).get("as_recorded"))
         print(f"{n_ok} of {len(index)} calls as recorded")
         return 0 if ok else 1
     return 0
@@ -133,15 +130,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _bundle_files(folder: str, path: str, records: List[dict], index: List[dict], force: bool) -> None:
     with open_new(os.path.join(folder, "records.jsonl"), force) as f:
-        for rec in records:
-            f.write(json.dumps(rec) + "\n")
+        write_jsonl(records, f)
     summary = summary_path_for(path)
     if os.path.exists(summary):
         with open(summary, encoding="utf-8") as src, open_new(os.path.join(folder, "summary.json"), force) as f:
             f.write(src.read())
     with open_new(os.path.join(folder, "index.json"), force) as f:
-        json.dump({"records_file": os.path.abspath(path), "calls": index}, f, indent=1)
-        f.write("\n")
+        write_json(repro_index_json(path, index), f)
 
 
 def _archive(folder: str, target: str, kind: str, force: bool) -> None:

@@ -2,12 +2,12 @@
 analysis/ returns. One module per format, as pyinstrument's renderers/:
 
 - text/: what people read, one module per command (analyze, tail, diff,
-  cost, gemm, tune);
-- jsonout.py: every command's --json document;
+  cost, gemm, tune, replay);
+- jsonout.py: every command's --json document, and repro's bundle;
 - csvout.py: the one place that writes CSV (--csv, --timeline, replay's
-  results).
+  results);
+- html.py: the report's page.
 
-render/ may import analysis/ and records/, never cli/ or recording/;
-analysis/ never imports render/ (tests/test_layout.py). The HTML report is
-still analysis/report.py.
+render/ may import analysis/, records/ and replay/, never cli/ or recording/;
+analysis/ never imports render/ (tests/test_layout.py).
 """

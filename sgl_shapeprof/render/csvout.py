@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, TextIO
 
 from ..analysis.gemm import FIELDS as GEMM_FIELDS
 from ..analysis.gemm import Gemm
@@ -15,6 +15,9 @@ from ..analysis.tune.result import TuneResult
 from ..records.scan import Signature
 from ..records.values import format_value
 from .jsonout import COST_FIELDS, cost_row_json
+
+if TYPE_CHECKING:
+    from ..replay.calls import Replayed
 
 
 def writer(out: TextIO, header: Sequence[str]) -> Callable[[Sequence[Any]], Any]:
@@ -49,6 +52,30 @@ def cost_csv(rows: list, out: TextIO) -> None:
         d["outputs"] = json.dumps(d["outputs"])
         return [d[f] for f in COST_FIELDS]
     write_csv(out, COST_FIELDS, (flat(r) for r in rows))
+
+
+REPLAY_FIELDS = ["operation", "inputs", "args", "count", "median_us", "p10_us", "p90_us", "total_us",
+                 "iterations", "device", "output_check", "synthesised", "reason"]
+
+
+def _us(v: Optional[float]) -> str:
+    return "" if v is None else f"{v:.3f}"
+
+
+def replay_csv(results: List[Replayed], out: TextIO) -> None:
+    """`replay --csv`: one row per distinct call, its inputs without devices
+    (two devices' replays of one file match up in --compare)."""
+    from ..replay.calls import inputs_key  # here: the other commands' CSV need no replay package
+
+    def row(r: Replayed) -> list:
+        check_text = ("" if r.reason else
+                      "ok" if r.output_mismatch is None else "mismatch: " + r.output_mismatch)
+        return [r.call.operation, inputs_key(r.call),
+                json.dumps(r.call.args) if r.call.args is not None else "", r.call.count,
+                _us(r.median_us), _us(r.p10_us), _us(r.p90_us), _us(r.total_us), r.iterations,
+                r.device, check_text, "; ".join(f"{k}: {v}" for k, v in r.synthesised.items()),
+                r.reason or ""]
+    write_csv(out, REPLAY_FIELDS, (row(r) for r in results))
 
 
 class Timeline:

@@ -1,10 +1,12 @@
 """JSON: every command's --json document, built from the data analysis/
-returns, and written one way (indent 1, a final newline)."""
+returns, and written one way (indent 1, a final newline); and repro's
+bundle, its index and its records (one a line)."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
-from typing import Any, Dict, List, Optional, TextIO
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, TextIO
 
 from ..analysis.analyze import Analysis, passes_of
 from ..analysis.cost import Device
@@ -21,10 +23,20 @@ from ..analysis.tune.moe import Lookup, MoeUse
 from ..analysis.tune.result import TuneResult
 from ..records.scan import Signature, Source
 
+if TYPE_CHECKING:  # types only: importing replay.scripts imports torch
+    from ..replay.calls import Replayed
+    from ..replay.scripts import Outcome, Script
+
 
 def write_json(doc: Any, out: TextIO) -> None:
     json.dump(doc, out, indent=1)
     out.write("\n")
+
+
+def write_jsonl(docs: Iterable[Any], out: TextIO) -> None:
+    """One document a line, no indent (a records file's way)."""
+    for d in docs:
+        out.write(json.dumps(d) + "\n")
 
 
 # -- analyze and diff ----------------------------------------------------------
@@ -218,3 +230,41 @@ def tune_json(r: TuneResult, tuners: List[str], srcs: List[Source], gemm_cov: Op
             "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, results_path),
             "cuda_graph_bs": None if sizes is None else graph_sizes_json(sizes),
             "inventory": inventory(srcs)}
+
+
+# -- replay and repro ----------------------------------------------------------
+
+def _replayed_json(r: Replayed) -> dict:
+    d = {"operation": r.call.operation, "inputs": r.call.inputs, "args": r.call.args,
+         "count": r.call.count, "median_us": r.median_us, "p10_us": r.p10_us, "p90_us": r.p90_us,
+         "total_us": r.total_us, "iterations": r.iterations, "input_copies": r.copies,
+         "device": r.device or None,
+         "outputs_match": None if r.reason else r.output_mismatch is None,
+         "output_mismatch": r.output_mismatch, "synthesised": r.synthesised}
+    if r.reason is not None:
+        d["reason"] = r.reason
+    return d
+
+
+def replay_json(results: List[Replayed]) -> list:
+    """`replay --json`: one object per distinct call."""
+    return [_replayed_json(r) for r in results]
+
+
+def repro_call_json(rec: dict, script: Optional[Script] = None, reason: str = "",
+                    outcome: Optional[Outcome] = None) -> dict:
+    """One call of repro's index.json: its record's identity, then its script
+    (or the reason there is none) and, with --run, what running it said."""
+    d = {"call_id": rec.get("call_id"), "operation": rec.get("operation"), "forward_pass": rec.get("forward_pass"),
+         "error": rec.get("error"), "incomplete": bool(rec.get("incomplete"))}
+    if script is None:
+        return {**d, "script": None, "reason": reason}
+    d.update(script=script.name, notes=script.notes)
+    if outcome is not None:
+        d["outcome"] = {"result": outcome.word, "as_recorded": outcome.ok, "output": outcome.line}
+    return d
+
+
+def repro_index_json(records_file: str, calls: List[dict]) -> dict:
+    """repro's index.json; the records file by its absolute path, the bundle being carried elsewhere."""
+    return {"records_file": os.path.abspath(records_file), "calls": calls}

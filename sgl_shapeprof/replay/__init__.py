@@ -5,13 +5,13 @@ arguments) and time it.
   replayed faithfully (check);
 - inputs.py: a call's inputs built from its record (build);
 - timing.py: each call run and timed (replay, replay_call);
-- output.py: the results as a table, CSV or JSON, and two replays compared.
+- output.py: two replays compared (their CSVs; the table, CSV and JSON of
+  one are render/'s).
 """
 from .calls import Call, NotReplayable, Replayed, check, distinct_calls, resolve
 from .inputs import Built, build
-from .output import as_json, compare, print_table, read_csv, write_csv
+from .output import compare, read_csv
 from .timing import default_max_bytes, measure, replay, replay_call
 
 __all__ = ["Call", "NotReplayable", "Replayed", "check", "distinct_calls", "resolve", "Built", "build",
-           "as_json", "compare", "print_table", "read_csv", "write_csv", "default_max_bytes", "measure",
-           "replay", "replay_call"]
+           "compare", "read_csv", "default_max_bytes", "measure", "replay", "replay_call"]

@@ -188,6 +188,12 @@ def args_text(call: Call) -> str:
     return ", ".join(f"{k}={v}" for k, v in (call.args or {}).items())
 
 
+def signature_text(call: Call) -> str:
+    """operation  inputs  [args]: a call on one line (the table, --compare)."""
+    a = args_text(call)
+    return f"{call.operation}  {inputs_text(call)}" + (f"  [{a}]" if a else "")
+
+
 # ---------------------------------------------------------------- can it be replayed?
 
 def _split(operation: str) -> Tuple[str, str, str]:
