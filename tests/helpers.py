@@ -140,7 +140,7 @@ def read_run(path, ended_by="running"):
     assert b"\0" not in data and (not data or data.endswith(b"\n")), "records file has a tail"
     records = [json.loads(line) for line in data.decode().splitlines()]
     summary = json.load(open(str(path).replace(".jsonl", "_summary.json")))
-    assert summary["ended_by"] == ended_by
+    assert summary["ended_by"] == ended_by, f"{path}: ended_by {summary['ended_by']!r}, not {ended_by!r}"
     assert summary["total_operations"] == len(records)
     assert summary["records_bytes"] == len(data)
     assert summary["logged_forward_passes"] >= len({r["forward_pass"] for r in records})

@@ -30,12 +30,16 @@ def serving(model, d, extra_env, *args):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
-    env.update({"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", **extra_env})
+    # vLLM SIGKILLs a worker that has not exited 5 s into its shutdown; its
+    # CPU worker takes about 7 s here: a longer grace makes the profiler's
+    # close (the first thing the worker's shutdown does) win every time
+    env.update({"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS": "60",
+                **extra_env})
     log_path = d / "server.log"
     log = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                              "--dtype", "float32", "--enforce-eager", "--max-model-len", "256",
-                             "--max-num-seqs", "4", "--port", str(port), *args],
+                             "--max-num-seqs", "4", "--shutdown-timeout", "60", "--port", str(port), *args],
                             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(d))
     try:
         deadline = time.monotonic() + 300
@@ -51,7 +55,7 @@ def serving(model, d, extra_env, *args):
         yield port, proc, log_path
     finally:
         proc.terminate()
-        proc.wait(timeout=60)
+        proc.wait(timeout=150)
         log.close()
 
 

