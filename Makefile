@@ -138,6 +138,9 @@ test-core:
 	@echo "== test_core -O2, each part compiled alone"
 	$(CC) $(CORE_CFLAGS) -O2 -o build/test_core csrc/tests/test_core.c $(CORE_PARTS) -lpthread
 	./build/test_core
+	@echo "== test_file: the records file layer alone"
+	$(CC) $(CORE_CFLAGS) -O2 -o build/test_file csrc/tests/test_file.c csrc/core/sp_file.c csrc/core/sp_lock.c -lpthread
+	./build/test_file
 	@echo "== the amalgamation with its parts in reverse order"
 	{ sed '/^#include "sp_[a-z]*\.c"$$/,$$d' csrc/core/sp_core.c; \
 	  grep '^#include "sp_[a-z]*\.c"$$' csrc/core/sp_core.c | tac; } > build/sp_core_reversed.c

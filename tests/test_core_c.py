@@ -1,6 +1,6 @@
-"""The C core's own unit tests (csrc/tests/test_core.c): built without torch
-or Python, and run plain, under AddressSanitizer + UndefinedBehaviorSanitizer,
-under ThreadSanitizer, and with the core's parts compiled one by one instead of
+"""The C core's own unit tests (csrc/tests/test_core.c, and test_file.c for the
+records file layer alone): built without torch or Python, and run plain,
+under AddressSanitizer + UndefinedBehaviorSanitizer, under ThreadSanitizer, and with the core's parts compiled one by one instead of
 as the amalgamation (also `make test-core`, which needs no torch). The parts
 compile in any order: the amalgamation with its includes reversed builds too."""
 import os
@@ -36,22 +36,34 @@ def compiler():
     return cc
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_core_unit_tests(tmp_path, variant):
+def build_and_run(tmp_path, variant, test, sources):
+    """csrc/tests/<test>.c built with sources and run: every test in it passed."""
     cc = compiler()
-    exe = str(tmp_path / "test_core")
-    core = PARTS if variant == "parts" else [AMALGAMATION]
+    exe = str(tmp_path / test)
     build = subprocess.run(
-        [cc, *FLAGS, *VARIANTS[variant], "-o", exe, os.path.join(CSRC, "tests", "test_core.c"),
-         *core, "-lpthread"], capture_output=True, text=True)
+        [cc, *FLAGS, *VARIANTS[variant], "-o", exe, os.path.join(CSRC, "tests", f"{test}.c"),
+         *sources, "-lpthread"], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1", TSAN_OPTIONS="halt_on_error=1")
     run = subprocess.run([exe], capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
-    src = open(os.path.join(CSRC, "tests", "test_core.c")).read()
+    src = open(os.path.join(CSRC, "tests", f"{test}.c")).read()
     n_tests = len(re.findall(r"^static void test_\w+\(void\) \{", src, re.M))
     assert run.stdout.strip() == f"{n_tests} passed, 0 failed"
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_core_unit_tests(tmp_path, variant):
+    build_and_run(tmp_path, variant, "test_core", PARTS if variant == "parts" else [AMALGAMATION])
+
+
+@pytest.mark.parametrize("variant", ["plain", "asan-ubsan", "tsan"])
+def test_the_file_layer_alone(tmp_path, variant):
+    """sp_file.c with no other part than the lock order's check: the file
+    layer knows nothing of the profiler (it would not link otherwise)."""
+    build_and_run(tmp_path, variant, "test_file",
+                  [os.path.join(CORE, "sp_file.c"), os.path.join(CORE, "sp_lock.c")])
 
 
 def amalgamated_parts():

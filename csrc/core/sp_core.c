@@ -19,6 +19,7 @@
 #include "sp_thread.c"
 #include "sp_file.c"
 #include "sp_sigtable.c"
+#include "sp_tally.c"
 #include "sp_summary.c"
 #include "sp_grower.c"
 #include "sp_flusher.c"

@@ -39,7 +39,7 @@ SP_PRIVATE void err_tell(sp_profiler *p) {
    * once the records show they go on (their file grew), when no logged pass
    * is open (nothing is about to fail), or at close. */
   int full = p->summary_full;
-  if (full && !(unsaid || p->closed || p->open_logged == 0 || p->file.size > p->summary_full_size))
+  if (full && !(unsaid || p->closed || p->tally.open_logged == 0 || p->file.size > p->summary_full_size))
     full = 0;
   if (full) p->summary_full = 0;
   int closed = p->closed;

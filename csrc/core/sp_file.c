@@ -52,17 +52,17 @@ SP_PRIVATE void file_blank(sp_file *f, size_t from, size_t to) {
  * against other growers, the flusher's trim and close. Returns 0, ESHUTDOWN
  * if the file was closed or given up (or cut since cuts), or an errno
  * value. Spinlock not held. */
-SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cuts) {
-  sp_file *f = &p->file;
-  lock_mu(&p->grow_mu, SP_LOCK_GROW);
-  lock_acquire(&p->lock);
+SP_PRIVATE int file_make_room(sp_file *f, size_t need, size_t unit, long cuts) {
+  lock_mu(f->grow_mu, SP_LOCK_GROW);
+  lock_acquire(f->lock);
   sp_file now = *f;
   /* A trim between the ask and now: the pass that asked has ended, and
-   * between passes the file holds its records only. */
-  int gone = p->closed || f->fd < 0 || atomic_load(&p->orphaned) || (cuts >= 0 && f->cuts != (unsigned)cuts);
-  lock_release(&p->lock);
+   * between passes the file holds its records only. A forked child's file
+   * was released (fd -1). */
+  int gone = f->closed || f->fd < 0 || (cuts >= 0 && f->cuts != (unsigned)cuts);
+  lock_release(f->lock);
   if (gone || file_tail_room(&now, need)) {
-    lock_mu_release(&p->grow_mu, SP_LOCK_GROW);
+    lock_mu_release(f->grow_mu, SP_LOCK_GROW);
     return gone ? ESHUTDOWN : 0;
   }
   /* Writers may append meanwhile, inside the room they had: the window and
@@ -113,8 +113,8 @@ SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cut
   }
   char *old = NULL;
   size_t old_len = 0;
-  lock_acquire(&p->lock);
-  if (p->closed || f->fd != now.fd) { /* closed meanwhile: ours to undo */
+  lock_acquire(f->lock);
+  if (f->closed || f->fd != now.fd) { /* closed meanwhile: ours to undo */
     old = map;
     old_len = map_len;
     e = e ? e : ESHUTDOWN;
@@ -132,9 +132,9 @@ SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cut
       f->no_populate = (int)no_populate;
     }
   }
-  lock_release(&p->lock);
+  lock_release(f->lock);
   if (old) munmap(old, old_len); /* nobody writes through it any more */
-  lock_mu_release(&p->grow_mu, SP_LOCK_GROW);
+  lock_mu_release(f->grow_mu, SP_LOCK_GROW);
   return e;
 }
 

@@ -56,7 +56,7 @@ static int flush_one(sp_profiler *p, int busy) {
   /* At most one cut per SP_CUT_EVERY: each drops the allocated tail, which
    * the next pass allocates and faults in again. */
   int early = now - p->cut_at < SP_CUT_EVERY;
-  int gap = locked && !p->open_passes && !early;
+  int gap = locked && !p->tally.open_passes && !early;
   if (locked && !gap) lock_mu_release(&p->pass_mu, SP_LOCK_PASS);
   if (gap) {
     p->cut_at = now;

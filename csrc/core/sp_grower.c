@@ -60,7 +60,7 @@ SP_PRIVATE void grow_ahead(sp_profiler *p) {
    * (grow_mu), not for all of them. */
   int e = 0;
   for (int step = 0; step < (int)(SP_AHEAD / SP_PREFAULT) && runway < SP_AHEAD && !e; step++) {
-    e = file_make_room(p, runway + SP_PREFAULT, SP_PREFAULT, (long)cuts);
+    e = file_make_room(&p->file, runway + SP_PREFAULT, SP_PREFAULT, (long)cuts);
     lock_acquire(&p->lock);
     runway = file_runway(&p->file);
     lock_release(&p->lock);

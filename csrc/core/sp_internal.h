@@ -219,20 +219,6 @@ struct sp_thread {
 #endif
 };
 
-typedef struct sp_file {
-  int fd;
-  char *map;
-  size_t map_off, map_len;
-  size_t size;      /* bytes allocated on disk */
-  size_t faulted;   /* file offset up to which the window is pre-faulted */
-  int no_populate;  /* MADV_POPULATE_WRITE is not supported here */
-  size_t len;       /* bytes of complete records */
-  size_t spec_end;  /* end of an in-flight call's prefix (>= len) */
-  const sp_thread *spec_owner;
-  unsigned cuts;    /* trims so far: room asked for before one is not made */
-  size_t cut_len;   /* len at the last trim */
-} sp_file;
-
 /* The arena: words that never move while their profiler lives, so that a
  * call can read its expected outputs at its end without the lock. */
 struct arena_chunk {
@@ -301,6 +287,26 @@ static inline void lock_release(sp_lock *l) {
   atomic_flag_clear_explicit(&l->f, memory_order_release);
 }
 
+/* The records file. Its fields are guarded by its owner's spinlock (lock),
+ * its growth by the owner's grow_mu; it knows nothing else of the profiler,
+ * so that it can be tested alone (csrc/tests/test_core.c). */
+typedef struct sp_file {
+  sp_lock *lock;             /* the owner's spinlock */
+  pthread_mutex_t *grow_mu;  /* the owner's (see sp_profiler) */
+  int closed;       /* no more growth: closed, or closed by a dying thread */
+  int fd;
+  char *map;
+  size_t map_off, map_len;
+  size_t size;      /* bytes allocated on disk */
+  size_t faulted;   /* file offset up to which the window is pre-faulted */
+  int no_populate;  /* MADV_POPULATE_WRITE is not supported here */
+  size_t len;       /* bytes of complete records */
+  size_t spec_end;  /* end of an in-flight call's prefix (>= len) */
+  const sp_thread *spec_owner;
+  unsigned cuts;    /* trims so far: room asked for before one is not made */
+  size_t cut_len;   /* len at the last trim */
+} sp_file;
+
 /* A phase label and what was counted for it. */
 struct phase_stat {
   char *name;              /* owned; never moves or changes once made */
@@ -314,6 +320,55 @@ struct phase_stat {
 struct graph_stat {
   long long key, real, captures, replays;
 };
+
+/* The signature table (sp_sigtable.c): records, open-addressing indexes of
+ * them, and the arena and text they point into. Zeroed is empty. */
+typedef struct sp_sigtable {
+  sig_rec *recs;
+  long long n_recs; /* records (signatures, and inputs whose call is in flight) */
+  size_t recs_cap;
+  uint32_t *slots; /* primaries by inputs: record index + 1; 0 = empty */
+  size_t slot_cap, n_prims;
+  uint32_t *vslots; /* variants by inputs and outputs */
+  size_t vslot_cap, n_variants;
+  struct arena_chunk *arena; /* inputs keys and outputs words (the newest chunk) */
+  char *text;      /* cached JSON text */
+  size_t text_n, text_cap;
+  long long signatures; /* records with outputs */
+} sp_sigtable;
+
+/* What the passes ran (sp_pass.c): passes, phases, graphs, operators.
+ * Zeroed is empty. */
+typedef struct sp_tally {
+  /* passes: each thread's own (struct sp_pass); these count them */
+  long long passes, logged_passes;
+  int open_passes, open_logged; /* open now, on all threads */
+  /* the numbers of the logged forward passes open now (0: a free slot), for
+   * the summary: the passes a crash interrupted (at most SP_OPEN_SLOTS) */
+  long long open_nums[SP_OPEN_SLOTS];
+  struct phase_stat *phase_stats; /* every label a logged pass had */
+  int n_phases, phase_cap;
+  struct graph_stat *graphs;
+  int n_graphs, graph_cap;
+  long long ops_seen_order;
+  long long *op_counts, *op_first; /* by op id */
+  int *op_order;                   /* scratch for sorting, same size */
+  int op_cap;
+} sp_tally;
+
+/* The summary's copy of a tally (sp_summary.c): op ids; counts, first-seen
+ * order by id; phases, graphs, signature counts. Zeroed is empty. */
+typedef struct sp_snapshot {
+  int *ops;
+  long long *counts, *first;
+  int cap;
+  struct phase_stat *phases;
+  int phase_cap;
+  struct graph_stat *graphs;
+  int graph_cap;
+  struct sig_count *sigs;
+  long long sig_cap;
+} sp_snapshot;
 
 /* What a summary says: copied from the profiler under its lock, then
  * written without it (or taken from the live profiler by a dying process). */
@@ -345,10 +400,6 @@ struct sp_profiler {
   /* Orders summary writes (flusher, close) and guards the snapshot buffers.
    * Taken before pass_mu. */
   pthread_mutex_t summary_mu;
-  /* Orders the records file's growth (allocate, map, fault in: syscalls,
-   * made outside the spinlock) against trims and close. Taken after
-   * pass_mu, before the spinlock. */
-  pthread_mutex_t grow_mu;
   atomic_int flush_wanted; /* a pass ended since the last flush */
   /* The grower was asked for room ahead (queued or at work), when the
    * file had been cut grow_cuts times; it failed since the last cut (a
@@ -379,27 +430,13 @@ struct sp_profiler {
   int summary_full;
   size_t summary_full_size; /* file.size when it failed */
   const char *ended_by; /* "close", "SIGSEGV", ... */
+  /* Orders the records file's growth (allocate, map, fault in: syscalls,
+   * made outside the spinlock) against trims and close. Taken after
+   * pass_mu, before the spinlock. */
+  pthread_mutex_t grow_mu;
   sp_file file;
-  /* passes: each thread's own (struct sp_pass); these count them */
-  long long passes, logged_passes;
-  int open_passes, open_logged; /* open now, on all threads */
-  /* the numbers of the logged forward passes open now (0: a free slot), for
-   * the summary: the passes a crash interrupted (at most SP_OPEN_SLOTS) */
-  long long open_nums[SP_OPEN_SLOTS];
-  struct phase_stat *phase_stats; /* every label a logged pass had */
-  int n_phases, phase_cap;
-  struct graph_stat *graphs;
-  int n_graphs, graph_cap;
-  /* the summary's copy (summary_mu): op ids; counts, first-seen order by id */
-  int *snap_ops;
-  long long *snap_counts, *snap_first;
-  int snap_cap;
-  struct phase_stat *snap_phases;
-  int snap_phase_cap;
-  struct graph_stat *snap_graphs;
-  int snap_graph_cap;
-  struct sig_count *snap_sigs;
-  long long snap_sig_cap;
+  sp_tally tally;   /* what the passes ran (spinlock) */
+  sp_snapshot snap; /* the summary's copy of it (summary_mu) */
   /* the latest logged pass begun, for threads that inherited the key and
    * run no pass of their own (autograd's): its header, phase, salt */
   sp_buf pass_json; /* ', "forward_pass": N[, "phase": "p"][, "graph": K]' */
@@ -409,21 +446,8 @@ struct sp_profiler {
   char id_text[24];
   size_t id_len;
   /* counters */
-  long long records, dedupe_skipped, signatures, errors, ops_seen_order;
-  long long *op_counts, *op_first; /* by op id */
-  int *op_order;                   /* scratch for sorting, same size */
-  int op_cap;
-  /* signatures: records, open-addressing indexes of them, and their data */
-  sig_rec *recs;
-  long long n_recs; /* records (signatures, and inputs whose call is in flight) */
-  size_t recs_cap;
-  uint32_t *slots; /* primaries by inputs: record index + 1; 0 = empty */
-  size_t slot_cap, n_prims;
-  uint32_t *vslots; /* variants by inputs and outputs */
-  size_t vslot_cap, n_variants;
-  struct arena_chunk *arena; /* inputs keys and outputs words (the newest chunk) */
-  char *text;      /* cached JSON text */
-  size_t text_n, text_cap;
+  long long records, dedupe_skipped, errors;
+  sp_sigtable sigs; /* the signatures (spinlock) */
   struct sp_profiler *next_open; /* in g_open */
 };
 
@@ -436,7 +460,7 @@ struct sp_pass {
   int logged;
   int capture;      /* a graph capture, not a forward pass */
   long long num;    /* its forward_pass number when logged (0: not, or a capture) */
-  int phase;        /* p->phase_stats slot, or -1 */
+  int phase;        /* p->tally.phase_stats slot, or -1 */
   uint64_t salt;    /* signature salt: the phase and the graph */
   sp_buf header;    /* ', "forward_pass": N[, "phase": "p"][, "graph": K]' */
   unsigned long long last; /* serial of the profiler whose pass ended last here */
@@ -530,7 +554,7 @@ SP_PRIVATE int file_write_at(sp_file *f, size_t off, const char *data, size_t n)
 SP_PRIVATE void file_blank(sp_file *f, size_t from, size_t to);
 /* unit: what is faulted in is rounded up to it. cuts: the file's trims
  * when the room was asked for (-1: any); after another, nothing is made. */
-SP_PRIVATE int file_make_room(sp_profiler *p, size_t need, size_t unit, long cuts);
+SP_PRIVATE int file_make_room(sp_file *f, size_t need, size_t unit, long cuts);
 /* Room faulted in past the tail (where the next write may end). Spinlock held. */
 static inline size_t file_runway(const sp_file *f) {
   size_t end = f->faulted;
@@ -545,20 +569,23 @@ SP_PRIVATE void release_file(sp_file *f);
 
 /* ---- sp_sigtable.c: the signature table ---- */
 SP_PRIVATE uint64_t sig_hash(const int64_t *w, size_t n);
-SP_PRIVATE long sig_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n);
-SP_PRIVATE long sig_lookup(const sp_profiler *p, long guess, uint64_t salt, const int64_t *w,
+SP_PRIVATE long sig_find(const sp_sigtable *tab, uint64_t h, const int64_t *w, size_t n);
+SP_PRIVATE long sig_lookup(const sp_sigtable *tab, long guess, uint64_t salt, const int64_t *w,
                            size_t n, uint64_t *h);
-SP_PRIVATE long sig_add(sp_profiler *p, uint64_t h, uint64_t salt, const int64_t *w, size_t n);
-SP_PRIVATE int sig_set_outputs(sp_profiler *p, long k, const sp_enc *out);
+SP_PRIVATE long sig_add(sp_sigtable *tab, uint64_t h, uint64_t salt, const int64_t *w, size_t n);
+SP_PRIVATE int sig_set_outputs(sp_sigtable *tab, long k, const sp_enc *out);
 SP_PRIVATE uint64_t variant_hash(uint64_t key_hash, const int64_t *out, size_t n);
-SP_PRIVATE long variant_find(const sp_profiler *p, uint64_t h, const int64_t *w, size_t n,
+SP_PRIVATE long variant_find(const sp_sigtable *tab, uint64_t h, const int64_t *w, size_t n,
                              const int64_t *out, size_t out_n);
-SP_PRIVATE long variant_add(sp_profiler *p, uint64_t h, long prim, const sp_enc *out);
+SP_PRIVATE long variant_add(sp_sigtable *tab, uint64_t h, long prim, const sp_enc *out);
 SP_PRIVATE int outputs_equal(const sig_rec *r, const sp_enc *out);
-SP_PRIVATE size_t text_put(sp_profiler *p, const char *s, size_t n);
-SP_PRIVATE void arena_free(sp_profiler *p);
-SP_PRIVATE int count_op(sp_profiler *p, int id, int phase);
-SP_PRIVATE void uncount_op(sp_profiler *p, int id, int phase);
+SP_PRIVATE size_t text_put(sp_sigtable *tab, const char *s, size_t n);
+SP_PRIVATE void sigtable_free(sp_sigtable *tab); /* empty again */
+
+/* ---- sp_tally.c: operators counted ---- */
+SP_PRIVATE int count_op(sp_tally *t, int id, int phase);
+SP_PRIVATE void uncount_op(sp_tally *t, int id, int phase);
+SP_PRIVATE void tally_free(sp_tally *t); /* empty again */
 
 /* ---- sp_summary.c: the summary file ---- */
 SP_PRIVATE void counters(const sp_profiler *p, sp_stats *o);
@@ -566,6 +593,7 @@ SP_PRIVATE int snapshot(sp_profiler *p, summary_src *s);
 SP_PRIVATE void live_src(sp_profiler *p, summary_src *s);
 SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s);
 SP_PRIVATE int write_summary_now(sp_profiler *p, const char *ended_by);
+SP_PRIVATE void snapshot_free(sp_snapshot *s); /* empty again */
 
 /* ---- sp_grower.c: the grower thread ---- */
 /* Asks the grower to make room ahead of p's writers (p->grow_asked was

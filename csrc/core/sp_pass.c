@@ -20,26 +20,26 @@ static int phase_wanted(const sp_profiler *p, const char *phase) {
 /* The slot of a phase label (added if new: any length, any number of them);
  * -1 only when out of memory. Labels are few: a linear search will do. */
 static int phase_index(sp_profiler *p, const char *phase) {
-  for (int i = 0; i < p->n_phases; i++)
-    if (strcmp(p->phase_stats[i].name, phase) == 0) return i;
-  if (p->n_phases == p->phase_cap) {
-    int cap = p->phase_cap ? 2 * p->phase_cap : 8;
-    struct phase_stat *st = realloc(p->phase_stats, (size_t)cap * sizeof *st);
+  for (int i = 0; i < p->tally.n_phases; i++)
+    if (strcmp(p->tally.phase_stats[i].name, phase) == 0) return i;
+  if (p->tally.n_phases == p->tally.phase_cap) {
+    int cap = p->tally.phase_cap ? 2 * p->tally.phase_cap : 8;
+    struct phase_stat *st = realloc(p->tally.phase_stats, (size_t)cap * sizeof *st);
     if (!st) return -1;
-    p->phase_stats = st;
-    p->phase_cap = cap;
+    p->tally.phase_stats = st;
+    p->tally.phase_cap = cap;
   }
   char *name = xstrdup(phase);
   if (!name) return -1;
-  struct phase_stat *st = &p->phase_stats[p->n_phases];
+  struct phase_stat *st = &p->tally.phase_stats[p->tally.n_phases];
   st->name = name;
   st->passes = st->calls = 0;
-  return p->n_phases++;
+  return p->tally.n_phases++;
 }
 
 /* What p->logging holds while some logged pass is open (see sp_logging). */
 static int logging_value(const sp_profiler *p) {
-  return p->open_logged > 0 && !p->closed && !p->failed
+  return p->tally.open_logged > 0 && !p->closed && !p->failed
              ? 1 | (p->cfg.args ? SP_LOGGING_ARGS : 0)
              : 0;
 }
@@ -48,27 +48,27 @@ static int logging_value(const sp_profiler *p) {
  * -1 only when out of memory. Binary search: a replay's one lookup stays
  * cheap with hundreds of sizes. */
 static int graph_index(sp_profiler *p, long long key, long long real) {
-  int lo = 0, hi = p->n_graphs;
+  int lo = 0, hi = p->tally.n_graphs;
   while (lo < hi) {
     int mid = lo + (hi - lo) / 2;
-    const struct graph_stat *m = &p->graphs[mid];
+    const struct graph_stat *m = &p->tally.graphs[mid];
     if (m->key < key || (m->key == key && m->real < real)) lo = mid + 1;
     else hi = mid;
   }
-  if (lo < p->n_graphs && p->graphs[lo].key == key && p->graphs[lo].real == real) return lo;
-  if (p->n_graphs == p->graph_cap) {
-    int cap = p->graph_cap ? 2 * p->graph_cap : 16;
-    struct graph_stat *g = realloc(p->graphs, (size_t)cap * sizeof *g);
+  if (lo < p->tally.n_graphs && p->tally.graphs[lo].key == key && p->tally.graphs[lo].real == real) return lo;
+  if (p->tally.n_graphs == p->tally.graph_cap) {
+    int cap = p->tally.graph_cap ? 2 * p->tally.graph_cap : 16;
+    struct graph_stat *g = realloc(p->tally.graphs, (size_t)cap * sizeof *g);
     if (!g) return -1;
-    p->graphs = g;
-    p->graph_cap = cap;
+    p->tally.graphs = g;
+    p->tally.graph_cap = cap;
   }
-  struct graph_stat *g = &p->graphs[lo];
-  memmove(g + 1, g, (size_t)(p->n_graphs - lo) * sizeof *g);
+  struct graph_stat *g = &p->tally.graphs[lo];
+  memmove(g + 1, g, (size_t)(p->tally.n_graphs - lo) * sizeof *g);
   g->key = key;
   g->real = real;
   g->captures = g->replays = 0;
-  p->n_graphs++;
+  p->tally.n_graphs++;
   return lo;
 }
 
@@ -128,11 +128,11 @@ static int set_pass_header(sp_profiler *p, struct sp_pass *ps, long long pass,
  * 1 if one was (then the caller asks for a flush). */
 static int pass_close(sp_profiler *p, struct sp_pass *ps) {
   if (ps->p != p || !p) return 0;
-  p->open_passes--;
-  if (ps->logged) p->open_logged--;
+  p->tally.open_passes--;
+  if (ps->logged) p->tally.open_logged--;
   for (int i = 0; ps->logged && ps->num && i < SP_OPEN_SLOTS; i++)
-    if (p->open_nums[i] == ps->num) {
-      p->open_nums[i] = 0;
+    if (p->tally.open_nums[i] == ps->num) {
+      p->tally.open_nums[i] = 0;
       break;
     }
   atomic_store(&p->logging, logging_value(p));
@@ -151,12 +151,12 @@ static int pass_opened(sp_profiler *p, struct sp_pass *ps, int logged, int captu
     ps->p = p;
     ps->logged = logged;
     ps->capture = capture;
-    p->open_passes++;
+    p->tally.open_passes++;
     if (logged) {
-      p->open_logged++;
+      p->tally.open_logged++;
       for (int i = 0; ps->num && i < SP_OPEN_SLOTS; i++)
-        if (!p->open_nums[i]) {
-          p->open_nums[i] = ps->num;
+        if (!p->tally.open_nums[i]) {
+          p->tally.open_nums[i] = ps->num;
           break;
         }
       /* the latest logged pass: threads that inherited the key log into it */
@@ -204,7 +204,7 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
       err_fail(p, "out of memory formatting a pass header for ", 0);
     } else {
       logged = 1;
-      p->graphs[g].captures++;
+      p->tally.graphs[g].captures++;
     }
   }
   return pass_opened(p, ps, logged, 1);
@@ -220,8 +220,8 @@ int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n) 
     /* (key, real) sorts after (key, -1): adding it leaves g in place */
     int r = g >= 0 && real >= 0 ? graph_index(p, key, real) : g;
     if (g >= 0 && r >= 0) {
-      if (r != g) p->graphs[r].replays += n;
-      p->graphs[g].replays += n;
+      if (r != g) p->tally.graphs[r].replays += n;
+      p->tally.graphs[g].replays += n;
       counted = 1;
     } else {
       err_fail(p, "out of memory counting graph replays for ", 0);
@@ -237,15 +237,15 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
   int logged = 0;
   ps->num = 0;
   if (!p->closed) {
-    p->passes++;
-    if (p->passes > p->cfg.skip_warmup && phase_wanted(p, phase) &&
-        (p->cfg.log_n_passes == 0 || p->logged_passes < p->cfg.log_n_passes) &&
+    p->tally.passes++;
+    if (p->tally.passes > p->cfg.skip_warmup && phase_wanted(p, phase) &&
+        (p->cfg.log_n_passes == 0 || p->tally.logged_passes < p->cfg.log_n_passes) &&
         !p->failed) {
       logged = 1;
-      p->logged_passes++;
-      ps->num = p->passes;
-      int ok = set_pass_header(p, ps, p->passes, phase, NULL);
-      if (ps->phase >= 0) p->phase_stats[ps->phase].passes++;
+      p->tally.logged_passes++;
+      ps->num = p->tally.passes;
+      int ok = set_pass_header(p, ps, p->tally.passes, phase, NULL);
+      if (ps->phase >= 0) p->tally.phase_stats[ps->phase].passes++;
       if (!ok) {
         err_fail(p, "out of memory formatting a pass header for ", 0);
         logged = 0;

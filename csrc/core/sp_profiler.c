@@ -98,23 +98,9 @@ static void prof_destroy(sp_profiler *p) {
   free(p->phases);
   free(p->worker);
   free(p->pass_json.p);
-  free(p->op_counts);
-  free(p->op_first);
-  free(p->op_order);
-  free(p->recs);
-  free(p->slots);
-  free(p->vslots);
-  arena_free(p);
-  free(p->text);
-  free(p->snap_ops);
-  free(p->snap_counts);
-  free(p->snap_first);
-  free(p->snap_sigs);
-  for (int i = 0; i < p->n_phases; i++) free(p->phase_stats[i].name);
-  free(p->phase_stats);
-  free(p->snap_phases);
-  free(p->graphs);
-  free(p->snap_graphs);
+  tally_free(&p->tally);
+  sigtable_free(&p->sigs);
+  snapshot_free(&p->snap);
   /* A forked child's copy may be locked by a thread that is not there. */
   if (p->owner_pid == getpid() && !atomic_load(&p->orphaned)) {
     pthread_mutex_destroy(&p->pass_mu);
@@ -137,8 +123,10 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   pthread_mutex_init(&p->pass_mu, NULL);
   pthread_mutex_init(&p->summary_mu, NULL);
   pthread_mutex_init(&p->grow_mu, NULL);
+  p->file.lock = &p->lock;
+  p->file.grow_mu = &p->grow_mu;
   p->file.fd = -1;
-  p->closed = 1; /* until it opens */
+  p->closed = p->file.closed = 1; /* until it opens */
   if (!cfg || !cfg->path || !cfg->path[0]) {
     err_set(p, "no records file path given", NULL, 0);
     return SP_ERROR;
@@ -191,7 +179,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   }
   p->file.fd = fd;
   p->owner_pid = getpid();
-  p->closed = 0;
+  p->closed = p->file.closed = 0;
   p->ended_by = "close";
   p->latest_phase = -1;
   static atomic_ullong serials;
@@ -229,7 +217,7 @@ int sp_close(sp_profiler *p) {
   if (atomic_load(&p->orphaned) || p->owner_pid != getpid()) {
     /* Forked child: let go of the parent's file without touching it. */
     if (!p->closed) {
-      p->closed = 1;
+      p->closed = p->file.closed = 1;
       release_file(&p->file);
       prof_unlink(p);
     }
@@ -247,7 +235,7 @@ int sp_close(sp_profiler *p) {
     return SP_OK;
   }
   atomic_store(&p->logging, 0);
-  p->closed = 1;
+  p->closed = p->file.closed = 1;
   /* Calls still in flight on other threads see the map gone and write
    * nothing; the syscalls come after the lock. */
   sp_file file = p->file;

@@ -266,7 +266,7 @@ static int fmt_prefix_cached(sp_profiler *p, sp_thread *t, const sig_rec *r) {
   b->n = 0;
   if (!buf_reserve(b, 32 + call_header(p, t)->n + r->in_n)) return 0;
   char *o = put_record_head(p, t);
-  memcpy(o, p->text + r->in_at, r->in_n);
+  memcpy(o, p->sigs.text + r->in_at, r->in_n);
   b->n = (size_t)(o - b->p) + r->in_n;
   return 1;
 }
@@ -275,13 +275,13 @@ static int fmt_prefix_cached(sp_profiler *p, sp_thread *t, const sig_rec *r) {
  * the cache when there is not). Not for inputs with float values: the key
  * leaves them out, the text holds them. */
 static int make_prefix(sp_profiler *p, sp_thread *t) {
-  sig_rec *r = t->prim >= 0 && !t->floats ? &p->recs[t->prim] : NULL;
+  sig_rec *r = t->prim >= 0 && !t->floats ? &p->sigs.recs[t->prim] : NULL;
   if (r && r->in_n) return fmt_prefix_cached(p, t, r);
   if (!fmt_prefix(p, t)) return 0;
   if (r) {
-    size_t at = text_put(p, t->prefix.p + t->head_at, t->prefix.n - t->head_at);
+    size_t at = text_put(&p->sigs, t->prefix.p + t->head_at, t->prefix.n - t->head_at);
     if (at != (size_t)-1) {
-      r = &p->recs[t->prim];
+      r = &p->sigs.recs[t->prim];
       r->in_at = at;
       r->in_n = t->prefix.n - t->head_at;
     }
@@ -327,7 +327,7 @@ static int make_room(sp_profiler *p, size_t need) {
      * and it writes only if a pass is open again. */
     unsigned cuts = p->file.cuts;
     lock_release(&p->lock);
-    int e = file_make_room(p, need, SP_PREFAULT_NOW, (long)cuts);
+    int e = file_make_room(&p->file, need, SP_PREFAULT_NOW, (long)cuts);
     lock_acquire(&p->lock);
     if (e == ESHUTDOWN && !p->closed && p->file.cuts != cuts) {
       if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) return 0;
@@ -442,14 +442,14 @@ static SP_OUTLINE int put_prefix(sp_profiler *p, sp_thread *t) {
 /* The record that followed the thread's latest call with one, last time
  * (sig_lookup tries it first), or -1. Spinlock held. */
 static inline long guess_of(const sp_profiler *p, const sp_thread *t) {
-  return t->last_p == p && t->last < p->n_recs ? p->recs[t->last].next - 1 : -1;
+  return t->last_p == p && t->last < p->sigs.n_recs ? p->sigs.recs[t->last].next - 1 : -1;
 }
 
 /* t's call, of record t->prim, follows the thread's latest. Spinlock held. */
 static inline void follow(sp_profiler *p, sp_thread *t) {
   /* written only when it changes: a repeat then writes nothing shared */
-  if (t->last_p == p && t->last < p->n_recs && p->recs[t->last].next != t->prim + 1)
-    p->recs[t->last].next = t->prim + 1;
+  if (t->last_p == p && t->last < p->sigs.n_recs && p->sigs.recs[t->last].next != t->prim + 1)
+    p->sigs.recs[t->last].next = t->prim + 1;
   t->last_p = p;
   t->last = t->prim;
 }
@@ -469,11 +469,11 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
     lock_release(&p->lock);
     return 0;
   }
-  t->prim = sig_lookup(p, guess_of(p, t), t->salt, t->key, t->key_n, &t->sig_hash);
+  t->prim = sig_lookup(&p->sigs, guess_of(p, t), t->salt, t->key, t->key_n, &t->sig_hash);
   if (t->prim < 0 && in->tensors > 0) {
     /* Tensor inputs: this call will be logged, so its inputs can be
      * registered now, and their text cached as it is formatted. */
-    t->prim = sig_add(p, t->sig_hash, t->salt, t->key, t->key_n);
+    t->prim = sig_add(&p->sigs, t->sig_hash, t->salt, t->key, t->key_n);
     if (t->prim < 0) {
       err_fail(p, "out of memory recording signatures for ", 0);
       lock_release(&p->lock);
@@ -481,17 +481,17 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
     }
   }
   if (t->prim >= 0) follow(p, t);
-  const sig_rec *r = t->prim >= 0 ? &p->recs[t->prim] : NULL;
+  const sig_rec *r = t->prim >= 0 ? &p->sigs.recs[t->prim] : NULL;
   if (r && p->cfg.dedupe && r->has_out) {
     if (in->tensors > 0) {
       /* A repeat with tensor inputs is logged for sure: count it now as a
        * repeat of its inputs' primary signature; its end checks that the
        * outputs are that signature's, and nothing more happens if so. */
-      if (count_op(p, (int)in->w[0], t->phase)) {
+      if (count_op(&p->tally, (int)in->w[0], t->phase)) {
         t->pub.expect = r->out_w;
         t->pub.expect_n = r->out_w_n;
         p->dedupe_skipped++;
-        p->recs[t->prim].reps++;
+        p->sigs.recs[t->prim].reps++;
         t->counted = 1;
       }
       lock_release(&p->lock);
@@ -566,10 +566,10 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     err_fail(p, "cannot write records file ", e);
     return;
   }
-  if (t->sig >= 0 && !p->recs[t->sig].rep_id) {
+  if (t->sig >= 0 && !p->sigs.recs[t->sig].rep_id) {
     /* the signature's first record: it stands for its repeats */
-    p->recs[t->sig].rep_id = p->records + 1;
-    p->recs[t->sig].reps++;
+    p->sigs.recs[t->sig].rep_id = p->records + 1;
+    p->sigs.recs[t->sig].reps++;
   }
   next_call_id(p);
   if (!p->grow_asked && !p->grow_off && f->len - f->cut_len >= SP_STREAM && file_runway(f) < SP_AHEAD / 2) {
@@ -609,7 +609,7 @@ static void drop_spec(sp_profiler *p, sp_thread *t) {
  * inputs' primary signature (it raised, or its outputs were others). */
 static void uncount_repeat(sp_profiler *p, sp_thread *t) {
   p->dedupe_skipped--;
-  p->recs[t->prim].reps--;
+  p->sigs.recs[t->prim].reps--;
   t->counted = 0;
 }
 
@@ -623,26 +623,26 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
     uncount_repeat(p, t); /* the operator stays counted */
     return 1;
   }
-  if (!count_op(p, (int)in->w[0], t->phase)) {
+  if (!count_op(&p->tally, (int)in->w[0], t->phase)) {
     err_fail(p, "out of memory counting operators for ", 0);
     return 0;
   }
   if (raised || out->failed) return 1; /* no signature: written as it is */
   if (t->prim < 0) { /* not registered at begin (no tensor inputs) */
-    t->prim = sig_find(p, t->sig_hash, t->key, t->key_n);
-    if (t->prim < 0) t->prim = sig_add(p, t->sig_hash, t->salt, t->key, t->key_n);
+    t->prim = sig_find(&p->sigs, t->sig_hash, t->key, t->key_n);
+    if (t->prim < 0) t->prim = sig_add(&p->sigs, t->sig_hash, t->salt, t->key, t->key_n);
   }
   long sig = t->prim;
   int known = 1;
-  if (sig >= 0 && !p->recs[sig].has_out) { /* the first outputs of these inputs */
+  if (sig >= 0 && !p->sigs.recs[sig].has_out) { /* the first outputs of these inputs */
     known = 0;
-    if (!sig_set_outputs(p, sig, out)) sig = -1;
-  } else if (sig >= 0 && !outputs_equal(&p->recs[sig], out)) {
+    if (!sig_set_outputs(&p->sigs, sig, out)) sig = -1;
+  } else if (sig >= 0 && !outputs_equal(&p->sigs.recs[sig], out)) {
     uint64_t h = variant_hash(t->sig_hash, out->w, out->n);
-    sig = variant_find(p, h, t->key, t->key_n, out->w, out->n);
+    sig = variant_find(&p->sigs, h, t->key, t->key_n, out->w, out->n);
     if (sig < 0) {
       known = 0;
-      sig = variant_add(p, h, t->prim, out);
+      sig = variant_add(&p->sigs, h, t->prim, out);
     }
   }
   if (sig < 0) {
@@ -652,7 +652,7 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
   t->sig = sig;
   if (known && p->cfg.dedupe) {
     p->dedupe_skipped++;
-    p->recs[sig].reps++;
+    p->sigs.recs[sig].reps++;
     return 0;
   }
   return 1;
@@ -661,17 +661,17 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
 /* The outputs' text: the signature's cached text, else freshly formatted
  * into t->line (and cached for the signature). */
 static int outputs_text(sp_profiler *p, sp_thread *t, const char **s, size_t *n) {
-  sig_rec *r = t->sig >= 0 ? &p->recs[t->sig] : NULL;
+  sig_rec *r = t->sig >= 0 ? &p->sigs.recs[t->sig] : NULL;
   if (r && r->out_n) {
-    *s = p->text + r->out_at;
+    *s = p->sigs.text + r->out_at;
     *n = r->out_n;
     return 1;
   }
   if (!fmt_outputs(t)) return 0;
   if (r) {
-    size_t at = text_put(p, t->line.p, t->line.n);
+    size_t at = text_put(&p->sigs, t->line.p, t->line.n);
     if (at != (size_t)-1) {
-      r = &p->recs[t->sig];
+      r = &p->sigs.recs[t->sig];
       r->out_at = at;
       r->out_n = t->line.n;
     }
@@ -703,7 +703,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
      * observed afresh below. */
     lock_acquire(&p->lock);
     uncount_repeat(p, t);
-    uncount_op(p, (int)t->pub.in.w[0], t->phase);
+    uncount_op(&p->tally, (int)t->pub.in.w[0], t->phase);
   } else {
     lock_acquire(&p->lock);
   }

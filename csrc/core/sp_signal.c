@@ -28,7 +28,7 @@ static void close_dying(sp_profiler *p) {
    * it: a dying process wants its data more than consistency. */
   int locked = lock_try(&p->lock);
   atomic_store(&p->logging, 0);
-  p->closed = 1;
+  p->closed = p->file.closed = 1;
   p->ended_by = sig ? signal_name(sig) : "emergency";
   /* Keep an in-flight call's inputs: they are the point of a crash. The
    * dying thread's, if another thread's record took their place. */

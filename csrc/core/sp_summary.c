@@ -57,10 +57,10 @@ static void sort_ops(int *ids, int k, const long long *counts, const long long *
 /* The counters; spinlock held (or a dying process). */
 SP_PRIVATE void counters(const sp_profiler *p, sp_stats *o) {
   o->records = p->records;
-  o->passes = p->passes;
-  o->logged_passes = p->logged_passes;
+  o->passes = p->tally.passes;
+  o->logged_passes = p->tally.logged_passes;
   o->dedupe_skipped = p->dedupe_skipped;
-  o->signatures = p->signatures;
+  o->signatures = p->sigs.signatures;
   o->errors = p->errors;
   o->bytes = (long long)p->file.len;
 }
@@ -68,10 +68,10 @@ SP_PRIVATE void counters(const sp_profiler *p, sp_stats *o) {
 /* The summary's counters (not the per-operator and per-phase tables). */
 static void src_counters(const sp_profiler *p, summary_src *s) {
   counters(p, &s->c);
-  s->n_phases = p->n_phases;
+  s->n_phases = p->tally.n_phases;
   s->ended_by = p->ended_by;
   s->failed = p->failed;
-  memcpy(s->open_nums, p->open_nums, sizeof s->open_nums);
+  memcpy(s->open_nums, p->tally.open_nums, sizeof s->open_nums);
 }
 
 /* Copies what the summary says; spinlock held. Returns 0, or 1 when the
@@ -79,80 +79,80 @@ static void src_counters(const sp_profiler *p, summary_src *s) {
  * caller grows it without the lock and retries). */
 static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *need_phases,
                            long long *need_sigs, int *need_graphs) {
-  long long sigs = p->cfg.dedupe ? p->n_recs : 0;
-  if (p->op_cap > p->snap_cap || p->n_phases > p->snap_phase_cap || sigs > p->snap_sig_cap ||
-      p->n_graphs > p->snap_graph_cap) {
-    *need_ops = p->op_cap;
-    *need_phases = p->n_phases;
+  long long sigs = p->cfg.dedupe ? p->sigs.n_recs : 0;
+  if (p->tally.op_cap > p->snap.cap || p->tally.n_phases > p->snap.phase_cap || sigs > p->snap.sig_cap ||
+      p->tally.n_graphs > p->snap.graph_cap) {
+    *need_ops = p->tally.op_cap;
+    *need_phases = p->tally.n_phases;
     *need_sigs = sigs;
-    *need_graphs = p->n_graphs;
+    *need_graphs = p->tally.n_graphs;
     return 1;
   }
-  if (p->n_graphs)
-    memcpy(p->snap_graphs, p->graphs, (size_t)p->n_graphs * sizeof p->snap_graphs[0]);
-  s->n_graphs = p->n_graphs;
-  s->graphs = p->snap_graphs;
+  if (p->tally.n_graphs)
+    memcpy(p->snap.graphs, p->tally.graphs, (size_t)p->tally.n_graphs * sizeof p->snap.graphs[0]);
+  s->n_graphs = p->tally.n_graphs;
+  s->graphs = p->snap.graphs;
   long long n = 0;
   for (long long i = 0; i < sigs; i++)
-    if (p->recs[i].rep_id && p->recs[i].reps > 1) {
-      p->snap_sigs[n].id = p->recs[i].rep_id;
-      p->snap_sigs[n++].n = p->recs[i].reps;
+    if (p->sigs.recs[i].rep_id && p->sigs.recs[i].reps > 1) {
+      p->snap.sigs[n].id = p->sigs.recs[i].rep_id;
+      p->snap.sigs[n++].n = p->sigs.recs[i].reps;
     }
-  s->counts_by_sig = p->snap_sigs;
+  s->counts_by_sig = p->snap.sigs;
   s->n_counts = n;
   s->recs = NULL;
   s->n_recs = 0;
   int k = 0;
-  for (int id = 0; id < p->op_cap; id++)
-    if (p->op_counts[id]) p->snap_ops[k++] = id;
-  if (p->op_cap) {
-    memcpy(p->snap_counts, p->op_counts, (size_t)p->op_cap * sizeof *p->snap_counts);
-    memcpy(p->snap_first, p->op_first, (size_t)p->op_cap * sizeof *p->snap_first);
+  for (int id = 0; id < p->tally.op_cap; id++)
+    if (p->tally.op_counts[id]) p->snap.ops[k++] = id;
+  if (p->tally.op_cap) {
+    memcpy(p->snap.counts, p->tally.op_counts, (size_t)p->tally.op_cap * sizeof *p->snap.counts);
+    memcpy(p->snap.first, p->tally.op_first, (size_t)p->tally.op_cap * sizeof *p->snap.first);
   }
-  if (p->n_phases)
-    memcpy(p->snap_phases, p->phase_stats, (size_t)p->n_phases * sizeof p->snap_phases[0]);
+  if (p->tally.n_phases)
+    memcpy(p->snap.phases, p->tally.phase_stats, (size_t)p->tally.n_phases * sizeof p->snap.phases[0]);
   src_counters(p, s);
   s->n_ops = k;
-  s->ops = p->snap_ops;
-  s->counts = p->snap_counts;
-  s->first = p->snap_first;
-  s->phases = p->snap_phases;
+  s->ops = p->snap.ops;
+  s->counts = p->snap.counts;
+  s->first = p->snap.first;
+  s->phases = p->snap.phases;
   return 0;
 }
 
-static int grow_snapshot(sp_profiler *p, int need, int need_phases, long long need_sigs,
+static int grow_snapshot(sp_snapshot *snap, int need, int need_phases, long long need_sigs,
                          int need_graphs) {
-  if (need_graphs > p->snap_graph_cap) {
-    struct graph_stat *g = realloc(p->snap_graphs, (size_t)need_graphs * sizeof *g);
+  if (need_graphs > snap->graph_cap) {
+    struct graph_stat *g = realloc(snap->graphs, (size_t)need_graphs * sizeof *g);
     if (!g) return 0;
-    p->snap_graphs = g;
-    p->snap_graph_cap = need_graphs;
+    snap->graphs = g;
+    snap->graph_cap = need_graphs;
   }
-  if (need_sigs > p->snap_sig_cap) {
-    long long cap = p->snap_sig_cap ? p->snap_sig_cap : 256;
+  if (need_sigs > snap->sig_cap) {
+    long long cap = snap->sig_cap ? snap->sig_cap : 256;
     while (cap < need_sigs) cap *= 2;
-    struct sig_count *c = realloc(p->snap_sigs, (size_t)cap * sizeof *c);
+    struct sig_count *c = realloc(snap->sigs, (size_t)cap * sizeof *c);
     if (!c) return 0;
-    p->snap_sigs = c;
-    p->snap_sig_cap = cap;
+    snap->sigs = c;
+    snap->sig_cap = cap;
   }
-  if (need_phases > p->snap_phase_cap) {
-    struct phase_stat *ph = realloc(p->snap_phases, (size_t)need_phases * sizeof *ph);
+  if (need_phases > snap->phase_cap) {
+    struct phase_stat *ph = realloc(snap->phases, (size_t)need_phases * sizeof *ph);
     if (!ph) return 0;
-    p->snap_phases = ph;
-    p->snap_phase_cap = need_phases;
+    snap->phases = ph;
+    snap->phase_cap = need_phases;
   }
-  if (need <= p->snap_cap) return 1;
-  int cap = p->snap_cap ? p->snap_cap : 64;
+  if (need <= snap->cap) return 1;
+  int cap = snap->cap ? snap->cap : 64;
   while (cap < need) cap *= 2;
-  int *o = realloc(p->snap_ops, (size_t)cap * sizeof *o);
-  if (o) p->snap_ops = o;
-  long long *c = realloc(p->snap_counts, (size_t)cap * sizeof *c);
-  if (c) p->snap_counts = c;
-  long long *f = realloc(p->snap_first, (size_t)cap * sizeof *f);
-  if (f) p->snap_first = f;
+  int *o = realloc(snap->ops, (size_t)cap * sizeof *o);
+  if (o) snap->ops = o;
+  long long *c = realloc(snap->counts, (size_t)cap * sizeof *c);
+  if (c) snap->counts = c;
+  long long *f = realloc(snap->first, (size_t)cap * sizeof *f);
+  if (f) snap->first = f;
   if (!o || !c || !f) return 0;
-  p->snap_cap = cap;
+  snap->cap = cap;
   return 1;
 }
 
@@ -169,28 +169,38 @@ SP_PRIVATE int snapshot(sp_profiler *p, summary_src *s) {
       return 1;
     }
     lock_release(&p->lock);
-    if (!grow_snapshot(p, need_ops, need_phases, need_sigs, need_graphs)) return 0;
+    if (!grow_snapshot(&p->snap, need_ops, need_phases, need_sigs, need_graphs)) return 0;
   }
+}
+
+SP_PRIVATE void snapshot_free(sp_snapshot *snap) {
+  free(snap->ops);
+  free(snap->counts);
+  free(snap->first);
+  free(snap->phases);
+  free(snap->graphs);
+  free(snap->sigs);
+  memset(snap, 0, sizeof *snap);
 }
 
 /* The live profiler as a summary, for a dying process: no malloc, no lock. */
 SP_PRIVATE void live_src(sp_profiler *p, summary_src *s) {
   int k = 0;
-  for (int id = 0; id < p->op_cap; id++)
-    if (p->op_counts[id]) p->op_order[k++] = id;
-  sort_ops(p->op_order, k, p->op_counts, p->op_first);
+  for (int id = 0; id < p->tally.op_cap; id++)
+    if (p->tally.op_counts[id]) p->tally.op_order[k++] = id;
+  sort_ops(p->tally.op_order, k, p->tally.op_counts, p->tally.op_first);
   src_counters(p, s);
   s->n_ops = k;
-  s->ops = p->op_order;
-  s->counts = p->op_counts;
-  s->first = p->op_first;
-  s->phases = p->phase_stats;
-  s->n_graphs = p->n_graphs;
-  s->graphs = p->graphs;
+  s->ops = p->tally.op_order;
+  s->counts = p->tally.op_counts;
+  s->first = p->tally.op_first;
+  s->phases = p->tally.phase_stats;
+  s->n_graphs = p->tally.n_graphs;
+  s->graphs = p->tally.graphs;
   s->counts_by_sig = NULL;
   s->n_counts = 0;
-  s->recs = p->recs;
-  s->n_recs = p->cfg.dedupe ? p->n_recs : 0;
+  s->recs = p->sigs.recs;
+  s->n_recs = p->cfg.dedupe ? p->sigs.n_recs : 0;
 }
 
 static atomic_uint g_tmp_seq;

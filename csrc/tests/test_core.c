@@ -15,18 +15,7 @@
 #include <unistd.h>
 
 #include "../core/sp_core.h"
-
-static int g_failed, g_passed;
-static const char *g_test;
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "FAIL %s:%d [%s]: %s\n", __FILE__, __LINE__, g_test, \
-              #cond);                                                      \
-      g_failed++;                                                          \
-      return;                                                              \
-    }                                                                      \
-  } while (0)
+#include "check.h"
 
 static char g_dir[256];
 
