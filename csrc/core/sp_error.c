@@ -39,10 +39,10 @@ SP_PRIVATE void err_tell(sp_profiler *p) {
    * once the records show they go on (their file grew), when no logged pass
    * is open (nothing is about to fail), or at close. */
   int full = p->summary_full;
-  if (full && !(unsaid || p->closed || p->tally.open_logged == 0 || p->file.size > p->summary_full_size))
+  if (full && !(unsaid || p->file.closed || p->tally.open_logged == 0 || p->file.size > p->summary_full_size))
     full = 0;
   if (full) p->summary_full = 0;
-  int closed = p->closed;
+  int closed = p->file.closed;
   lock_release(&p->lock);
   char why[SP_ERRMSG_CAP + 64];
   if (unsaid && full) {
@@ -65,7 +65,7 @@ SP_PRIVATE void err_tell(sp_profiler *p) {
 SP_PRIVATE void err_summary_failed(sp_profiler *p, int e) {
   if (atomic_exchange(&p->summary_said, 1)) return;
   lock_acquire(&p->lock);
-  int closed = p->closed;
+  int closed = p->file.closed;
   if (no_space(e)) {
     p->summary_full = e;
     p->summary_full_size = p->file.size;

@@ -47,7 +47,7 @@ static double now_seconds(void) {
 static int flush_one(sp_profiler *p, int busy) {
   if (!atomic_exchange(&p->flush_wanted, 0)) return 0;
   lock_mu(&p->summary_mu, SP_LOCK_SUMMARY);
-  if (p->closed || atomic_load(&p->orphaned)) { /* close wrote it */
+  if (p->file.closed || atomic_load(&p->orphaned)) { /* close wrote it */
     lock_mu_release(&p->summary_mu, SP_LOCK_SUMMARY);
     return 0;
   }

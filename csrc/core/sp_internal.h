@@ -289,11 +289,11 @@ static inline void lock_release(sp_lock *l) {
 
 /* The records file. Its fields are guarded by its owner's spinlock (lock),
  * its growth by the owner's grow_mu; it knows nothing else of the profiler,
- * so that it can be tested alone (csrc/tests/test_core.c). */
+ * so that it can be tested alone (csrc/tests/test_file.c). */
 typedef struct sp_file {
   sp_lock *lock;             /* the owner's spinlock */
   pthread_mutex_t *grow_mu;  /* the owner's (see sp_profiler) */
-  int closed;       /* no more growth: closed, or closed by a dying thread */
+  int closed;       /* its profiler closed (or closed by a dying thread): no growth */
   int fd;
   char *map;
   size_t map_off, map_len;
@@ -337,8 +337,8 @@ typedef struct sp_sigtable {
   long long signatures; /* records with outputs */
 } sp_sigtable;
 
-/* What the passes ran (sp_pass.c): passes, phases, graphs, operators.
- * Zeroed is empty. */
+/* What the passes ran: passes, phases and graphs (counted by sp_pass.c),
+ * operators (sp_tally.c). Zeroed is empty. */
 typedef struct sp_tally {
   /* passes: each thread's own (struct sp_pass); these count them */
   long long passes, logged_passes;
@@ -419,7 +419,7 @@ struct sp_profiler {
   atomic_int orphaned;  /* we are a forked child: hands off the file */
   atomic_int refs;      /* the owner's, and each thread's that points here */
   void (*destroy)(struct sp_profiler *p); /* frees p (sp_profiler.c): prof_unref */
-  int closed, failed;
+  int failed;
   int failure_unsaid;   /* err_fail() ran; err_tell says it, outside the spinlock */
   atomic_int summary_said; /* the summary could not be written: said once */
   /* It could not for want of space (ENOSPC, EDQUOT, EFBIG): the records

@@ -39,7 +39,7 @@ static int phase_index(sp_profiler *p, const char *phase) {
 
 /* What p->logging holds while some logged pass is open (see sp_logging). */
 static int logging_value(const sp_profiler *p) {
-  return p->tally.open_logged > 0 && !p->closed && !p->failed
+  return p->tally.open_logged > 0 && !p->file.closed && !p->failed
              ? 1 | (p->cfg.args ? SP_LOGGING_ARGS : 0)
              : 0;
 }
@@ -137,7 +137,7 @@ static int pass_close(sp_profiler *p, struct sp_pass *ps) {
     }
   atomic_store(&p->logging, logging_value(p));
   ps->last = p->serial;
-  ps->last_logged = ps->logged && !ps->capture && !p->closed;
+  ps->last_logged = ps->logged && !ps->capture && !p->file.closed;
   ps->p = NULL;
   ps->logged = ps->capture = 0;
   return 1; /* the caller drops the pass's reference, once it lets go of p */
@@ -146,7 +146,7 @@ static int pass_close(sp_profiler *p, struct sp_pass *ps) {
 /* Opens this thread's pass (its header already made when logged); lets go
  * of the locks the begin took. */
 static int pass_opened(sp_profiler *p, struct sp_pass *ps, int logged, int capture) {
-  if (!p->closed) {
+  if (!p->file.closed) {
     prof_ref(p);
     ps->p = p;
     ps->logged = logged;
@@ -198,7 +198,7 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
   struct sp_pass *ps = pass_begin_locked(p);
   int logged = 0;
   ps->num = 0;
-  if (!p->closed && phase_wanted(p, phase) && !p->failed) {
+  if (!p->file.closed && phase_wanted(p, phase) && !p->failed) {
     int g = graph_index(p, key, -1);
     if (g < 0 || !set_pass_header(p, ps, 0, phase, &key)) {
       err_fail(p, "out of memory formatting a pass header for ", 0);
@@ -215,7 +215,7 @@ int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n) 
   const struct sp_pass *ps = &t_pass;
   int counted = 0;
   lock_acquire(&p->lock);
-  if (!p->closed && ps->p == p && ps->logged && !ps->capture && !p->failed) {
+  if (!p->file.closed && ps->p == p && ps->logged && !ps->capture && !p->failed) {
     int g = graph_index(p, key, -1);
     /* (key, real) sorts after (key, -1): adding it leaves g in place */
     int r = g >= 0 && real >= 0 ? graph_index(p, key, real) : g;
@@ -236,7 +236,7 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
   struct sp_pass *ps = pass_begin_locked(p);
   int logged = 0;
   ps->num = 0;
-  if (!p->closed) {
+  if (!p->file.closed) {
     p->tally.passes++;
     if (p->tally.passes > p->cfg.skip_warmup && phase_wanted(p, phase) &&
         (p->cfg.log_n_passes == 0 || p->tally.logged_passes < p->cfg.log_n_passes) &&

@@ -126,7 +126,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->file.lock = &p->lock;
   p->file.grow_mu = &p->grow_mu;
   p->file.fd = -1;
-  p->closed = p->file.closed = 1; /* until it opens */
+  p->file.closed = 1; /* until it opens */
   if (!cfg || !cfg->path || !cfg->path[0]) {
     err_set(p, "no records file path given", NULL, 0);
     return SP_ERROR;
@@ -179,7 +179,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   }
   p->file.fd = fd;
   p->owner_pid = getpid();
-  p->closed = p->file.closed = 0;
+  p->file.closed = 0;
   p->ended_by = "close";
   p->latest_phase = -1;
   static atomic_ullong serials;
@@ -216,8 +216,8 @@ int sp_close(sp_profiler *p) {
   if (!p) return SP_OK;
   if (atomic_load(&p->orphaned) || p->owner_pid != getpid()) {
     /* Forked child: let go of the parent's file without touching it. */
-    if (!p->closed) {
-      p->closed = p->file.closed = 1;
+    if (!p->file.closed) {
+      p->file.closed = 1;
       release_file(&p->file);
       prof_unlink(p);
     }
@@ -227,7 +227,7 @@ int sp_close(sp_profiler *p) {
   lock_mu(&p->pass_mu, SP_LOCK_PASS);
   lock_mu(&p->grow_mu, SP_LOCK_GROW); /* no growth in flight */
   lock_acquire(&p->lock);
-  if (p->closed) {
+  if (p->file.closed) {
     lock_release(&p->lock);
     lock_mu_release(&p->grow_mu, SP_LOCK_GROW);
     lock_mu_release(&p->pass_mu, SP_LOCK_PASS);
@@ -235,7 +235,7 @@ int sp_close(sp_profiler *p) {
     return SP_OK;
   }
   atomic_store(&p->logging, 0);
-  p->closed = p->file.closed = 1;
+  p->file.closed = 1;
   /* Calls still in flight on other threads see the map gone and write
    * nothing; the syscalls come after the lock. */
   sp_file file = p->file;
@@ -274,7 +274,7 @@ void sp_unref(sp_profiler *p) { prof_unref(p); }
 
 void sp_free(sp_profiler *p) {
   if (!p) return;
-  if (!p->closed) sp_close(p);
+  if (!p->file.closed) sp_close(p);
   sp_unref(p);
 }
 

@@ -329,12 +329,12 @@ static int make_room(sp_profiler *p, size_t need) {
     lock_release(&p->lock);
     int e = file_make_room(&p->file, need, SP_PREFAULT_NOW, (long)cuts);
     lock_acquire(&p->lock);
-    if (e == ESHUTDOWN && !p->closed && p->file.cuts != cuts) {
+    if (e == ESHUTDOWN && !p->file.closed && p->file.cuts != cuts) {
       if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) return 0;
       continue;
     }
     if (e) {
-      if (e != ESHUTDOWN && !p->closed) err_fail(p, "cannot grow records file ", e);
+      if (e != ESHUTDOWN && !p->file.closed) err_fail(p, "cannot grow records file ", e);
       return 0;
     }
     if (file_tail_room(&p->file, need)) return 1;
@@ -707,10 +707,10 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   } else {
     lock_acquire(&p->lock);
   }
-  if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->closed) {
+  if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->file.closed) {
     room_for(p, record_bound(p, t, 0));
   }
-  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->closed) {
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->file.closed) {
     drop_spec(p, t);
     lock_release(&p->lock);
     return;
@@ -759,11 +759,11 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
   }
   if (!msg) msg_n = 0;
   lock_acquire(&p->lock);
-  if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->closed) {
+  if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->file.closed) {
     /* an escaped character takes at most 6 bytes (\u00XX) */
     room_for(p, record_bound(p, t, 64 + 6 * (type_n + msg_n)));
   }
-  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->closed ||
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->file.closed ||
       !observe(p, t, 1)) {
     drop_spec(p, t);
     lock_release(&p->lock);

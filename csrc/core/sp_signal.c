@@ -22,13 +22,13 @@ void sp_set_thread_getter(sp_thread *(*getter)(void)) { atomic_store(&g_thread_g
 
 /* A profiler of this process, closed by a dying thread. */
 static void close_dying(sp_profiler *p) {
-  if (p->closed || p->owner_pid != getpid() || atomic_load(&p->orphaned)) return;
+  if (p->file.closed || p->owner_pid != getpid() || atomic_load(&p->orphaned)) return;
   int sig = atomic_load(&g_emergency_sig);
   /* If this thread was interrupted while holding the lock, go on without
    * it: a dying process wants its data more than consistency. */
   int locked = lock_try(&p->lock);
   atomic_store(&p->logging, 0);
-  p->closed = p->file.closed = 1;
+  p->file.closed = 1;
   p->ended_by = sig ? signal_name(sig) : "emergency";
   /* Keep an in-flight call's inputs: they are the point of a crash. The
    * dying thread's, if another thread's record took their place. */
