@@ -256,6 +256,44 @@ def test_nested_passes_never_lose_the_outer_pass(tmp_path, capsys):
     assert read_summary(tmp_path / "a_summary.json")["forward_passes"] == 1
 
 
+def test_a_begin_of_another_profiler_leaves_no_call_with_the_first(tmp_path):
+    """The core's begin ends this thread's pass of any other profiler: a
+    thread that goes on into an unlogged pass of q records nothing into p,
+    even while another thread keeps p logging (its calls would otherwise be
+    filed under that thread's pass). The raw module: ShapeProfiler refuses
+    such a nested pass before the core sees it."""
+    from sgl_shapeprof import _C
+    p = _C.Profiler(str(tmp_path / "p.jsonl"))
+    q = _C.Profiler(str(tmp_path / "q.jsonl"), skip_warmup=1)
+    opened, done = threading.Event(), threading.Event()
+
+    def keeps_p_logging():
+        p.pass_begin()
+        opened.set()
+        done.wait()
+        p.pass_end()
+
+    t = threading.Thread(target=keeps_p_logging)
+    t.start()
+    opened.wait()
+    try:
+        assert p.pass_begin() is True
+        torch.ones(2).neg()
+        assert q.pass_begin() is False              # warm-up: p's pass here ended
+        assert not _C.thread_enabled()
+        torch.ones(7).neg()                         # in no pass that logs
+        q.pass_end()
+    finally:
+        done.set()
+        t.join(timeout=60)
+    p.close()
+    q.close()
+    negs = [r["inputs"]["self"]["shape"] for r in load(tmp_path / "p.jsonl")
+            if r["operation"] == "aten.neg.default"]
+    assert negs == [[2]]
+    assert load(tmp_path / "q.jsonl") == []
+
+
 def test_two_threads_logging_at_once_keep_every_record_whole(tmp_path):
     """Both threads log into one file at the same time (ops release the GIL):
     records interleave, call_ids are renumbered at commit, none is torn."""

@@ -51,12 +51,10 @@ int sp_open(const sp_config *cfg, sp_profiler **out);
  * In a forked child it only lets go of the parent's file. */
 int sp_close(sp_profiler *p);
 /* Closes p if open and drops the owner's reference: p is freed once no
- * thread holds one either (sp_ref/sp_unref: a thread whose dispatch state
- * still points at p after another thread closed it must not read freed
- * memory, nor a profiler made later at the same address). */
+ * thread's pass holds it either (a thread whose pass of p is still open
+ * after another thread closed p must not read freed memory, nor a profiler
+ * made later at the same address). */
 void sp_free(sp_profiler *p);
-void sp_ref(sp_profiler *p);
-void sp_unref(sp_profiler *p);
 const char *sp_errmsg(const sp_profiler *p);
 const char *sp_records_path(const sp_profiler *p);
 const char *sp_summary_path(const sp_profiler *p);
@@ -104,6 +102,19 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key);
  * graph's size), or -1 when the caller does not know it; the summary
  * counts replays per real size too. */
 int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n);
+
+/* The calling thread's pass, the one source of truth for which profiler a
+ * thread's calls go to (the fallback's key follows it). sp_thread_pass:
+ * the profiler of this thread's open pass (NULL: none) and in *mode its
+ * sp_logging when that pass is logged, else 0. sp_thread_profiler: the
+ * profiler a call on this thread goes to: its open pass's (with *mode as
+ * sp_thread_pass says), else, on a thread that began no pass (one that
+ * inherited the key: autograd's), the one whose logged pass began last,
+ * with *mode its sp_logging; NULL and 0 when there is none. Lock-free: one
+ * call per operator. The pointer is valid while this thread's pass holds
+ * it (an inherited one: while its owner keeps it). */
+sp_profiler *sp_thread_pass(int *mode);
+sp_profiler *sp_thread_profiler(int *mode);
 
 /* Counters, as the summary reports them. */
 typedef struct sp_stats {

@@ -618,8 +618,9 @@ SP_PRIVATE void flusher_fork_child(void);
 
 /* ---- sp_profiler.c: a profiler's lifetime (open, close, references, the
  * open list, fork) ---- */
-/* A reference: the owner's, a pass's, a queued grower job's, a thread's
- * (sp_ref). The last one let go of frees p (p->destroy, set by sp_open). */
+/* A reference: the owner's, a pass's, a queued grower job's, the inherited
+ * slot's (prof_inherit). The last one let go of frees p (p->destroy, set by
+ * sp_open). */
 static inline void prof_ref(sp_profiler *p) { atomic_fetch_add(&p->refs, 1); }
 static inline void prof_unref(sp_profiler *p) {
   if (atomic_fetch_sub(&p->refs, 1) == 1) p->destroy(p);
@@ -627,6 +628,14 @@ static inline void prof_unref(sp_profiler *p) {
 /* fn(p) for each open profiler, without their list's lock: for a dying
  * process (async-signal-safe). */
 SP_PRIVATE void prof_each_open_unlocked(void (*fn)(sp_profiler *p));
+/* The profiler whose logged pass began last, for threads that inherited
+ * the fallback's key (no reference taken: see g_inherited). */
+SP_PRIVATE sp_profiler *prof_inherited(void);
+/* p's logged pass began: p becomes the inherited one (a reference). */
+SP_PRIVATE void prof_inherit(sp_profiler *p);
+/* p is no longer inherited if it logs no more (no logged pass is open,
+ * or it was closed). The caller holds a reference. */
+SP_PRIVATE void prof_uninherit(sp_profiler *p);
 
 /* ---- sp_pass.c: passes and graph captures ---- */
 /* This thread's pass of p, for a call it records (spinlock held). */

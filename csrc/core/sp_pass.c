@@ -174,6 +174,8 @@ static int pass_opened(sp_profiler *p, struct sp_pass *ps, int logged, int captu
   logged = logged && !p->failed;
   lock_release(&p->lock);
   lock_mu_release(&p->pass_mu, SP_LOCK_PASS);
+  if (logged) prof_inherit(p);
+  else prof_uninherit(p);
   return logged;
 }
 
@@ -279,6 +281,7 @@ static void pass_end_locked(sp_profiler *p) {
   int ended = t_pass.p == p && pass_close(p, &t_pass);
   lock_release(&p->lock);
   lock_mu_release(&p->pass_mu, SP_LOCK_PASS);
+  prof_uninherit(p); /* before the pass's reference goes */
   /* The file is cut to its records and the summary rewritten by the
    * flusher thread, off this thread, once no pass is open (debounced:
    * SP_FLUSH_QUIET, SP_FLUSH_BUSY). */
@@ -300,6 +303,24 @@ int sp_pass_end_nowait(sp_profiler *p) {
   if (!flusher_running() || lock_mu_try(&p->pass_mu, SP_LOCK_PASS) != 0) return 0;
   pass_end_locked(p);
   return 1;
+}
+
+sp_profiler *sp_thread_pass(int *mode) {
+  const struct sp_pass *ps = &t_pass;
+  *mode = ps->p && ps->logged ? sp_logging(ps->p) : 0;
+  return ps->p;
+}
+
+sp_profiler *sp_thread_profiler(int *mode) {
+  const struct sp_pass *ps = &t_pass;
+  sp_profiler *p = ps->p;
+  if (p) {
+    *mode = ps->logged ? sp_logging(p) : 0;
+    return p;
+  }
+  p = prof_inherited();
+  *mode = p ? sp_logging(p) : 0;
+  return p;
 }
 
 /* This thread's pass of p, for a call it records: its own, or NULL for the

@@ -23,6 +23,29 @@ SP_PRIVATE void prof_each_open_unlocked(void (*fn)(sp_profiler *p)) {
   for (sp_profiler *p = g_open; p; p = p->next_open) fn(p);
 }
 
+/* The profiler whose logged pass began last: the calls of a thread that
+ * inherited the fallback's key but began no pass of its own (autograd's)
+ * go to it. It holds a reference while set (prof_inherit); such a thread
+ * reads it without one, so a profiler closed and let go of while such a
+ * thread is inside an operator is the one case left unguarded. */
+static _Atomic(sp_profiler *) g_inherited;
+
+SP_PRIVATE sp_profiler *prof_inherited(void) {
+  return atomic_load_explicit(&g_inherited, memory_order_relaxed);
+}
+
+SP_PRIVATE void prof_inherit(sp_profiler *p) {
+  prof_ref(p);
+  sp_profiler *old = atomic_exchange(&g_inherited, p);
+  if (old) prof_unref(old);
+}
+
+SP_PRIVATE void prof_uninherit(sp_profiler *p) {
+  sp_profiler *expected = p;
+  if (!sp_logging(p) && atomic_compare_exchange_strong(&g_inherited, &expected, NULL))
+    prof_unref(p); /* not the last: the caller holds one */
+}
+
 static void prof_unlink(sp_profiler *p) {
   lock_mu(&g_open_lock, SP_LOCK_OPEN);
   for (sp_profiler **q = &g_open; *q; q = &(*q)->next_open)
@@ -266,16 +289,14 @@ int sp_close(sp_profiler *p) {
   lock_mu_release(&p->summary_mu, SP_LOCK_SUMMARY);
   err_tell(p);
   prof_unlink(p);
+  prof_uninherit(p);
   return rc;
 }
-
-void sp_ref(sp_profiler *p) { prof_ref(p); }
-void sp_unref(sp_profiler *p) { prof_unref(p); }
 
 void sp_free(sp_profiler *p) {
   if (!p) return;
   if (!p->file.closed) sp_close(p);
-  sp_unref(p);
+  prof_unref(p);
 }
 
 void sp_get_stats(sp_profiler *p, sp_stats *o) {

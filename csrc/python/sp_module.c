@@ -74,8 +74,8 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
 static void Profiler_dealloc(PyObject *self_) {
   ProfilerObject *self = (ProfilerObject *)self_;
   if (self->p) {
-    sp_fallback_disable(self->p);
     sp_close(self->p);
+    sp_fallback_disable(); /* after: the key follows this thread's pass */
     /* Freed once no thread points at it any more (see sp_free). */
     sp_free(self->p);
   }
@@ -94,8 +94,8 @@ static int check(ProfilerObject *self) {
  * is logged; sync mode too, but never for a graph's capture (waiting for the
  * device while a stream captures breaks the capture). */
 static PyObject *pass_opened(ProfilerObject *self, int logged, int capture) {
-  if (logged) sp_fallback_enable(self->p);
-  else sp_fallback_disable(self->p);
+  if (logged) sp_fallback_enable();
+  else sp_fallback_disable();
   sp_fallback_sync(logged && self->sync && !capture);
   return PyBool_FromLong(logged);
 }
@@ -163,7 +163,7 @@ static PyObject *Profiler_pass_end(PyObject *self_, PyObject *noargs) {
     sp_pass_end(self->p);
     Py_END_ALLOW_THREADS
   }
-  sp_fallback_disable(self->p); /* after: it asks whether other passes log */
+  sp_fallback_disable(); /* after: the key follows this thread's pass */
   Py_RETURN_NONE;
 }
 
@@ -171,11 +171,11 @@ static PyObject *Profiler_close(PyObject *self_, PyObject *noargs) {
   ProfilerObject *self = (ProfilerObject *)self_;
   (void)noargs;
   if (!check(self)) return NULL;
-  sp_fallback_disable(self->p);
   int rc;
   Py_BEGIN_ALLOW_THREADS
   rc = sp_close(self->p);
   Py_END_ALLOW_THREADS
+  sp_fallback_disable(); /* after: the key follows this thread's pass */
   if (rc != SP_OK) return raise_for(rc, sp_errmsg(self->p));
   Py_RETURN_NONE;
 }

@@ -1053,6 +1053,66 @@ static void test_open_passes(void) {
   g_passed++;
 }
 
+/* ---- which profiler a thread's calls go to: its pass, else the inherited ---- */
+struct follow_arg {
+  sp_profiler *p;
+  pthread_barrier_t *begun, *closed;
+  sp_profiler *seen; /* sp_thread_pass after another thread closed p */
+  int mode;
+};
+
+static void *follow_thread(void *arg) {
+  struct follow_arg *a = arg;
+  sp_pass_begin(a->p, NULL);
+  pthread_barrier_wait(a->begun);
+  pthread_barrier_wait(a->closed);
+  a->seen = sp_thread_pass(&a->mode);
+  sp_pass_end(a->p);
+  return NULL;
+}
+
+static void test_thread_profiler_follows_the_pass(void) {
+  g_test = __func__;
+  int mode = -1;
+  CHECK(sp_thread_pass(&mode) == NULL && mode == 0);
+  sp_profiler *p = open_prof("follow.jsonl", 0, 1, 0, NULL);
+  sp_profiler *q = open_prof("follow_q.jsonl", 0, 1, 0, NULL);
+  CHECK(p && q);
+  CHECK(!sp_pass_begin(p, NULL)); /* warm-up: this thread's pass, not logged */
+  CHECK(sp_thread_pass(&mode) == p && mode == 0);
+  CHECK(sp_thread_profiler(&mode) == p && mode == 0);
+  sp_pass_end(p);
+  CHECK(sp_thread_pass(&mode) == NULL && mode == 0);
+  pthread_barrier_t begun, closed;
+  pthread_barrier_init(&begun, NULL, 2);
+  pthread_barrier_init(&closed, NULL, 2);
+  struct follow_arg a = {p, &begun, &closed, NULL, -1};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, follow_thread, &a) == 0);
+  pthread_barrier_wait(&begun); /* pass 2, logged, open on the other thread */
+  /* no pass here: a thread that inherited the key goes to p's */
+  CHECK(sp_thread_pass(&mode) == NULL && mode == 0);
+  CHECK(sp_thread_profiler(&mode) == p && mode == 1);
+  CHECK(sp_pass_begin(p, NULL)); /* pass 3, logged, here */
+  CHECK(sp_thread_pass(&mode) == p && mode == 1);
+  /* q's warm-up ends p's pass here: nothing goes to p, though it logs */
+  CHECK(!sp_pass_begin(q, NULL));
+  CHECK(sp_logging(p));
+  CHECK(sp_thread_profiler(&mode) == q && mode == 0);
+  sp_pass_end(q);
+  CHECK(sp_thread_profiler(&mode) == p && mode == 1);
+  CHECK(sp_close(p) == SP_OK); /* the other thread's pass is still open */
+  CHECK(sp_thread_profiler(&mode) == NULL && mode == 0); /* p is inherited no more */
+  pthread_barrier_wait(&closed);
+  pthread_join(th, NULL);
+  pthread_barrier_destroy(&begun);
+  pthread_barrier_destroy(&closed);
+  CHECK(a.seen == p && a.mode == 0); /* its pass holds p, which logs no more */
+  sp_free(p);
+  sp_free(q);
+  g_passed++;
+}
+
 /* ---- the grower: room made ahead of the writers, off their thread ---- */
 static long long file_size(const char *path) {
   struct stat st;
@@ -1239,6 +1299,7 @@ int main(void) {
   test_protocol_is_checked();
   test_threads_write_at_once();
   test_open_passes();
+  test_thread_profiler_follows_the_pass();
   test_dying_threads_call_is_put_back();
   test_shorter_prefix_leaves_no_tail_behind();
   test_pass_end_nowait();

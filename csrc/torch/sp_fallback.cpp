@@ -55,17 +55,12 @@ constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 constexpr bool kAbovePython =
     static_cast<int>(c10::DispatchKey::Fake) > static_cast<int>(c10::DispatchKey::Python);
 
-// For threads that inherit the TLS key but started no pass (autograd's). It
-// holds a reference while set; such a thread reads it without one, so a
-// profiler closed and dropped while such a thread is inside an operator is
-// the one case left unguarded.
-std::atomic<sp_profiler*> g_inherited{nullptr};
-
 // Plain data, so that a thread_local access needs no init guard; the scratch
-// is freed at thread exit through a pthread key.
+// is freed at thread exit through a pthread key. Which profiler this
+// thread's calls go to is the core's to say (sp_thread_profiler): the key
+// only follows it.
 struct ThreadState {
   sp_thread* scratch;
-  sp_profiler* profiler;  // the pass this thread started
   bool paused;            // key taken out while a compiler runs
   bool saw_meta;          // the call being described has a meta tensor
   bool allow_meta;        // ...and is described anyway: it raised
@@ -76,24 +71,11 @@ thread_local ThreadState t_state;
 pthread_key_t g_scratch_key;
 pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
 
-// This thread's profiler: it holds a reference to the one it points at.
-void set_thread_profiler(sp_profiler* p) {
-  sp_profiler* old = t_state.profiler;
-  if (old == p) return;
-  if (p) sp_ref(p);
-  t_state.profiler = p;
-  if (old) sp_unref(old);
-}
-
-// Runs on an exiting thread that had scratch (it ran an operator); it also
-// drops the thread's reference. A thread that exits without ever running
-// one keeps its reference: that profiler is then never freed (a leak, not
-// a use after free).
+// Runs on an exiting thread that had scratch (it ran an operator).
 void free_scratch(void* scratch) {
   // Later exit-time code may still run ops here.
   if (t_state.scratch == scratch) t_state.scratch = nullptr;
   sp_thread_free(static_cast<sp_thread*>(scratch));
-  set_thread_profiler(nullptr);
 }
 void make_scratch_key() { pthread_key_create(&g_scratch_key, free_scratch); }
 
@@ -641,18 +623,15 @@ std::atomic<bool> g_sync_unknown_said{false};
 
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
               torch::jit::Stack* stack) {
-  ThreadState& ts = t_state;
-  sp_profiler* p = ts.profiler ? ts.profiler : g_inherited.load(std::memory_order_relaxed);
-  int mode = p ? sp_logging(p) : 0;
+  int mode;
+  sp_profiler* p = sp_thread_profiler(&mode);
   if (!mode) {
-    if (!ts.profiler || !sp_logging(ts.profiler)) {
-      // A lingering key: this thread's pass was ended or its profiler closed
-      // by another thread. Let go of both (the profiler may be freed now).
-      set_key(false);
-      set_thread_profiler(nullptr);
-    }
+    // A lingering key: this thread's profiler was closed by another thread,
+    // or the pass whose key it inherited ended.
+    set_key(false);
     return redispatch(op, ks, stack);
   }
+  ThreadState& ts = t_state;
   if constexpr (kAbovePython) {
     if (C10_UNLIKELY(ks.has(c10::DispatchKey::Python))) {
       size_t n_args = op.schema().arguments().size();
@@ -810,25 +789,17 @@ int sp_fallback_install(void) {
 
 const char* sp_fallback_error(void) { return g_install_error.c_str(); }
 
-void sp_fallback_enable(sp_profiler* p) {
-  set_thread_profiler(p);
+void sp_fallback_enable(void) {
   t_state.paused = false;
-  sp_ref(p);
-  sp_profiler* old = g_inherited.exchange(p);
-  if (old) sp_unref(old);
   set_key(true);
 }
 
-void sp_fallback_disable(sp_profiler* p) {
-  if (t_state.profiler == p || !p) {
-    set_thread_profiler(nullptr);
-    set_key(false);
-    t_state.sync = false;
-  }
-  // Threads that inherited the key log into p's latest logged pass while
-  // some thread's is open.
-  sp_profiler* expected = p;
-  if (p && !sp_logging(p) && g_inherited.compare_exchange_strong(expected, nullptr)) sp_unref(p);
+void sp_fallback_disable(void) {
+  int mode;
+  sp_thread_pass(&mode);
+  if (mode) return;  // this thread's own pass (of another profiler) still logs
+  set_key(false);
+  t_state.sync = false;
 }
 
 void sp_fallback_sync(int on) { t_state.sync = on != 0; }
@@ -843,13 +814,16 @@ int sp_fallback_pause(void) {
 void sp_fallback_resume(void) {
   if (!t_state.paused) return;
   t_state.paused = false;
-  if (t_state.profiler && sp_logging(t_state.profiler)) set_key(true);
+  int mode;
+  sp_thread_pass(&mode);
+  if (mode) set_key(true);
 }
 
 sp_profiler* sp_fallback_target(void) {
   if (t_state.paused) return nullptr;
-  sp_profiler* p = t_state.profiler ? t_state.profiler : g_inherited.load(std::memory_order_relaxed);
-  return p && sp_logging(p) ? p : nullptr;
+  int mode;
+  sp_profiler* p = sp_thread_profiler(&mode);
+  return mode ? p : nullptr;
 }
 
 int sp_fallback_thread_enabled(void) {

@@ -15,12 +15,15 @@ extern "C" {
 int sp_fallback_install(void);
 const char *sp_fallback_error(void);
 int sp_fallback_installed(void);
-/* Puts the fallback's key into the calling thread's TLS and makes p the profiler
- * its calls go to (and that of threads which inherit its TLS). */
-void sp_fallback_enable(sp_profiler *p);
-/* Takes the key out of the calling thread's TLS (if it was enabled for p, or
- * p is NULL). */
-void sp_fallback_disable(sp_profiler *p);
+/* The key follows the calling thread's pass (sp_thread_pass): its calls go
+ * to the profiler the core says (sp_thread_profiler), and threads that
+ * inherit its TLS go to the one whose logged pass began last.
+ * sp_fallback_enable puts the key into this thread's TLS (a logged pass of
+ * it just began); sp_fallback_disable takes it out unless this thread's
+ * own pass logs (call it after a pass ends or opens unlogged, and after a
+ * close). */
+void sp_fallback_enable(void);
+void sp_fallback_disable(void);
 /* Sync mode on the calling thread until its pass ends (sp_fallback_disable):
  * after each recorded call with an input on a device (CUDA), wait for the
  * device, so that an asynchronous kernel failure is recorded as the error
@@ -33,11 +36,11 @@ void sp_fallback_sync(int on);
 int sp_fallback_pause(void);
 void sp_fallback_resume(void);
 /* The profiler that a call on this thread goes to now, for calls that do not
- * pass the dispatcher (kernel launches: sp_launch_intern): this thread's
- * logged pass's, else the one whose logged pass began last (the core then
- * files the call as sp_call_begin says); NULL while this thread is paused
- * or nothing logs. Valid while the caller holds what keeps the profiler
- * (the interpreter lock, for the Python module). */
+ * pass the dispatcher (kernel launches: sp_launch_intern): sp_thread_profiler's
+ * (the core then files the call as sp_call_begin says); NULL while this
+ * thread is paused or that profiler does not log. Valid while the caller
+ * holds what keeps the profiler (the interpreter lock, for the Python
+ * module). */
 sp_profiler *sp_fallback_target(void);
 /* Whether the key is in the calling thread's TLS (for tests). */
 int sp_fallback_thread_enabled(void);
