@@ -15,7 +15,9 @@ call. The table gives the medians over rounds, and after/before as the
 median of each round's own ratio (the two builds' children of one round ran
 back to back) with its 95% confidence interval (distribution-free: order
 statistics of the binomial) and what it says: "lower" or "higher" when the
-interval leaves 1 out, "same" when it holds 1. Both builds
+interval leaves 1 out, "same" when it holds 1; rounds whose added cost came
+out at or below zero (noise larger than the profiler) give no ratio and are
+left out, and "noise" says more than a third were. Both builds
 run the workloads of this checkout's sgl_shapeprof.demo.models, loaded by
 path. Run it before a change to recording lands; it is a benchmark, not a
 test.
@@ -165,14 +167,26 @@ def main() -> None:
             if b != b:  # the baseline cannot run this mode
                 print(f"{w:10s} {m:8s} {'n/a':>8s} {a:8.2f}")
                 continue
-            ratio, lo, hi = median_ci([y / x if x > 0 else float("nan") for x, y in zip(bs, as_)])
-            if lo is None:
-                interval, verdict = "(few rounds)", "-"
-            else:
-                interval = f"[{lo:.2f}, {hi:.2f}]"
-                verdict = "lower" if hi < 1 else "higher" if lo > 1 else "same"
-            print(f"{w:10s} {m:8s} {b:8.2f} {a:8.2f} {ratio:12.2f} {interval:>13s}  {verdict:7s}  "
+            ratio, interval, verdict = compare(bs, as_)
+            print(f"{w:10s} {m:8s} {b:8.2f} {a:8.2f} {ratio:>12s} {interval:>13s}  {verdict:7s}  "
                   f"{min(as_):.2f}-{max(as_):.2f}")
+
+
+def compare(before: list, after: list) -> tuple:
+    """after/before of the rounds' own ratios, its interval and the verdict,
+    as text. A round whose added cost came out at or below zero in either
+    build (the noise exceeded what the profiler adds) has no ratio: such
+    rounds are left out and counted, and when they are more than a third
+    of the rounds the verdict is "noise", not a ratio that means nothing."""
+    pairs = [(x, y) for x, y in zip(before, after) if x > 0 and y > 0]
+    left_out = len(before) - len(pairs)
+    if left_out * 3 > len(before):
+        return "-", f"({left_out} of {len(before)} <= 0)", "noise"
+    ratio, lo, hi = median_ci([y / x for x, y in pairs])
+    if lo is None:
+        return f"{ratio:.2f}", "(few rounds)", "-"
+    verdict = "lower" if hi < 1 else "higher" if lo > 1 else "same"
+    return f"{ratio:.2f}", f"[{lo:.2f}, {hi:.2f}]", verdict
 
 
 if __name__ == "__main__":
