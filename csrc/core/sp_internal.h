@@ -417,7 +417,7 @@ struct sp_profiler {
   pid_t owner_pid;
   atomic_int logging;   /* some thread's logged pass is open and all is well */
   atomic_int orphaned;  /* we are a forked child: hands off the file */
-  atomic_int refs;      /* the owner's, and each thread's that points here */
+  atomic_int refs;      /* who holds one: see prof_ref */
   void (*destroy)(struct sp_profiler *p); /* frees p (sp_profiler.c): prof_unref */
   int failed;
   int failure_unsaid;   /* err_fail() ran; err_tell says it, outside the spinlock */

@@ -312,12 +312,8 @@ sp_profiler *sp_thread_pass(int *mode) {
 }
 
 sp_profiler *sp_thread_profiler(int *mode) {
-  const struct sp_pass *ps = &t_pass;
-  sp_profiler *p = ps->p;
-  if (p) {
-    *mode = ps->logged ? sp_logging(p) : 0;
-    return p;
-  }
+  sp_profiler *p = sp_thread_pass(mode);
+  if (p) return p;
   p = prof_inherited();
   *mode = p ? sp_logging(p) : 0;
   return p;

@@ -86,6 +86,14 @@ sp_thread* new_scratch() {
   return t;
 }
 
+// Whether this thread's own pass is logged and its profiler logs (the key
+// belongs in its TLS).
+bool own_pass_logs() {
+  int mode;
+  sp_thread_pass(&mode);
+  return mode != 0;
+}
+
 void set_key(bool on) {
   if (c10::impl::tls_is_dispatch_key_included(kKey) != on)
     c10::impl::tls_set_dispatch_key_included(kKey, on);
@@ -795,9 +803,7 @@ void sp_fallback_enable(void) {
 }
 
 void sp_fallback_disable(void) {
-  int mode;
-  sp_thread_pass(&mode);
-  if (mode) return;  // this thread's own pass (of another profiler) still logs
+  if (own_pass_logs()) return;  // (of another profiler than the one closed)
   set_key(false);
   t_state.sync = false;
 }
@@ -814,9 +820,7 @@ int sp_fallback_pause(void) {
 void sp_fallback_resume(void) {
   if (!t_state.paused) return;
   t_state.paused = false;
-  int mode;
-  sp_thread_pass(&mode);
-  if (mode) set_key(true);
+  if (own_pass_logs()) set_key(true);
 }
 
 sp_profiler* sp_fallback_target(void) {
