@@ -5,6 +5,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+from placement import engine, every_torch  # noqa: E402
 
 
 # the profiler's variables under their neutral spelling (SHAPEPROF_WERROR and
@@ -27,3 +28,19 @@ def _neutral_cwd(tmp_path, monkeypatch):
     run from a scratch folder, so that they import the sgl_shapeprof under
     test (site-packages in the torch matrix), never the checkout's build."""
     monkeypatch.chdir(tmp_path)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "every_torch: runs on every supported torch (tests/placement.py)")
+    config.addinivalue_line("markers", "engine: a server's real-engine test (tests/sglang/, tests/vllm/)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by tests/placement.py's rule: `-m every_torch` is
+    what a torch other than the default runs."""
+    for item in items:
+        path = str(item.fspath)
+        if every_torch(path):
+            item.add_marker(pytest.mark.every_torch)
+        if engine(path):
+            item.add_marker(pytest.mark.engine)

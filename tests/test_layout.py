@@ -33,6 +33,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Set, Tuple
 
+import placement
 import pytest
 
 PKG = "sgl_shapeprof"
@@ -459,6 +460,70 @@ def test_a_test_module_imported_is_caught(tmp_path):
     assert imports_of_test_modules(str(tmp_path)) == [
         os.path.join("area", "test_other.py") + ":1: imports the test module test_engine.sub",
         os.path.join("area", "test_server.py") + ":2: imports the test module test_engine"]
+
+
+# -- where a test runs (tests/placement.py) ----------------------------------
+
+def parity_without_every_torch(root: str = TESTS) -> List[str]:
+    """Test modules that use the reference logger's parity oracle but would
+    not run on every torch: parity is the first thing a torch release
+    changes."""
+    out = []
+    for d, _, names in os.walk(root):
+        for n in sorted(names):
+            path = os.path.join(d, n)
+            if not (n.startswith("test_") and n.endswith(".py")) or placement.engine(path) \
+                    or placement.every_torch(path):
+                continue
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names_ = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names_ = [node.module or ""] + [a.name for a in node.names]
+                else:
+                    continue
+                used = sorted(set(names_) & placement.PARITY_ORACLE)
+                if used:
+                    out.append(f"{os.path.relpath(path, root)}:{node.lineno}: uses {', '.join(used)} "
+                               "but runs on one torch only (tests/placement.py)")
+    return out
+
+
+def test_parity_runs_on_every_torch():
+    offences = parity_without_every_torch()
+    assert not offences, "\n".join(offences)
+
+
+def test_parity_on_one_torch_is_caught(tmp_path):
+    (tmp_path / "test_new_model.py").write_text("from helpers import load, run_both\n")
+    (tmp_path / "test_parity_new.py").write_text("from reference_logger import ReferenceLogger\n")
+    (tmp_path / "sglang").mkdir()
+    (tmp_path / "sglang" / "test_engine_x.py").write_text("import reference_logger\n")
+    assert parity_without_every_torch(str(tmp_path)) == [
+        "test_new_model.py:1: uses run_both but runs on one torch only (tests/placement.py)"]
+
+
+def test_every_torch_covers_the_torch_dependent_concerns():
+    """Each prefix names modules that exist, and the concerns that depend on
+    the torch version each have a module that runs on every torch."""
+    modules = sorted(n for n in os.listdir(TESTS) if n.startswith("test_") and n.endswith(".py"))
+    stale = [p for p in placement.EVERY_TORCH if not any(m.startswith(p) for m in modules)]
+    assert not stale, f"prefixes that name no test module: {stale}"
+    chosen = {m for m in modules if placement.every_torch(m)}
+    for need in ("test_build.py", "test_parity.py", "test_crash.py", "test_key_order.py",
+                 "test_errors_threads.py", "test_triton.py", "test_custom_ops.py"):
+        assert need in chosen, need
+    assert placement.every_torch("test_format.py") is None
+
+
+def test_the_makefile_selects_by_the_rule():
+    """No hand-kept list of test files: the other torches run `-m every_torch`."""
+    with open(os.path.join(os.path.dirname(TESTS), "Makefile")) as f:
+        text = f.read()
+    assert "-m every_torch" in text and "OLD_TESTS" not in text
+    assert not re.search(r"tests/test_\w+\.py", text), "a test file named in the Makefile"
 
 
 def test_every_subpackage_is_installed():
