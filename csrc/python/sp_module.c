@@ -283,6 +283,17 @@ static PyObject *mod_resume_thread(PyObject *m, PyObject *noargs) {
   Py_RETURN_NONE;
 }
 
+static PyObject *mod_sync_stats(PyObject *m, PyObject *noargs) {
+  static const char *const capture[] = {"unresolved", "guard", "driver", "none"};
+  sp_sync_stats st;
+  (void)m;
+  (void)noargs;
+  sp_fallback_sync_stats(&st);
+  return Py_BuildValue("{s:s,s:K,s:K,s:K}", "capture", capture[st.capture], "waited",
+                       (unsigned long long)st.waited, "capturing", (unsigned long long)st.capturing,
+                       "unknown", (unsigned long long)st.unknown);
+}
+
 static PyMethodDef module_methods[] = {
     {"pause_thread", mod_pause_thread, METH_NOARGS,
      "pause_thread($module, /)\n--\n\n"
@@ -292,6 +303,10 @@ static PyMethodDef module_methods[] = {
     {"stop_sync", mod_stop_sync, METH_NOARGS,
      "stop_sync($module, /)\n--\n\n"
      "No sync mode on this thread until its next pass (a graph is being captured)."},
+    {"sync_stats", mod_sync_stats, METH_NOARGS,
+     "sync_stats($module, /)\n--\n\n"
+     "Sync mode in this process: how it tells a graph capture ('guard', 'driver', 'none', "
+     "'unresolved'), calls it waited after, and did not (capturing, unknown)."},
     {"thread_enabled", mod_thread_enabled, METH_NOARGS,
      "thread_enabled($module, /)\n--\n\nWhether the fallback's dispatch key is in this thread's TLS."},
     {"fallback_installed", mod_fallback_installed, METH_NOARGS,

@@ -578,11 +578,18 @@ template <class G>
 struct GuardKnowsCapture<G, std::void_t<decltype(std::declval<const G&>().isStreamCapturing(
                                 std::declval<const c10::Stream&>()))>> : std::true_type {};
 
+// How capture is told (SP_CAPTURE_*), and sync mode's decisions: for the
+// report (sp_fallback_sync_stats), never read on the hot path.
+std::atomic<int> g_driver_lookup{SP_CAPTURE_UNRESOLVED};
+std::atomic<uint64_t> g_sync_waited{0}, g_sync_capturing{0}, g_sync_unknown{0};
+
 int driver_capturing(const c10::Stream& stream) {
   using IsCapturing = int (*)(void* stream, int* status);  // cuStreamIsCapturing
   static IsCapturing is_capturing = [] {
     void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    return lib ? reinterpret_cast<IsCapturing>(dlsym(lib, "cuStreamIsCapturing")) : nullptr;
+    auto f = lib ? reinterpret_cast<IsCapturing>(dlsym(lib, "cuStreamIsCapturing")) : nullptr;
+    g_driver_lookup.store(f ? SP_CAPTURE_DRIVER : SP_CAPTURE_NONE, std::memory_order_relaxed);
+    return f;
   }();
   int status = 0;
   if (!is_capturing || stream.device_type() != c10::DeviceType::CUDA) return -1;
@@ -617,6 +624,8 @@ std::atomic<bool> g_sync_unknown_said{false};
     d = device_of(stack->data() + stack->size() - n_rets, n_rets);
   if (d.type() == c10::DeviceType::CPU) return;
   int capture = capturing(d);
+  (capture == 0 ? g_sync_waited : capture > 0 ? g_sync_capturing : g_sync_unknown)
+      .fetch_add(1, std::memory_order_relaxed);
   if (capture != 0) {
     std::atomic<bool>& said = capture > 0 ? g_sync_capture_said : g_sync_unknown_said;
     if (!said.exchange(true))
@@ -828,6 +837,15 @@ sp_profiler* sp_fallback_target(void) {
   int mode;
   sp_profiler* p = sp_thread_profiler(&mode);
   return mode ? p : nullptr;
+}
+
+void sp_fallback_sync_stats(sp_sync_stats* out) {
+  out->capture = GuardKnowsCapture<c10::impl::DeviceGuardImplInterface>::value
+                     ? SP_CAPTURE_GUARD
+                     : g_driver_lookup.load(std::memory_order_relaxed);
+  out->waited = g_sync_waited.load(std::memory_order_relaxed);
+  out->capturing = g_sync_capturing.load(std::memory_order_relaxed);
+  out->unknown = g_sync_unknown.load(std::memory_order_relaxed);
 }
 
 int sp_fallback_thread_enabled(void) {

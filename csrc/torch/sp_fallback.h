@@ -30,6 +30,18 @@ void sp_fallback_disable(void);
  * of the call that launched it. Never while a graph is captured (the
  * caller's to know). */
 void sp_fallback_sync(int on);
+/* What sync mode did in this process, for the GPU check's report: how it
+ * tells that a stream captures a graph (SP_CAPTURE_GUARD: the device guard,
+ * torch 2.13+; SP_CAPTURE_DRIVER: cuStreamIsCapturing of the loaded CUDA
+ * driver, torch 2.11; SP_CAPTURE_NONE: neither, so it never waits;
+ * SP_CAPTURE_UNRESOLVED: the driver not asked yet), and how many calls it
+ * waited after, and did not because a capture was on or could not be told. */
+enum { SP_CAPTURE_UNRESOLVED, SP_CAPTURE_GUARD, SP_CAPTURE_DRIVER, SP_CAPTURE_NONE };
+typedef struct {
+  int capture;
+  uint64_t waited, capturing, unknown;
+} sp_sync_stats;
+void sp_fallback_sync_stats(sp_sync_stats *out);
 /* Takes the key out of this thread's TLS while something that is not the
  * model runs (a compiler); returns 1 if it was in. sp_fallback_resume puts it back
  * if this thread's pass is still logged. */
