@@ -1,0 +1,95 @@
+"""benchmarks/gpu_check.py rehearsed on the CPU (issue 44). A lent GPU gives
+one try: a check that hangs or raises costs its own row only, within the
+run's deadline; an error in one workload costs that workload's row; a
+native module that does not load, or a build that fails, is a FAIL that
+stops the run with a report, never a skip. The faults come from the
+runner's hook, $SHAPEPROF_GPU_CHECK_FAULTS."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+
+from helpers import PKG_ROOT, ROOT  # noqa: E402
+
+RUNNER = os.path.join(ROOT, "benchmarks", "gpu_check.py")
+# what may come back from a device machine: a flat folder of at most 8 files
+REPORT_FILES = {"report.md", "report.json", "build.log", "stacks.log", "children.log"}
+
+
+def gpu_check(out, *args, faults="", pythonpath=PKG_ROOT, timeout=120):
+    env = dict(os.environ, SHAPEPROF_GPU_CHECK_FAULTS=faults, PYTHONPATH=pythonpath)
+    env.pop("SHAPEPROF_GPU_CHECK_DEADLINE", None)
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, RUNNER, "--out", str(out), *args], capture_output=True, text=True,
+                       env=env, timeout=timeout)
+    with open(out / "report.json") as f:
+        report = json.load(f)
+    assert set(os.listdir(out)) <= REPORT_FILES, os.listdir(out)
+    return r, report, (out / "report.md").read_text(), time.monotonic() - t0
+
+
+def test_a_hang_and_an_error_cost_their_own_rows_within_the_deadline(tmp_path):
+    r, report, md, took = gpu_check(tmp_path, "--only", "custom_ops,kill", "--check-timeout", "10",
+                                    "--deadline", "60", faults="raise:custom_ops,hang:kill")
+    checks = report["checks"]
+    assert r.returncode == 1, r.stderr
+    assert took < 60
+    assert list(checks) == ["native", "custom_ops", "kill"]
+    assert checks["native"]["status"] == "pass", checks["native"]
+    assert checks["custom_ops"]["status"] == "FAIL"
+    assert "injected fault at custom_ops" in checks["custom_ops"]["summary"]
+    kill = checks["kill"]
+    assert kill["status"] == "TIMEOUT" and "no result within 10 s" in kill["summary"]
+    assert any("in fault" in line for line in kill["stack"]), kill["stack"]  # where it hung, from faulthandler
+    assert "| kill | TIMEOUT |" in md and "## kill: its stack" in md
+    assert report["result"] == "FAIL (custom_ops, kill)"
+
+
+def test_an_error_in_one_workload_costs_its_row_only(tmp_path):
+    r, report, md, _ = gpu_check(tmp_path, "--only", "cost", faults="raise:cost.prefill")
+    cost = report["checks"]["cost"]
+    assert r.returncode == 1 and cost["status"] == "FAIL", cost
+    by = {row["workload"]: row for row in cost["rows"]}
+    assert by["prefill 64 tokens"]["error"] == "RuntimeError: injected fault at cost.prefill"
+    decode = [row for label, row in by.items() if label.startswith("decode")]
+    assert len(decode) == 2 and all(row["off_ms"] > 0 and "written" in row for row in decode)
+    assert "| prefill 64 tokens | RuntimeError: injected fault at cost.prefill |" in md
+
+
+def test_a_native_module_that_does_not_load_fails_and_stops_the_run(tmp_path):
+    pkg = tmp_path / "pkg"
+    shutil.copytree(os.path.join(PKG_ROOT, "sgl_shapeprof"), pkg / "sgl_shapeprof",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    native = [n for n in os.listdir(pkg / "sgl_shapeprof") if n.startswith("_C.") and n.endswith(".so")]
+    if not native:
+        pytest.skip("no built native module to break")
+    (pkg / "sgl_shapeprof" / native[0]).write_bytes(b"not a shared object\n")
+    seen = subprocess.run([sys.executable, "-c", "import sgl_shapeprof; print(sgl_shapeprof.__file__)"],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(pkg)), cwd=tmp_path)
+    if not seen.stdout.startswith(str(pkg)):
+        pytest.skip(f"the installed sgl_shapeprof wins over PYTHONPATH here ({seen.stdout.strip()})")
+    log = tmp_path / "build.log"
+    log.write_text("compiling\nthe build's last line\n")
+    out = tmp_path / "out"
+    r, report, md, _ = gpu_check(out, "--build-log", str(log), pythonpath=str(pkg))
+    native_row = report["checks"]["native"]
+    assert r.returncode == 1
+    assert native_row["status"] == "FAIL" and "NativeModuleError" in native_row["summary"], native_row
+    assert list(report["checks"]) == ["native"]  # stopped
+    assert report["result"].startswith("FAIL (the native module did not load")
+    assert "the build's last line" in md and "skip" not in md
+
+
+def test_a_failed_build_is_a_report(tmp_path):
+    r, report, md, _ = gpu_check(tmp_path, "--build", faults="raise:build")
+    build = report["checks"]["build"]
+    assert r.returncode == 1 and build["status"] == "FAIL", build
+    assert list(report["checks"]) == ["build"]
+    if "missing" not in build["summary"]:  # (a machine that cannot build says so instead)
+        assert "injected fault at build" in md and "## build log (tail)" in md
