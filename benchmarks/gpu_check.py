@@ -48,11 +48,12 @@ Checks, in the order they run (the gate first, the riskiest last):
              decode; off, armed, written, deduplicated and the Python
              logger, interleaved; the ratio to off per round, median and
              95% interval
-  pytest     tests/test_cuda.py and tests/test_triton.py (needs pytest)
+  pytest     tests/test_cuda.py (needs pytest)
   cost_profiler
-             the same workloads under torch.profiler(record_shapes=True)
-             against off: CUPTI with graph capture and replay is the
-             likeliest hang, so it runs last, alone
+             decode at batch 1 (eager and CUDA-graph) and the prefill under
+             torch.profiler(record_shapes=True) against off: CUPTI with
+             graph capture and replay is the likeliest hang, so it runs
+             last, alone
 
 Report, in DIR (--out, else $SHAPEPROF_GPU_CHECK_OUT, else ./gpu-check; flat,
 five files at most): report.md, report.json, build.log, stacks.log (the
@@ -106,7 +107,7 @@ CHECKS = {
                     120, 120),
     "kill": Check(None, 45, 45),
     "cost": Check(None, 120, 90),
-    "pytest": Check("needs CUDA (on the CPU these are the suite's own)", 150, 150),
+    "pytest": Check("needs CUDA (on the CPU these are the suite's own)", 120, 120),
     "cost_profiler": Check(None, 90, 60),
 }
 CAPTURE = {"guard": "the device guard (torch 2.13+)",
