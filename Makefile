@@ -43,7 +43,10 @@ export PIP_CONSTRAINT := /dev/null
 .PHONY: install install-test env env-old-torch env-sglang env-vllm demo test test-matrix test-old-torch test-sglang test-vllm test-core bench bench-server gpu-check clean
 
 NATIVE := setup.py pyproject.toml $(wildcard csrc/core/* csrc/torch/* csrc/python/*)
-PYSRC  := $(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py sgl_shapeprof/*/*/*.py sgl_shapeprof/*.pth)
+# (not _build.py: the build writes it, and an in-place build, as gpu-check's,
+# must not make every regular install look stale)
+PYSRC  := $(filter-out sgl_shapeprof/_build.py,$(wildcard sgl_shapeprof/*.py sgl_shapeprof/*/*.py \
+  sgl_shapeprof/*/*/*.py sgl_shapeprof/*.pth))
 SOURCES := $(NATIVE) $(if $(EDITABLE),,$(PYSRC))
 
 $(VENV)/.torch:

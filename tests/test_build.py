@@ -89,6 +89,10 @@ def test_plain_pip_install_fails_fast_with_one_line(tmp_path):
                        capture_output=True, text=True, timeout=600)
     out = r.stdout + r.stderr
     assert r.returncode != 0
+    if "Installing build dependencies: finished with status 'error'" in out:
+        # before our setup.py runs: pip found no setuptools for the isolated
+        # environment (no package index, as on the GPU machine)
+        pytest.skip("pip could not install the isolated build's setuptools: no package index here")
     assert "isolated build environment has none: pip install --no-build-isolation ." in out
     assert "Collecting torch" not in out and "Downloading torch" not in out
     assert not list(tmp_path.glob("*.whl"))
