@@ -49,6 +49,15 @@ def test_a_hang_and_an_error_cost_their_own_rows_within_the_deadline(tmp_path):
     assert any("in fault" in line for line in kill["stack"]), kill["stack"]  # where it hung, from faulthandler
     assert "| kill | TIMEOUT |" in md and "## kill: its stack" in md
     assert report["result"] == "FAIL (custom_ops, kill)"
+    # what ran, for someone who reads the report away from the machine
+    env = report["env"]
+    import torch
+    assert env["torch"] == torch.__version__ and env["python"] == sys.version.split()[0]
+    assert env["commit"] and env["native"].startswith("_C.") and env["sgl_shapeprof"]
+    assert all(k in env for k in ("driver", "cuda", "triton", "transformers"))
+    assert report["sync_mode"]["capture"] and set(report["sync_mode"]["capture"]) <= {
+        "guard", "driver", "none", "unresolved"}, report["sync_mode"]
+    assert f"torch {torch.__version__}" in md and "sync mode tells a capture by:" in md
 
 
 def test_an_error_in_one_workload_costs_its_row_only(tmp_path):
