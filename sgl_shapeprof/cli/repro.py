@@ -46,7 +46,7 @@ def _archive_kind(path: str) -> Optional[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..replay.scripts import NotReproducible, run_script, script, select
+    from ..replay.scripts import NotReproducible, invalid, run_script, script, select
     if args.timeout <= 0:
         raise fail("--timeout must be > 0")
     try:
@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         for rec in sel.records:
             cid = rec.get("call_id")
-            head = f"call {cid}: {rec.get('operation')}"
+            # a record is untrusted: what fails validation is shown as a literal
+            head = f"call {cid}: {rec.get('operation')}" if not invalid(rec) else f"call {cid!r}"
             try:
                 s = script(rec, f"{where} (forward pass {rec.get('forward_pass')})", args.imports,
                            sel.source.deduplicated)

@@ -299,7 +299,10 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
         if line.startswith(_PREFIX) and line.endswith(b"}\n"):
             c = line.find(b", ", 12)
             d = line.find(b", ", c + 18)
-            if c > 0 and d > 0 and line.startswith(_PASS, c + 2):
+            cid, fp = line[12:c], line[c + 18:d]
+            # numbers as the profiler writes them (a records file is
+            # untrusted: anything else takes the slow path)
+            if c > 0 and d > 0 and line.startswith(_PASS, c + 2) and cid.isdigit() and fp.isdigit():
                 key = line[d + 2:]
                 e = entries.get(key)
                 if e is None:
@@ -323,18 +326,17 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                 n_records += 1
                 if e[0] is None:
                     continue
-                fp = line[c + 18:d]
                 if use_passes and not lo <= int(fp) <= hi:
                     continue
-                n = (get_count(line[12:c], 1) if get_count else 1) * e[3]
+                n = (get_count(cid, 1) if get_count else 1) * e[3]
                 if e[4] not in sigs:
-                    e[0].first_call = int(line[12:c])
+                    e[0].first_call = int(cid)
                     sigs[e[4]] = e[0]
                 e[1] += 1
                 e[2] += n
                 pass_calls[fp] = pass_calls.get(fp, 0) + n
                 if on_record is not None:
-                    on_record(int(line[12:c]), e[0], n)
+                    on_record(int(cid), e[0], n)
                 if progress is not None and not n_records & 0xFFFFF:
                     progress(n_records)
                 continue

@@ -16,6 +16,7 @@ faithfully is listed with the reason, never run.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -38,7 +39,7 @@ RANDOM_OPS = {
     "_standard_gamma", "_sample_dirichlet", "_fused_dropout",
 }
 DROPOUT_OPS = {"dropout", "native_dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"}
-COLLECTIVE_NAMESPACES = {"c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd"}
+COLLECTIVE_NAMESPACES = {"c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "symm_mem"}
 
 # Families whose `index` input indexes `self` along `dim`.
 ALONG_DIM_OPS = {"index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "index_add",
@@ -198,20 +199,32 @@ def signature_text(call: Call) -> str:
 
 def _split(operation: str) -> Tuple[str, str, str]:
     parts = operation.split(".")
-    if len(parts) != 3:
+    if len(parts) != 3 or not all(p.isidentifier() for p in parts):
         raise NotReplayable(f"{operation!r} is not an operator overload name (namespace.name.overload)")
     return parts[0], parts[1], parts[2]
 
 
+# A string argument by one of these names points outside memory (a file, a
+# folder): a call that takes one is never run again from a record, which is
+# untrusted data (aten.from_file with shared=True creates the file it names)
+OUTSIDE_MEMORY = re.compile(r"file|path|dir", re.IGNORECASE)
+
+
 def resolve(operation: str):
-    """torch.ops' overload for "aten.mm.default", or NotReplayable."""
+    """torch.ops' overload for "aten.mm.default", or NotReplayable (not
+    loaded here, or it reaches outside memory)."""
     import torch
     ns, name, overload = _split(operation)
     try:
-        return getattr(getattr(getattr(torch.ops, ns), name), overload)
+        op = getattr(getattr(getattr(torch.ops, ns), name), overload)
     except (AttributeError, RuntimeError):
         raise NotReplayable(f"operator not loaded in this process ({ns}.{name}: --import the module "
                             "that registers it)") from None
+    for arg in op._schema.arguments:
+        if str(arg.type) in ("str", "Optional[str]", "str?") and OUTSIDE_MEMORY.search(arg.name):
+            raise NotReplayable(f"it reaches outside memory ({arg.name}): a record is data, and "
+                                "no call it names that could touch a file is run again")
+    return op
 
 
 def first_line(text: str, limit: int = 160) -> str:

@@ -64,10 +64,35 @@ def select(path: str, flt: Filter, call_ids: Iterable[int] = (), failures: bool 
     records = []
     for rec in RecordReader(path):
         cid = rec.get("call_id")
+        if type(cid) is not int and not wanted and (not only_failures or is_failure(rec)):
+            records.append(rec)  # refused by invalid(), in one line, rather than left out unsaid
+            continue
         if cid in chosen and (wanted or not only_failures or is_failure(rec)):
             records.append(rec)
             chosen.discard(cid)  # a call_id is one record
     return Selection(src, records, sorted(wanted & chosen))
+
+
+def invalid(rec: dict) -> Optional[str]:
+    """What makes a record unfit to write a script from, or None. A records
+    file is untrusted data: its fields are checked here, and a script holds
+    them only as Python literals. error_type may be any one-line class name
+    (Python makes classes of any name, and the profiler writes what it
+    got)."""
+    cid, fp, op, err = rec.get("call_id"), rec.get("forward_pass"), rec.get("operation"), rec.get("error")
+    if type(cid) is not int or cid < 0:
+        return f"call_id {cid!r} is not a whole number"
+    if fp is not None and (type(fp) is not int or fp < 0):
+        return f"forward_pass {fp!r} is not a whole number"
+    if not isinstance(op, str) or len(op.split(".")) != 3 or not all(p.isidentifier() for p in op.split(".")):
+        return f"operation {op!r} is not a dotted operator name (namespace.name.overload)"
+    if err is not None:
+        if not isinstance(err, dict) or not isinstance(err.get("error_message", ""), str):
+            return f"error {err!r} is not an error_type and an error_message"
+        t = err.get("error_type")
+        if not isinstance(t, str) or not t or len(t) > 200 or not t.isprintable():
+            return f"error_type {t!r} is not a class name"
+    return None
 
 
 def call_of(rec: dict) -> Call:
@@ -155,7 +180,7 @@ def _tensor_source(t: TensorPlan) -> str:
     if t.fill.kind != "normal":
         parts.append(f"fill={t.fill.kind!r}")
         if t.fill.kind not in ("bool", "sorted"):
-            parts.append(f"high={t.fill.high}")
+            parts.append(f"high={t.fill.high!r}")
     return f"tensor({', '.join(parts)})"
 
 
@@ -167,6 +192,9 @@ def _module_source(module) -> str:
 def script(rec: dict, where: str, imports: Iterable[str] = (), deduplicated: bool = False) -> Script:
     """The script for one record (where: the file and pass it came from),
     or NotReproducible."""
+    bad = invalid(rec)
+    if bad:
+        raise NotReproducible(f"not a valid record: {bad}")
     call = call_of(rec)
     op = _check(call)
     try:
@@ -217,28 +245,34 @@ def script(rec: dict, where: str, imports: Iterable[str] = (), deduplicated: boo
     devices = [t.device for a in p.args for t in (a.value if isinstance(a.value, list) else [a.value])
                if isinstance(t, TensorPlan)]
     device = next((d for d in devices if d.startswith("cuda")), None)
-    doc = "\n".join(f"  - {n}" for n in notes)
+    assumed = "".join(f"    {n!r},\n" for n in notes)
+    # Only the record's values as literals (repr) below: a records file is
+    # untrusted, and a docstring or comment would carry its text as code.
     head = f'''#!/usr/bin/env python3
-"""sgl-shapeprof repro: call {rec.get("call_id")} of {where}.
-Recorded: {call.operation} {what}.
+"""sgl-shapeprof repro: one recorded call, standalone. What the record says
+is in the constants below, as Python literals.
 
 Needs only torch{"" if not imports else " and " + ", ".join(imports)}. Edit call() below (shapes, dtypes,
 strides, values) and run it again: python {script_name(rec)}
 It prints what happened; exit status 0: as recorded (the same exception,
 or the same output shapes), 1: raised something else, 2: did not raise,
-3: other outputs.
-
-Not in the record, so made up or assumed here:
-{doc}
+3: other outputs. ASSUMED lists what the record could not say, so is made
+up or assumed here.
 """
 import sys
 
 import torch
 {"".join(f"sys.path.append({d!r})  # where it was imported from when this was written{chr(10)}" for d in paths)}{"".join(f"import {m}{chr(10)}" for m in imports)}
+CALL_ID = {rec["call_id"]!r}
+RECORDED_IN = {where!r}
+OPERATION = {call.operation!r}
+RECORDED = {what!r}
 RECORDED_ERROR = {_literal(recorded_error)}  # (type, message); None: it returned
 RECORDED_OUTPUTS = {rec.get("outputs")!r}  # shapes and dtypes, as recorded
 CRASHED = {bool(call.incomplete)}  # the process died in this call
 DEVICE = {device!r}  # synchronised after the call: an asynchronous error is this call's
+ASSUMED = [
+{assumed}]
 
 
 def call():

@@ -1,0 +1,110 @@
+"""A records file is untrusted data (issue 40): files travel with bug
+reports, and the person who runs `repro --run` or `replay` on one is a
+maintainer. No command runs what a record says, writes outside its own
+outputs because of it, or writes a record's text into a script as code.
+
+The oracle is the file system: a record that tries to reach it leaves
+nothing behind; and the written script's syntax tree, in which record text
+may stand only as string constants of plain assignments."""
+import ast
+import json
+import os
+
+import pytest
+import torch
+
+from sgl_shapeprof import ShapeProfiler
+from sgl_shapeprof.cli import main as cli
+
+PAYLOAD = "\n__import__('pathlib').Path('PWNED').touch()\n"
+
+
+@pytest.fixture
+def failing_record(tmp_path):
+    """A true record of a failing call, with its arguments (what repro needs)."""
+    path = tmp_path / "true.jsonl"
+    a, b = torch.randn(3, 4), torch.randn(5, 6)
+    prof = ShapeProfiler(path, args=True)
+    with prof.forward_pass():
+        with pytest.raises(RuntimeError):
+            torch.mm(a, b)
+    prof.close()
+    (rec,) = [json.loads(line) for line in open(path)]
+    assert rec["operation"] == "aten.mm.default" and rec["error"]["error_type"] == "RuntimeError"
+    return rec
+
+
+def write(tmp_path, rec, name="hostile.jsonl"):
+    path = tmp_path / name
+    path.write_text(json.dumps(rec) + "\n")
+    return str(path)
+
+
+def repro(tmp_path, path, capsys, *more):
+    out = tmp_path / "out"
+    code = cli(["repro", path, "-o", str(out), "--run", *more])
+    return code, capsys.readouterr(), out
+
+
+def test_a_hostile_error_message_stays_a_string(tmp_path, failing_record, capsys, monkeypatch):
+    """A message that would close the docstring and run code, were it
+    written as text: the script holds it as a literal, and running the
+    script creates nothing."""
+    monkeypatch.chdir(tmp_path)
+    rec = dict(failing_record, error={"error_type": "RuntimeError",
+                                      "error_message": '"""' + PAYLOAD + '"""#' + "\r# \u2028 \x0c end"})
+    code, said, out = repro(tmp_path, write(tmp_path, rec), capsys)
+    (script,) = os.listdir(out)
+    text = (out / script).read_text()
+    assert not (out / "PWNED").exists() and not (tmp_path / "PWNED").exists()
+    tree = ast.parse(text)
+    doc = ast.get_docstring(tree)
+    assert "PWNED" not in doc and "pathlib" not in doc
+    # every string holding the payload is a constant in a plain assignment
+    holders = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+               and "PWNED" in n.value]
+    assigned = {id(c) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                for c in ast.walk(n.value) if isinstance(c, ast.Constant)}
+    assert holders and all(id(h) in assigned for h in holders)
+    assert "raised something else" in said.out  # it ran, and compared (the message was changed)
+
+
+@pytest.mark.parametrize("field, value, names", [
+    ("error", {"error_type": 'RuntimeError"""' + PAYLOAD + '"""#', "error_message": "x"}, "error_type"),
+    ("operation", "aten.mm.default\nimport os", "operation"),
+    ("operation", "aten.mm.default(); __import__('os')", "operation"),
+    ("call_id", "1); __import__('os').system('touch PWNED'", "call_id"),
+    ("call_id", True, "call_id"),
+    ("forward_pass", "3 */ import os", "forward_pass"),
+], ids=["error_type", "operation-newline", "operation-call", "call_id-code", "call_id-bool", "forward_pass"])
+def test_a_record_that_fails_validation_is_refused_in_one_line(tmp_path, failing_record, capsys, monkeypatch,
+                                                               field, value, names):
+    monkeypatch.chdir(tmp_path)
+    rec = dict(failing_record, **{field: value})
+    path = write(tmp_path, rec)
+    code, said, out = repro(tmp_path, path, capsys, "--call", str(failing_record["call_id"]))
+    if field == "call_id":  # the --call ID no longer names it: ask for all failures instead
+        code, said, out = repro(tmp_path, path, capsys)
+    lines = [ln for ln in said.out.splitlines() if "no script" in ln]
+    assert code == 1 and len(lines) == 1, said
+    assert f"not a valid record: {names}" in lines[0], lines[0]
+    assert "\n" not in lines[0] and "import os" not in lines[0].split(": ", 1)[0]
+    assert not os.path.exists(out) or not [f for f in os.listdir(out) if f.endswith(".py")]
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_replay_refuses_a_call_that_reaches_a_file(tmp_path, capsys, monkeypatch):
+    """aten.from_file with shared=True would create the file it names."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "Y"
+    rec = {"call_id": 1, "forward_pass": 1, "operation": "aten.from_file.default", "inputs": {},
+           "args": {"filename": str(target), "shared": True, "size": 16}, "outputs": {"shape": [16],
+                                                                                      "dtype": "torch.float32"}}
+    path = write(tmp_path, rec)
+    cli(["replay", path])
+    out = capsys.readouterr().out
+    assert not target.exists()
+    assert "aten.from_file.default" in out and "reaches outside memory (filename)" in out, out
+    code, said, outdir = repro(tmp_path, path, capsys, "--call", "1")
+    assert not target.exists()
+    assert "reaches outside memory (filename)" in said.out, said.out
