@@ -108,3 +108,30 @@ def test_replay_refuses_a_call_that_reaches_a_file(tmp_path, capsys, monkeypatch
     code, said, outdir = repro(tmp_path, path, capsys, "--call", "1")
     assert not target.exists()
     assert "reaches outside memory (filename)" in said.out, said.out
+
+
+@pytest.mark.parametrize("content", [b"[" * 65536, b'{"action": "start", "passes": 1e999}',
+                                     b'{"action": "start", "phases": {"a": [1]}}', b"\xff\xfe\x00",
+                                     b'{"action": "start", "passes": "many"}', b'{"id": {"x": 1}, "action": 7}'],
+                         ids=["deep", "huge", "phases-object", "not-utf8", "not-a-number", "odd-id"])
+def test_no_request_file_raises_into_the_model(tmp_path, monkeypatch, capsys, content):
+    """What the control folder holds is read at a pass's start, in the
+    model's thread: any content gets one reply line, and the pass goes on
+    (65,536 '[' once killed a real SGLang server: RecursionError)."""
+    from sgl_shapeprof.recording.on_request import OnRequestProfiler
+    control = tmp_path / "control"
+    control.mkdir(mode=0o700)
+    monkeypatch.setenv("SHAPEPROF_CONTROL_DIR", str(control))
+    prof = OnRequestProfiler(output_dir=str(tmp_path))
+    (control / f"{os.getpid()}.request").write_bytes(content)
+    x = torch.ones(2)
+    with prof.forward_pass("decode"):
+        y = x + 1
+    assert torch.equal(y, torch.full((2,), 2.0))
+    replies = [f for f in os.listdir(control) if ".reply." in f]
+    assert len(replies) == 1, os.listdir(control)
+    reply = json.load(open(control / replies[0]))
+    assert reply["ok"] is False and "\n" not in reply["message"], reply
+    with prof.forward_pass("decode"):  # and the next pass too
+        x + 1
+    prof.close()

@@ -324,7 +324,10 @@ class OnRequestProfiler(PassContext):
             os.unlink(self._control_file)
         except OSError:
             pass
-        reply = self._take(data)
+        try:
+            reply = self._take(data)
+        except Exception as e:  # a request file is untrusted: never into the model's pass
+            reply = {"id": None, "ok": False, "message": f"request not taken: {type(e).__name__}: {e}"}
         _write_reply(os.path.dirname(self._control_file), reply)
 
     def _take(self, data: bytes) -> dict:
@@ -332,17 +335,22 @@ class OnRequestProfiler(PassContext):
             msg = json.loads(data)
             if not isinstance(msg, dict):
                 raise ValueError("not a JSON object")
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: nested too deep
             return {"id": None, "ok": False, "message": f"unreadable request: {e}"}
         rid = msg.get("id")
+        rid = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
         try:
+            phases = msg.get("phases")
+            if phases is not None and not isinstance(phases, str) and not (
+                    isinstance(phases, list) and all(isinstance(p, str) for p in phases)):
+                raise ValueError(f"phases {phases!r}: a name or a list of names")
             if msg.get("action") == "stop":
                 path = self.stop()
                 return {"id": rid, "ok": True, "records_file": path,
                         "message": f"stopped; records in {path}" if path else "nothing was recording"}
             if msg.get("action") == "start":
-                path = self.request(passes=int(msg.get("passes") or 0), phases=msg.get("phases"),
-                                    output=msg.get("output"), skip=int(msg.get("skip") or 0))
+                path = self.request(passes=_count(msg, "passes"), phases=phases,
+                                    output=msg.get("output"), skip=_count(msg, "skip"))
                 return {"id": rid, "ok": True, "records_file": path,
                         "message": f"recording {msg.get('passes') or 'all'} passes of rank {self.rank} "
                                    f"into {path}"}
@@ -351,6 +359,14 @@ class OnRequestProfiler(PassContext):
             return {"id": rid, "ok": False, "message": f"unknown action {msg.get('action')!r}"}
         except (RequestError, ValueError, TypeError) as e:
             return {"id": rid, "ok": False, "message": str(e)}
+
+
+def _count(msg: dict, key: str) -> int:
+    """A request's whole number of passes, or ValueError naming it."""
+    v = msg.get(key) or 0
+    if type(v) is not int or v < 0:
+        raise ValueError(f"{key} {v!r}: a whole number, 0 or more")
+    return v
 
 
 def _write_reply(folder: str, reply: dict) -> None:
