@@ -134,6 +134,17 @@ def test_start_profile_shapes_num_steps_stop_and_errors(models, tmp_path):
     srv = Server(models / "tiny-llama", tmp_path)
     try:
         out = tmp_path / "prof"
+        # names are names and counts whole numbers: refused whole (a 400 in
+        # one line) before any rank takes it, and nothing is created
+        bad = tmp_path / "bad" / "deeper"
+        for wrong, says in (({"profile_id": "../../esc"}, "is not a name"),
+                            ({"profile_prefix": "a/b"}, "is not a name"),
+                            ({"profile_id": "x" * 300}, "is not a name"),
+                            ({"num_steps": -1}, "is not a whole number")):
+            status, body = _post(srv.url + "/start_profile",
+                                 {"activities": ["SHAPES"], "num_steps": 2, "output_dir": str(bad), **wrong})
+            assert status == 400 and says in json.loads(body)["message"], (wrong, status, body)
+        assert not (tmp_path / "bad").exists() and not glob.glob(str(tmp_path / "esc*"))
         # SHAPES only, 3 steps: the reply says what started, per rank
         status, body = _post(srv.url + "/start_profile",
                              {"activities": ["SHAPES"], "num_steps": 3, "output_dir": str(out),

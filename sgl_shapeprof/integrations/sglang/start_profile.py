@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 from ...recording.config import read_env
 from ...recording.env import env_profiler
 from ...recording.messages import say_once
-from ...recording.on_request import OnRequestProfiler, RequestError
+from ...recording.on_request import OnRequestProfiler, RequestError, request_count, request_name
 from ...recording.switch import armed_on_request
 from .workers import llm_tp_rank
 
@@ -45,9 +45,21 @@ def _stage_phases(stages: Any) -> Optional[list]:
     return [str(s).lower() for s in stages]
 
 
+def check_request(req: Any) -> None:
+    """What a SHAPES request names and counts, checked when it is taken
+    (the tokenizer, before any rank sees it; each rank again): RequestError
+    in one line, and nothing is created."""
+    for what in ("profile_id", "profile_prefix"):
+        if getattr(req, what, None):
+            request_name(f"{SHAPES}: {what}", getattr(req, what))
+    for what in ("num_steps", "start_step"):
+        request_count(f"{SHAPES}: {what}", getattr(req, what, None))
+
+
 def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
     """Starts a SHAPES request on this rank; returns what it did, for the
     reply. Raises RequestError with the reason."""
+    check_request(req)
     cfg = read_env()
     if not cfg.on_request:
         raise RequestError(NOT_ARMED)
@@ -69,10 +81,10 @@ def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
     skip = 0
     if req.start_step:
         try:
-            skip = max(0, int(req.start_step) - int(manager.get_forward_ct()) - 1)
+            skip = max(0, req.start_step - int(manager.get_forward_ct()) - 1)
         except Exception:
             skip = 0
-    n = int(req.num_steps or 0)
+    n = req.num_steps or 0
     by_stage = bool(getattr(req, "profile_by_stage", False))
     phases = _stage_phases(getattr(req, "profile_stages", None))
     if by_stage and not n:
@@ -223,7 +235,7 @@ def _never_raises(patch: Callable[[Any], None]) -> Callable[[Any], None]:
     return safe
 
 
-def _not_armed_error() -> type:
+def _bad_request_error() -> type:
     """A RuntimeError, as SGLang fails a profile request (what
     Engine.start_profile raises), that is also FastAPI's HTTPException: the
     HTTP reply is a 400 with the reason, in SGLang's error JSON."""
@@ -248,16 +260,23 @@ def patch_tokenizer_control_module(module: Any) -> None:
     if getattr(execute, "__sgl_shapeprof_wrapped__", False):
         return
     from sglang.srt.managers.io_struct import ProfileReqType
-    not_armed = _not_armed_error()
+    bad_request = _bad_request_error()
 
     @functools.wraps(execute)
     async def _execute_profile(self, req):
+        shapes = getattr(req, "req_type", None) == ProfileReqType.START_PROFILE and \
+            SHAPES in (getattr(req, "activities", None) or [])
         if not _server_armed():
-            if getattr(req, "req_type", None) == ProfileReqType.START_PROFILE and \
-                    SHAPES in (getattr(req, "activities", None) or []):
+            if shapes:
                 logging.getLogger("sgl_shapeprof").warning(NOT_ARMED)
-                raise not_armed(NOT_ARMED)
+                raise bad_request(NOT_ARMED)
             return await execute(self, req)   # SGLang's own
+        if shapes:  # refused whole, before any rank takes it
+            try:
+                check_request(req)
+            except RequestError as e:
+                logging.getLogger("sgl_shapeprof").warning(str(e))
+                raise bad_request(str(e)) from None
         result = (await self.profile_communicator(req))[0]
         message = str(getattr(result, "message", "") or "")
         if SHAPES + ":" in message:

@@ -18,7 +18,7 @@ import os
 from typing import Any, Callable, Optional
 
 from ...recording.env import env_profiler
-from ...recording.on_request import OnRequestProfiler
+from ...recording.on_request import OnRequestProfiler, request_name
 from ...recording.switch import armed_on_request
 from ..passes import wrap_method
 from .api_server import vllm_profiler_on
@@ -32,6 +32,10 @@ def _armed() -> Optional[OnRequestProfiler]:
 
 
 def shapes_output(armed: OnRequestProfiler, prefix: Optional[str]) -> str:
+    """The records file of a request; RequestError when the prefix is not a
+    name (vLLM's server refuses such a prefix first; its engine API does not)."""
+    if prefix:
+        request_name("profile_prefix", prefix)
     return os.path.join(armed.output_dir, f"{prefix + '-' if prefix else ''}shapes-{armed.worker_name()}.jsonl")
 
 
