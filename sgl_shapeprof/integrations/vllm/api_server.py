@@ -8,7 +8,9 @@ vLLM mounts the two routes only when its profiler is configured
 (--profiler-config.profiler). Then:
 
 - armed (SHAPEPROF=on_request), no vLLM profiler: vLLM's routes are mounted
-  anyway; the workers record shapes (start_profile.py);
+  anyway, with vLLM's development-only warning; the workers record shapes
+  (start_profile.py); armed either way, the two routes take the server's
+  --api-key (vLLM's own key guards only /v1 and the like);
 - not armed, no vLLM profiler: the routes answer 404 as before, but with one
   line saying what to set (instead of FastAPI's bare "Not Found"), in
   vLLM's error JSON;
@@ -78,6 +80,36 @@ def not_armed_router() -> Any:
     return router
 
 
+PROFILE_PATHS = ("/start_profile", "/stop_profile")
+DEV_ONLY = ("Profiler with mode '%s' is enabled in the API server. This should ONLY be used for local "
+            "development!")  # vLLM's own warning, where it mounts these routes
+
+
+def guard_profile_routes(app: Any) -> None:
+    """vLLM's --api-key (or VLLM_API_KEY) for /start_profile and
+    /stop_profile on an armed server: vLLM's own authentication middleware
+    guards only /v1 and the like, and an armed server mounts these routes
+    without a vLLM profiler. vLLM's own token check, on these two paths."""
+    import vllm.envs as envs
+    from starlette.datastructures import Headers
+    from starlette.responses import JSONResponse
+    from vllm.entrypoints.serve.middleware.authenticate import AuthenticationMiddleware
+
+    args = getattr(app.state, "args", None)
+    tokens = [k for k in (getattr(args, "api_key", None) or [envs.VLLM_API_KEY]) if k]
+    if not tokens:
+        return
+
+    class ProfileRoutesKey(AuthenticationMiddleware):
+        def __call__(self, scope, receive, send):
+            path = scope.get("path", "").removeprefix(scope.get("root_path", ""))
+            if scope["type"] == "http" and scope.get("method") != "OPTIONS" and path in PROFILE_PATHS \
+                    and not self.verify_token(Headers(scope=scope)):
+                return JSONResponse(content={"error": "Unauthorized"}, status_code=401)(scope, receive, send)
+            return self.app(scope, receive, send)
+    app.add_middleware(ProfileRoutesKey, tokens=tokens)
+
+
 def _log_torch_only_once(module: Any) -> None:
     """vLLM's start_profile and stop_profile look engine_client(request) up
     at each call: the first /start_profile through it logs torch_only_message()."""
@@ -103,7 +135,9 @@ def patch_profile_router_module(module: Any) -> None:
             try:
                 vllm_on = vllm_profiler_on(getattr(getattr(app.state, "args", None), "profiler_config", None))
                 if armed_on_request():
+                    guard_profile_routes(app)
                     if not vllm_on:
+                        log.warning(DEV_ONLY, f"shapes ({ARM}, sgl_shapeprof)")
                         app.include_router(module.router)
                 elif not vllm_on:
                     app.include_router(not_armed_router())
