@@ -305,3 +305,56 @@ def test_pp2_dp2_every_worker_records_and_the_reply_says_where(models, tmp_path,
             assert bool(embeds) == first and bool(outputs_last_dim(recs, 1024)) == last, f
     finally:
         srv.stop()
+
+
+def _hostile_bodies(rng, out):
+    """Bounded, seeded: /start_profile bodies a stranger could send."""
+    names = ["../../esc", "a/b", "x" * 300, "nul\0", "ok", "é" * 60, "..", "", " ", "$(touch PWNED)"]
+    values = [None, -1, 0, 1, 2, 2**63, 1.5, "3", "", True, [], {}, [1, [2]], {"a": {"b": 1}}, "SHAPES",
+              "x" * 5000]
+    keys = ["num_steps", "start_step", "output_dir", "profile_id", "profile_prefix", "profile_by_stage",
+            "profile_stages", "merge_profiles", "with_stack", "record_shapes", "activities", "unknown"]
+    for i in range(200):
+        if i % 25 == 0:   # not JSON at all, or nested too deep
+            yield ["{", "[" * 5000, "\xff\xfe", "null", "[]", "1", "{\"activities\": \"SHAPES\"}",
+                   "{\"activities\": [\"SHAPES\"], \"num_steps\": 1e999}"][i // 25]
+            continue
+        body = {"activities": rng.choice([["SHAPES"], ["SHAPES", "SHAPES"], ["SHAPES", 7], ["SHAPES", None]]),
+                "output_dir": str(out / str(i))}
+        for k in rng.sample(keys, rng.randint(1, 5)):
+            body[k] = rng.choice(names if k in ("profile_id", "profile_prefix", "output_dir") else values)
+        if isinstance(body.get("output_dir"), str) and not body["output_dir"].startswith(str(out)):
+            body["output_dir"] = str(out / str(i) / body["output_dir"].replace("/", "_").replace("\0", "_"))
+        yield json.dumps(body)
+
+
+def test_hostile_start_profile_bodies_leave_the_server_serving(models, tmp_path):
+    """200 random and hostile bodies against the real server (issue 40):
+    each gets an answer, the server still serves, no worker died, and
+    nothing is written outside the folders the requests named."""
+    import random
+    import psutil
+    srv = Server(models / "tiny-llama", tmp_path)
+    try:
+        out = tmp_path / "fuzz"
+        workers = psutil.Process(srv.p.pid).children(recursive=True)
+        before = set(os.listdir(tmp_path)) | {"fuzz"}
+        codes = {}
+        for body in _hostile_bodies(random.Random(4040), out):
+            req = urllib.request.Request(srv.url + "/start_profile", data=body.encode("utf-8", "surrogatepass"),
+                                         method="POST", headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    code = r.status
+            except urllib.error.HTTPError as e:
+                code = e.code
+            codes[code] = codes.get(code, 0) + 1
+            assert code < 500, (code, body[:200])
+            _post(srv.url + "/stop_profile")   # whatever started, stops
+        assert srv.generate(3)["meta_info"]["completion_tokens"] == 3
+        assert all(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+        assert set(os.listdir(tmp_path)) <= before | {"server.log"}, set(os.listdir(tmp_path)) - before
+        assert not glob.glob(str(tmp_path.parent / "esc*")) and not os.path.exists("PWNED")
+        assert codes.get(200, 0) and codes.get(400, 0), codes   # some taken, some refused
+    finally:
+        srv.stop()
