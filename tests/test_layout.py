@@ -425,6 +425,18 @@ def test_a_cycle_is_reported_as_a_path(tmp_path):
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
+def imports_in(path: str, members: bool = False):
+    """(line, names) of each absolute import in a file: the modules, and
+    with members the names taken from them too."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield node.lineno, [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            yield node.lineno, [node.module or ""] + ([a.name for a in node.names] if members else [])
+
+
 def imports_of_test_modules(root: str = TESTS) -> List[str]:
     """Files under root that import a test module (test_*.py): what tests
     share goes into a conftest.py (fixtures) or a plain module (helpers)."""
@@ -432,16 +444,8 @@ def imports_of_test_modules(root: str = TESTS) -> List[str]:
     tests = {os.path.basename(f)[:-3] for f in files if os.path.basename(f).startswith("test_")}
     out = []
     for path in sorted(files):
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level:
-                names = [node.module or ""]
-            else:
-                continue
-            out += [f"{os.path.relpath(path, root)}:{node.lineno}: imports the test module {n}"
+        for line, names in imports_in(path):
+            out += [f"{os.path.relpath(path, root)}:{line}: imports the test module {n}"
                     for n in names if n.split(".")[0] in tests]
     return out
 
@@ -475,18 +479,10 @@ def parity_without_every_torch(root: str = TESTS) -> List[str]:
             if not (n.startswith("test_") and n.endswith(".py")) or placement.engine(path) \
                     or placement.every_torch(path):
                 continue
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read(), path)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Import):
-                    names_ = [a.name for a in node.names]
-                elif isinstance(node, ast.ImportFrom) and not node.level:
-                    names_ = [node.module or ""] + [a.name for a in node.names]
-                else:
-                    continue
-                used = sorted(set(names_) & placement.PARITY_ORACLE)
+            for line, names in imports_in(path, members=True):
+                used = sorted(set(names) & placement.PARITY_ORACLE)
                 if used:
-                    out.append(f"{os.path.relpath(path, root)}:{node.lineno}: uses {', '.join(used)} "
+                    out.append(f"{os.path.relpath(path, root)}:{line}: uses {', '.join(used)} "
                                "but runs on one torch only (tests/placement.py)")
     return out
 
