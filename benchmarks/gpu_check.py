@@ -389,6 +389,9 @@ def main() -> None:
     unknown = [n for n in only if n not in CHECKS]
     if unknown:
         sys.exit(f"gpu_check: unknown check {', '.join(unknown)} (choose from {', '.join(CHECKS)})")
+    # children run in a scratch folder: every path they are given is absolute
+    a.out = os.path.abspath(a.out)
+    a.build_log = os.path.abspath(a.build_log) if a.build_log else None
     os.makedirs(a.out, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # so the running check is killed
     with tempfile.TemporaryDirectory(prefix="shapeprof-gpu-check-") as scratch:

@@ -26,8 +26,10 @@ def gpu_check(out, *args, faults="", pythonpath=PKG_ROOT, timeout=120):
     env = dict(os.environ, SHAPEPROF_GPU_CHECK_FAULTS=faults, PYTHONPATH=pythonpath)
     env.pop("SHAPEPROF_GPU_CHECK_DEADLINE", None)
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, RUNNER, "--out", str(out), *args], capture_output=True, text=True,
-                       env=env, timeout=timeout)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # --out relative to the working folder, as `make gpu-check` gives it
+    r = subprocess.run([sys.executable, RUNNER, "--out", out.name, *args], capture_output=True, text=True,
+                       env=env, timeout=timeout, cwd=out.parent)
     with open(out / "report.json") as f:
         report = json.load(f)
     assert set(os.listdir(out)) <= REPORT_FILES, os.listdir(out)
