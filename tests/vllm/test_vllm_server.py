@@ -132,3 +132,43 @@ def test_dp2_each_replica_says_which_it_is(model, tmp_path):
         assert ended in ("close", "running")
         records, _ = read_run(path, ended_by=ended)
         assert any(x["operation"] == "aten.embedding.default" for x in records)
+
+
+def test_hostile_profile_bodies_leave_the_server_serving(server):
+    """A bounded, seeded set of random and hostile /start_profile bodies,
+    with the key (issue 40): each is answered below 500 or taken and
+    stopped, the server still serves, its worker lives, and nothing is
+    written outside SHAPEPROF_FILE's folder."""
+    import random
+    import psutil
+    port, d, model, proc, _ = server
+    worker = model_process(proc)
+    rng = random.Random(4040)
+    names = ["../../esc", "a/b", "x" * 300, "nul\0", "ok", "..", "", "$(touch PWNED)", "é" * 60]
+    values = [None, -1, 0, 1, 2**63, 1.5, "3", True, [], {"a": 1}]
+    before = set(os.listdir(d.parent))
+    codes = {}
+    for i in range(60):
+        if i % 20 == 0:
+            data = ["{", "[" * 5000, "\xff\xfe"][i // 20].encode("utf-8", "surrogatepass")
+        else:
+            body = {k: rng.choice(names if k == "profile_prefix" else values)
+                    for k in rng.sample(["profile_prefix", "delay_iterations", "max_iterations", "other"],
+                                        rng.randint(1, 3))}
+            data = json.dumps(body).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/start_profile", data=data, method="POST",
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                code = r.status
+        except urllib.error.HTTPError as e:
+            code = e.code
+        codes[code] = codes.get(code, 0) + 1
+        assert code < 500, (code, data[:200])
+        if code == 200:
+            assert post(port, "/stop_profile", key=KEY)[0] == 200
+    complete(port, model, 2, key=KEY)
+    assert psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE
+    assert set(os.listdir(d.parent)) == before and not os.path.exists(d / "PWNED")
+    assert not [f for f in os.listdir(d) if f.startswith(("esc", "a", "x" * 10, "nul", "..", "$"))]
+    assert codes.get(200, 0) and sum(n for c, n in codes.items() if 400 <= c < 500), codes
