@@ -86,6 +86,20 @@ def run_python(code: str, env_extra=None, timeout=120, cwd=None, args=()) -> sub
 __all__ = ["load", "run_both", "assert_same_stream", "run_python", "sgl_shapeprof", "ROOT", "PKG_ROOT"]
 
 
+def post_status(url: str, data: bytes, key: str = None, timeout: float = 120) -> int:
+    """The HTTP status a server answers a POST of these bytes with (an
+    error status too): what the servers' fuzz tests count."""
+    import urllib.error
+    import urllib.request
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    req = urllib.request.Request(url, data=data, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
 def patched_sglang_tree(tree, files: dict, version: str):
     """Copies the installed SGLang files (patch name -> path under
     site-packages) into tree, each with patches/sglang-<version>-<name>.patch

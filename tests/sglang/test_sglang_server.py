@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from helpers import PKG_ROOT, needs_sglang
+from helpers import PKG_ROOT, needs_sglang, post_status
 from sglang_engine_helpers import (OVERLAY, PROBE, SGLANG_VERSION, STUBS, outputs_last_dim, workers_said_by_sglang,
                                    zero_edit_hook_installed)
 
@@ -341,13 +341,7 @@ def test_hostile_start_profile_bodies_leave_the_server_serving(models, tmp_path)
         before = set(os.listdir(tmp_path)) | {"fuzz"}
         codes = {}
         for body in _hostile_bodies(random.Random(4040), out):
-            req = urllib.request.Request(srv.url + "/start_profile", data=body.encode("utf-8", "surrogatepass"),
-                                         method="POST", headers={"Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(req, timeout=60) as r:
-                    code = r.status
-            except urllib.error.HTTPError as e:
-                code = e.code
+            code = post_status(srv.url + "/start_profile", body.encode("utf-8", "surrogatepass"), timeout=60)
             codes[code] = codes.get(code, 0) + 1
             assert code < 500, (code, body[:200])
             _post(srv.url + "/stop_profile")   # whatever started, stops

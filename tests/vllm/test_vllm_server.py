@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from helpers import needs_vllm, read_run
+from helpers import needs_vllm, post_status, read_run
 from vllm_server_helpers import complete, model_process, post, private_dir, request, request_command, serving
 
 pytestmark = needs_vllm("0.32.0")
@@ -156,13 +156,7 @@ def test_hostile_profile_bodies_leave_the_server_serving(server):
                     for k in rng.sample(["profile_prefix", "delay_iterations", "max_iterations", "other"],
                                         rng.randint(1, 3))}
             data = json.dumps(body).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/start_profile", data=data, method="POST",
-                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
-        try:
-            with urllib.request.urlopen(req, timeout=120) as r:
-                code = r.status
-        except urllib.error.HTTPError as e:
-            code = e.code
+        code = post_status(f"http://127.0.0.1:{port}/start_profile", data, key=KEY)
         codes[code] = codes.get(code, 0) + 1
         assert code < 500, (code, data[:200])
         if code == 200:
