@@ -53,11 +53,11 @@ def request_name(what: str, value: object) -> str:
 
 
 def request_count(what: str, value: object) -> int:
-    """A request's number of steps (0 or None: not given): a whole number,
-    0 or more; else RequestError in one line."""
+    """A request's number of passes or steps (0 or None: not given): a whole
+    number, 0 or more; else RequestError in one line."""
     v = 0 if value is None else value
     if type(v) is not int or v < 0:
-        raise RequestError(f"{what} {v!r} is not a whole number of steps (0 or more)")
+        raise RequestError(f"{what} {v!r} is not a whole number (0 or more)")
     return v
 
 
@@ -374,8 +374,8 @@ class OnRequestProfiler(PassContext):
                 return {"id": rid, "ok": True, "records_file": path,
                         "message": f"stopped; records in {path}" if path else "nothing was recording"}
             if msg.get("action") == "start":
-                path = self.request(passes=_count(msg, "passes"), phases=phases,
-                                    output=msg.get("output"), skip=_count(msg, "skip"))
+                path = self.request(passes=request_count("passes", msg.get("passes")), phases=phases,
+                                    output=msg.get("output"), skip=request_count("skip", msg.get("skip")))
                 return {"id": rid, "ok": True, "records_file": path,
                         "message": f"recording {msg.get('passes') or 'all'} passes of rank {self.rank} "
                                    f"into {path}"}
@@ -384,14 +384,6 @@ class OnRequestProfiler(PassContext):
             return {"id": rid, "ok": False, "message": f"unknown action {msg.get('action')!r}"}
         except (RequestError, ValueError, TypeError) as e:
             return {"id": rid, "ok": False, "message": str(e)}
-
-
-def _count(msg: dict, key: str) -> int:
-    """A request's whole number of passes, or ValueError naming it."""
-    v = msg.get(key) or 0
-    if type(v) is not int or v < 0:
-        raise ValueError(f"{key} {v!r}: a whole number, 0 or more")
-    return v
 
 
 def _write_reply(folder: str, reply: dict) -> None:
