@@ -197,7 +197,9 @@ def signature_text(call: Call) -> str:
 
 # ---------------------------------------------------------------- can it be replayed?
 
-def _split(operation: str) -> Tuple[str, str, str]:
+def split_operation(operation: str) -> Tuple[str, str, str]:
+    """(namespace, name, overload) of a dotted operator name, each an
+    identifier, or NotReplayable."""
     parts = operation.split(".")
     if len(parts) != 3 or not all(p.isidentifier() for p in parts):
         raise NotReplayable(f"{operation!r} is not an operator overload name (namespace.name.overload)")
@@ -214,7 +216,7 @@ def resolve(operation: str):
     """torch.ops' overload for "aten.mm.default", or NotReplayable (not
     loaded here, or it reaches outside memory)."""
     import torch
-    ns, name, overload = _split(operation)
+    ns, name, overload = split_operation(operation)
     try:
         op = getattr(getattr(getattr(torch.ops, ns), name), overload)
     except (AttributeError, RuntimeError):
@@ -242,7 +244,7 @@ def check(call: Call):
     if call.incomplete:
         raise NotReplayable("cut by a crash while it ran (incomplete record): `sgl-shapeprof repro` "
                             "writes a script that runs it again")
-    ns, name, _ = _split(call.operation)
+    ns, name, _ = split_operation(call.operation)
     if ns in COLLECTIVE_NAMESPACES:
         raise NotReplayable("collective: needs the process group it ran in")
     specs = [s for v in call.inputs.values() for s in tensor_specs(v)]

@@ -18,7 +18,7 @@ from typing import Dict, Iterable, List, Optional, Set
 
 from ..records.reader import RecordReader
 from ..records.scan import Filter, Source, Signature, mask_floats, scan
-from .calls import COLLECTIVE_NAMESPACES, Call, NotReplayable, resolve, tensor_specs
+from .calls import COLLECTIVE_NAMESPACES, Call, NotReplayable, resolve, split_operation, tensor_specs
 from .inputs import TensorPlan, plan
 from . import tensors as _tensors_module, verdict as _verdict_module
 
@@ -84,7 +84,9 @@ def invalid(rec: dict) -> Optional[str]:
         return f"call_id {cid!r} is not a whole number"
     if fp is not None and (type(fp) is not int or fp < 0):
         return f"forward_pass {fp!r} is not a whole number"
-    if not isinstance(op, str) or len(op.split(".")) != 3 or not all(p.isidentifier() for p in op.split(".")):
+    try:
+        split_operation(op if isinstance(op, str) else "")
+    except NotReplayable:
         return f"operation {op!r} is not a dotted operator name (namespace.name.overload)"
     if err is not None:
         if not isinstance(err, dict) or not isinstance(err.get("error_message", ""), str):
