@@ -244,3 +244,55 @@ def test_graphs_captured_before_the_request_are_said_by_every_command(tmp_path, 
     out = capsys.readouterr()
     assert "were replayed but their captures are not in this file" in out.out and "before this" not in out.err
     prof.close()
+
+
+def test_the_file_is_created_when_the_request_is_taken(tmp_path):
+    """Issue 40, point 3: the records file is opened at request time (a
+    name of its own, O_EXCL, never through a symbolic link, a regular
+    file), not at the next pass: what happens to the folder meanwhile
+    cannot redirect it, and a refused request creates nothing."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(victim, out / "r.jsonl")                  # planted where the request writes
+    prof = OnRequestProfiler(output_dir=str(out), control=False)
+    path = prof.request(passes=1, output=str(out / "r.jsonl"))
+    assert path == str(out / "r.1.jsonl") and os.path.isfile(path) and not os.path.islink(path)
+    assert os.path.exists(path.replace(".jsonl", "_summary.json"))   # before any pass
+    # the folder swapped for a link to another one before the pass: the
+    # records and the summary stay in the folder the request was taken in
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.rename(out, tmp_path / "moved")
+    os.symlink(elsewhere, out)
+    passes(prof, 2)
+    assert os.listdir(elsewhere) == []
+    moved = tmp_path / "moved"
+    assert {r["forward_pass"] for r in load(str(moved / "r.1.jsonl"))} == {1}
+    s = json.load(open(moved / "r.1_summary.json"))
+    assert s["logged_forward_passes"] == 1 and s["ended_by"] == "close"
+    assert victim.read_text() == "keep me"
+    prof.close()
+
+
+def test_a_refused_request_creates_nothing_and_a_taken_back_one_leaves_nothing(tmp_path):
+    prof = OnRequestProfiler(output_dir=str(tmp_path), control=False)
+    for bad in ({"passes": -1}, {"skip": -2}, {"passes": 1.5}, {"phases": ["a b"]},
+                {"output": str(tmp_path / "no" / "such" / "x.jsonl")}, {"per_phase": True}):
+        with pytest.raises(ValueError):
+            prof.request(**bad)
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    path = prof.request(output=str(tmp_path / "fifo.jsonl"))   # a FIFO's name is taken, never opened
+    assert path.endswith("fifo.1.jsonl")
+    assert prof.cancel(str(tmp_path / "other.jsonl")) is None   # not the pending one: left alone
+    assert prof.cancel() == path
+    assert sorted(os.listdir(tmp_path)) == ["fifo.jsonl"]
+    assert prof.status()["state"] == "armed"
+    passes(prof, 1)
+    assert sorted(os.listdir(tmp_path)) == ["fifo.jsonl"]
+    # stop() of a request no pass has reached: its files say no pass ran
+    path = prof.request(passes=1)
+    assert prof.stop() == path
+    assert json.load(open(path.replace(".jsonl", "_summary.json")))["logged_forward_passes"] == 0
+    prof.close()

@@ -25,6 +25,7 @@ extern "C" {
 #define SP_NOMEM 2
 #define SP_IOERR 3  /* open/grow/map/write of an output file failed */
 #define SP_BUSY 4   /* the records file is held by another open profiler */
+#define SP_EXISTS 5 /* sp_config.exclusive: the records file's name is taken */
 
 typedef struct sp_profiler sp_profiler;
 typedef struct sp_thread sp_thread;
@@ -42,7 +43,18 @@ typedef struct sp_config {
                               tensor's strides, offset and device too */
   const char *worker;      /* the summary's "worker": a JSON object written
                               as given (the caller's json.dumps); NULL: none */
+  long long max_bytes;     /* the records file's cap: recording stops before a
+                              record would pass it (the summary says so).
+                              0: the default, SP_DEFAULT_MAX_BYTES, and on a
+                              RAM-backed filesystem (tmpfs) at most a quarter
+                              of its free space when the file opens; -1: none */
+  int exclusive;           /* create the file: SP_EXISTS if the name is taken
+                              (a request's file is never an earlier one) */
 } sp_config;
+
+/* The default cap (sp_config.max_bytes): 1 GiB, more than a thousand
+ * passes of a large model undeduplicated, less than a server's disk. */
+#define SP_DEFAULT_MAX_BYTES ((long long)1 << 30)
 
 /* Opens (truncates) the records file. On failure other than SP_NOMEM, *out
  * still holds a handle whose sp_errmsg() explains; sp_free() it. */

@@ -23,6 +23,17 @@ SP_PRIVATE void err_fail(sp_profiler *p, const char *what, int err) {
   p->failure_unsaid = 1; /* said by err_tell: no write(2) under the spinlock */
 }
 
+SP_PRIVATE void err_cap(sp_profiler *p) {
+  if (p->failed) return;
+  err_fail(p, "", 0);
+  p->capped = 1;
+  double mib = (double)p->file.cap / (1 << 20);
+  char cap[48];
+  if (mib >= 1) snprintf(cap, sizeof cap, "%.1f MiB", mib);
+  else snprintf(cap, sizeof cap, "%zu bytes", p->file.cap);
+  snprintf(p->errmsg, sizeof p->errmsg, "records file %s reached its cap of %s (SHAPEPROF_MAX_MB)", p->path, cap);
+}
+
 /* Says what err_fail() noted, once, with no lock held: called where the
  * profiler does its syscalls anyway (the flusher, close). */
 SP_PRIVATE void err_tell(sp_profiler *p) {

@@ -50,8 +50,9 @@ SP_PRIVATE void file_blank(sp_file *f, size_t from, size_t to) {
  * the spinlock: allocates, maps a new window and faults it in with the
  * spinlock released, then installs the window under it. grow_mu orders this
  * against other growers, the flusher's trim and close. Returns 0, ESHUTDOWN
- * if the file was closed or given up (or cut since cuts), or an errno
- * value. Spinlock not held. */
+ * if the file was closed or given up (or cut since cuts), SP_E_CAP if the
+ * room would pass its cap (nothing is grown), or an errno value. Spinlock
+ * not held. */
 SP_PRIVATE int file_make_room(sp_file *f, size_t need, size_t unit, long cuts) {
   lock_mu(f->grow_mu, SP_LOCK_GROW);
   lock_acquire(f->lock);
@@ -69,10 +70,15 @@ SP_PRIVATE int file_make_room(sp_file *f, size_t need, size_t unit, long cuts) {
    * allocation made here start from this snapshot's tail, and allocation is
    * rounded up to SP_FILE_GROW, room for the writers that follow. */
   size_t target = file_tail(&now) + need;
+  if (now.cap && target > now.cap) {
+    lock_mu_release(f->grow_mu, SP_LOCK_GROW);
+    return SP_E_CAP;
+  }
   size_t size = now.size;
   int e = 0;
   if (target > size) {
     size_t want = (target + SP_FILE_GROW - 1) / SP_FILE_GROW * SP_FILE_GROW;
+    if (now.cap && want > now.cap) want = now.cap; /* >= target */
     e = file_allocate(now.fd, size, want);
     if (no_space(e)) {
       /* a nearly full disk: the pages this room needs, not a whole step,

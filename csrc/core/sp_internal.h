@@ -51,6 +51,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -61,6 +62,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -305,7 +307,12 @@ typedef struct sp_file {
   const sp_thread *spec_owner;
   unsigned cuts;    /* trims so far: room asked for before one is not made */
   size_t cut_len;   /* len at the last trim */
+  size_t cap;       /* len never passes it (0: no cap): room past it is refused */
 } sp_file;
+
+/* file_make_room: the room asked for would pass the file's cap. Not an
+ * errno value: the disk is not full, the profiler stops by design. */
+#define SP_E_CAP (-1)
 
 /* A phase label and what was counted for it. */
 struct phase_stat {
@@ -388,7 +395,7 @@ typedef struct summary_src {
   const sig_rec *recs;
   long long n_recs;
   const char *ended_by;
-  int failed;
+  int failed, capped;
   long long open_nums[SP_OPEN_SLOTS]; /* a copy: the forward passes open (0: none) */
 } summary_src;
 
@@ -411,6 +418,10 @@ struct sp_profiler {
   double summary_at, cut_at; /* the flusher's last summary and cut (summary_mu) */
   sp_config cfg;
   char *path, *summary_path, *phases;
+  /* The records file's folder, opened with it: the summary is written
+   * there by name (openat, renameat), never through a path whose folders
+   * someone could swap for a symbolic link meanwhile. */
+  int dir_fd;
   char *worker; /* the summary's "worker" JSON object, or NULL */
   char errmsg[SP_ERRMSG_CAP];
   unsigned long long serial; /* names this profiler to threads' passes */
@@ -420,6 +431,7 @@ struct sp_profiler {
   atomic_int refs;      /* who holds one: see prof_ref */
   void (*destroy)(struct sp_profiler *p); /* frees p (sp_profiler.c): prof_unref */
   int failed;
+  int capped;           /* failed because the records reached file.cap */
   int failure_unsaid;   /* err_fail() ran; err_tell says it, outside the spinlock */
   atomic_int summary_said; /* the summary could not be written: said once */
   /* It could not for want of space (ENOSPC, EDQUOT, EFBIG): the records
@@ -450,6 +462,12 @@ struct sp_profiler {
   sp_sigtable sigs; /* the signatures (spinlock) */
   struct sp_profiler *next_open; /* in g_open */
 };
+
+/* The summary's name in p's folder (p->dir_fd). */
+static inline const char *summary_base(const sp_profiler *p) {
+  const char *slash = strrchr(p->summary_path, '/');
+  return slash ? slash + 1 : p->summary_path;
+}
 
 #define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
 
@@ -518,6 +536,8 @@ SP_PRIVATE void registry_fork_unlock(void);
 SP_PRIVATE void err_set(sp_profiler *p, const char *a, const char *b, int err);
 /* A failure while running (spinlock held): noted, logging stops. */
 SP_PRIVATE void err_fail(sp_profiler *p, const char *what, int err);
+/* The next record would pass the records file's cap: stop, as err_fail. */
+SP_PRIVATE void err_cap(sp_profiler *p);
 /* Says what err_fail noted, once; no lock held. */
 SP_PRIVATE void err_tell(sp_profiler *p);
 SP_PRIVATE void err_summary_failed(sp_profiler *p, int e);

@@ -115,6 +115,7 @@ int sp_summary_path_for(const char *path, char *buf, size_t cap) {
 /* Frees p: the last reference let go of (prof_unref). */
 static void prof_destroy(sp_profiler *p) {
   release_file(&p->file);
+  if (p->dir_fd >= 0) close(p->dir_fd);
   prof_unlink(p);
   free(p->path);
   free(p->summary_path);
@@ -133,6 +134,92 @@ static void prof_destroy(sp_profiler *p) {
   free(p);
 }
 
+/* The cap on p's records file (sp_config.max_bytes) open as fd: bytes, or
+ * 0 for none. */
+static size_t records_cap(int fd, long long max_bytes) {
+  if (max_bytes < 0) return 0;
+  if (max_bytes > 0) return (size_t)max_bytes;
+  size_t cap = (size_t)SP_DEFAULT_MAX_BYTES;
+  struct statfs fs;
+  /* tmpfs (/dev/shm, often /tmp) and ramfs: the records would take RAM */
+  if (fstatfs(fd, &fs) == 0 && ((unsigned long)fs.f_type == TMPFS_MAGIC ||
+                                (unsigned long)fs.f_type == RAMFS_MAGIC)) {
+    size_t quarter = (size_t)fs.f_bavail * (size_t)fs.f_bsize / 4;
+    if (quarter < cap) cap = quarter;
+  }
+  return cap ? cap : 1; /* a full tmpfs: nothing fits */
+}
+
+/* Opens p's folder (p->dir_fd) and, in it, its records file, locked and
+ * empty. Returns the file's fd, or -SP_* with p's message set. */
+static int open_records(sp_profiler *p) {
+  const char *slash = strrchr(p->path, '/');
+  const char *base = slash ? slash + 1 : p->path;
+  if (!*base) {
+    err_set(p, "records file path names a folder: ", p->path, 0);
+    return -SP_ERROR;
+  }
+  if (slash) {
+    size_t n = slash == p->path ? 1 : (size_t)(slash - p->path);
+    char *dir = malloc(n + 1);
+    if (!dir) {
+      err_set(p, "out of memory", NULL, 0);
+      return -SP_NOMEM;
+    }
+    memcpy(dir, p->path, n);
+    dir[n] = 0;
+    p->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+  } else {
+    p->dir_fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  }
+  if (p->dir_fd < 0) {
+    err_set(p, "cannot open the folder of records file ", p->path, errno);
+    return -SP_IOERR;
+  }
+  /* Not O_TRUNC: first make sure no other live process writes this file
+   * (two processes with the same rank name, say). Never through a symbolic
+   * link: in a shared folder (/tmp) anyone could plant one and have us
+   * truncate its target. */
+  int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+  if (p->cfg.exclusive) flags |= O_EXCL;
+  int fd = openat(p->dir_fd, base, flags, 0644);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      err_set(p, "records file is a symbolic link, not written through: ", p->path, 0);
+    else if (errno == EEXIST && p->cfg.exclusive)
+      err_set(p, "records file exists already: ", p->path, 0);
+    else
+      err_set(p, "cannot open records file ", p->path, errno);
+    return errno == EEXIST && p->cfg.exclusive ? -SP_EXISTS : -SP_IOERR;
+  }
+  /* a FIFO or a device by that name: never written (O_NONBLOCK: a FIFO
+   * without a reader does not hang the open) */
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    err_set(p, "records file is not a regular file: ", p->path, 0);
+    return -SP_IOERR;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK) {
+      err_set(p, "records file is in use by another profiler: ", p->path, 0);
+      return -SP_BUSY;
+    }
+    err_set(p, "cannot lock records file ", p->path, e);
+    return -SP_IOERR;
+  }
+  if (ftruncate(fd, 0) != 0) {
+    err_set(p, "cannot truncate records file ", p->path, errno);
+    close(fd);
+    return -SP_IOERR;
+  }
+  return fd;
+}
+
 int sp_open(const sp_config *cfg, sp_profiler **out) {
   if (!out) return SP_ERROR;
   *out = NULL;
@@ -149,6 +236,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->file.lock = &p->lock;
   p->file.grow_mu = &p->grow_mu;
   p->file.fd = -1;
+  p->dir_fd = -1;
   p->file.closed = 1; /* until it opens */
   if (!cfg || !cfg->path || !cfg->path[0]) {
     err_set(p, "no records file path given", NULL, 0);
@@ -173,33 +261,9 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->cfg.path = p->path;
   p->cfg.phases = p->phases;
   p->cfg.worker = p->worker;
-  /* Not O_TRUNC: first make sure no other live process writes this file
-   * (two processes with the same rank name, say). */
-  /* Never through a symbolic link: in a shared folder (/tmp) anyone could
-   * plant one and have us truncate its target. */
-  int fd = open(p->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) {
-    if (errno == ELOOP)
-      err_set(p, "records file is a symbolic link, not written through: ", p->path, 0);
-    else
-      err_set(p, "cannot open records file ", p->path, errno);
-    return SP_IOERR;
-  }
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int e = errno;
-    close(fd);
-    if (e == EWOULDBLOCK) {
-      err_set(p, "records file is in use by another profiler: ", p->path, 0);
-      return SP_BUSY;
-    }
-    err_set(p, "cannot lock records file ", p->path, e);
-    return SP_IOERR;
-  }
-  if (ftruncate(fd, 0) != 0) {
-    err_set(p, "cannot truncate records file ", p->path, errno);
-    close(fd);
-    return SP_IOERR;
-  }
+  int fd = open_records(p);
+  if (fd < 0) return -fd;
+  p->file.cap = records_cap(fd, cfg->max_bytes);
   p->file.fd = fd;
   p->owner_pid = getpid();
   p->file.closed = 0;
@@ -213,7 +277,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   int e = write_summary_now(p, "running");
   if (e) { /* the records are still worth having: go on without a summary */
     err_summary_failed(p, e);
-    unlink(p->summary_path); /* an old run's, if one is there, must not stay */
+    unlinkat(p->dir_fd, summary_base(p), 0); /* an old run's, if one is there, must not stay */
   }
   lock_mu(&g_open_lock, SP_LOCK_OPEN);
   p->next_open = g_open;

@@ -333,6 +333,10 @@ static int make_room(sp_profiler *p, size_t need) {
       if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) return 0;
       continue;
     }
+    if (e == SP_E_CAP) {
+      err_cap(p);
+      return 0;
+    }
     if (e) {
       if (e != ESHUTDOWN && !p->file.closed) err_fail(p, "cannot grow records file ", e);
       return 0;

@@ -70,7 +70,8 @@ static void src_counters(const sp_profiler *p, summary_src *s) {
   counters(p, &s->c);
   s->n_phases = p->tally.n_phases;
   s->ended_by = p->ended_by;
-  s->failed = p->failed;
+  s->failed = p->failed && !p->capped; /* a cap reached is no failure */
+  s->capped = p->capped;
   memcpy(s->open_nums, p->tally.open_nums, sizeof s->open_nums);
 }
 
@@ -205,28 +206,17 @@ SP_PRIVATE void live_src(sp_profiler *p, summary_src *s) {
 
 static atomic_uint g_tmp_seq;
 
-/* Opens a temporary file beside path that nobody else can have planted:
- * a name of our own (pid, sequence), O_EXCL, never through a symlink.
+/* Opens a temporary file in p's folder that nobody else can have planted:
+ * a short name of our own (pid, sequence), O_EXCL, never through a symlink.
  * Async-signal-safe. Returns the fd, or -1 with errno set. */
-static int open_tmp_beside(const char *path, char *tmp, size_t cap) {
-  /* in path's folder, under a short name of its own: a long file name with
-   * a suffix would pass NAME_MAX where the file name itself does not */
-  const char *slash = strrchr(path, '/');
-  size_t n = slash ? (size_t)(slash - path) + 1 : 0;
-  if (n + 64 > cap) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
+static int open_tmp_beside(const sp_profiler *p, char *tmp) {
   for (int attempt = 0; attempt < 8; attempt++) {
-    char *o = tmp;
-    memcpy(o, path, n);
-    o += n;
-    o = PUT_LIT(o, ".sgl_shapeprof_summary.");
+    char *o = PUT_LIT(tmp, ".sgl_shapeprof_summary.");
     o = put_u64(o, (uint64_t)getpid());
     *o++ = '.';
     o = put_u64(o, atomic_fetch_add(&g_tmp_seq, 1));
     memcpy(o, ".tmp", 5);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = openat(p->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0 || errno != EEXIST) return fd;
   }
   return -1;
@@ -235,11 +225,11 @@ static int open_tmp_beside(const char *path, char *tmp, size_t cap) {
 /* Writes the summary to a temporary file and renames it into place. No
  * malloc, no locks. */
 SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
-  char tmp[4096];
+  char tmp[96];
   fdw w;
   w.n = 0;
   w.err = 0;
-  w.fd = open_tmp_beside(p->summary_path, tmp, sizeof tmp);
+  w.fd = open_tmp_beside(p, tmp);
   if (w.fd < 0) return errno ? errno : EIO;
   fdw_str(&w, "{\n  \"rank\": ");
   fdw_i64(&w, p->cfg.rank);
@@ -348,12 +338,18 @@ SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
   fdw_str(&w, "]");
   fdw_str(&w, ",\n  \"profiler_failed\": ");
   fdw_str(&w, s->failed ? "true" : "false");
+  /* the cap (immutable once open) and whether recording stopped at it */
+  fdw_str(&w, ",\n  \"max_records_bytes\": ");
+  if (p->file.cap) fdw_i64(&w, (long long)p->file.cap);
+  else fdw_str(&w, "null");
+  fdw_str(&w, ",\n  \"stopped_at_cap\": ");
+  fdw_str(&w, s->capped ? "true" : "false");
   fdw_str(&w, "\n}\n");
   fdw_flush(&w);
   int err = w.err;
   if (close(w.fd) != 0 && !err) err = errno;
-  if (!err && rename(tmp, p->summary_path) != 0) err = errno;
-  if (err) unlink(tmp);
+  if (!err && renameat(p->dir_fd, tmp, p->dir_fd, summary_base(p)) != 0) err = errno;
+  if (err) unlinkat(p->dir_fd, tmp, 0);
   return err;
 }
 

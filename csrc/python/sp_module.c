@@ -25,6 +25,7 @@ static PyObject *raise_for(int rc, const char *msg) {
   PyObject *type = rc == SP_NOMEM   ? PyExc_MemoryError
                    : rc == SP_BUSY  ? PyExc_BlockingIOError
                    : rc == SP_IOERR ? PyExc_OSError
+                   : rc == SP_EXISTS ? PyExc_FileExistsError
                                     : PyExc_ValueError;
   PyErr_SetString(type, msg);
   return NULL;
@@ -33,20 +34,23 @@ static PyObject *raise_for(int rc, const char *msg) {
 static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
   ProfilerObject *self = (ProfilerObject *)self_;
   static char *kwlist[] = {"path", "rank", "skip_warmup", "log_n_passes",
-                           "dedupe", "phases", "args", "sync", "worker", NULL};
+                           "dedupe", "phases", "args", "sync", "worker", "max_bytes",
+                           "exclusive", NULL};
   PyObject *path_obj = NULL;
-  long long rank = 0, skip = 0, limit = 0;
-  int dedupe = 0, with_args = 0, sync = 0;
+  long long rank = 0, skip = 0, limit = 0, max_bytes = 0;
+  int dedupe = 0, with_args = 0, sync = 0, exclusive = 0;
   const char *phases = NULL, *worker = NULL;
   if (self->p) {
     PyErr_SetString(PyExc_RuntimeError, "Profiler is already initialised");
     return -1;
   }
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppz", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppzLp", kwlist,
                                    PyUnicode_FSConverter, &path_obj, &rank,
-                                   &skip, &limit, &dedupe, &phases, &with_args, &sync, &worker))
+                                   &skip, &limit, &dedupe, &phases, &with_args, &sync, &worker,
+                                   &max_bytes, &exclusive))
     return -1;
-  sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases, with_args, worker};
+  sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases, with_args, worker,
+                   max_bytes, exclusive};
   int rc = sp_fallback_install();
   /* Python kernels' exceptions are described from the exception object */
   sp_fallback_set_describer(sp_describe_python_error);
@@ -243,7 +247,9 @@ static PyTypeObject ProfilerType = {
     .tp_basicsize = sizeof(ProfilerObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Profiler(path, rank=0, skip_warmup=0, log_n_passes=0, "
-              "dedupe=False, phases=None, args=False, sync=False, worker=None)\n--\n\nThe native profiler.",
+              "dedupe=False, phases=None, args=False, sync=False, worker=None, max_bytes=0, "
+              "exclusive=False)\n--\n\nThe native profiler. max_bytes: the records file's cap "
+              "(0: the default, -1: none); exclusive: the file must not exist.",
     .tp_new = PyType_GenericNew,
     .tp_init = Profiler_init,
     .tp_dealloc = Profiler_dealloc,

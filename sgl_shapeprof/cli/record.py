@@ -18,11 +18,25 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     r.add_argument("--log-n-passes", type=int, default=0, metavar="N", help="logged passes at most (0: all)")
     r.add_argument("--args", action="store_true",
                    help="record every argument, strides and devices too (what `replay` needs)")
+    r.add_argument("--max-mb", type=_max_mb, default=None, metavar="MB",
+                   help="the records file's cap in MiB (default 1024; 0: none): recording stops before "
+                        "a record would pass it, and the summary says so")
     r.add_argument("--sync", action="store_true",
                    help="wait for the device after each recorded CUDA call, so that an asynchronous kernel "
                         "failure is the error of the call that launched it (debugging; slow)")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
     r.set_defaults(func=run)
+
+
+def _max_mb(value: str) -> float:
+    from ..recording.config import ConfigError, parse_max_mb
+    try:
+        mb = parse_max_mb("--max-mb", value)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if mb is None:
+        raise argparse.ArgumentTypeError("--max-mb needs a size in MiB (0: no cap)")
+    return mb
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         config.ENV_ARGS: "1" if args.args else "0",
         config.ENV_SYNC: "1" if args.sync else "0",
     }
+    if args.max_mb is not None:
+        settings[config.ENV_MAX_MB] = repr(args.max_mb)
     # each under its neutral spelling, the environment's other one dropped
     env = {k: v for k, v in os.environ.items() if k not in settings}
     env.update({config.neutral_name(k): v for k, v in settings.items()})

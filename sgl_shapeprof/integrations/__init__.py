@@ -31,5 +31,7 @@ VLLM_CUDA_GRAPH = "vllm.compilation.cuda_graph"
 # /start_profile and /stop_profile: the worker that takes them, and the routes
 VLLM_WORKER = "vllm.v1.worker.gpu_worker"
 VLLM_PROFILE_ROUTER = "vllm.entrypoints.serve.profile.api_router"
+# where a /start_profile reaches every worker at once (all or none)
+VLLM_EXECUTOR = "vllm.v1.executor.abstract"
 # where an EngineCore makes a dense model's DP replica a DP=1 engine
 VLLM_PARALLEL_CONFIG = "vllm.config.parallel"

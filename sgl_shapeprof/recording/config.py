@@ -23,6 +23,7 @@ ENV_DEDUPE = "SGLANG_PROFILE_SHAPES_DEDUPE"
 ENV_PHASES = "SGLANG_PROFILE_SHAPES_PHASES"
 ENV_ARGS = "SGLANG_PROFILE_SHAPES_ARGS"
 ENV_SYNC = "SGLANG_PROFILE_SHAPES_SYNC"
+ENV_MAX_MB = "SGLANG_PROFILE_SHAPES_MAX_MB"
 
 DEFAULT_FILE = "shapes.jsonl"
 _PHASE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -46,6 +47,7 @@ class EnvConfig:
     args: bool = False  # record every argument, strides and devices too (replay)
     sync: bool = False  # wait for the device after each recorded call (debugging)
     workers: Optional[dict] = None  # SGLANG_PROFILE_SHAPES_WORKERS: ranks per dimension (worker.py)
+    max_mb: Optional[float] = None  # the records file's cap (None: the default; 0: none)
 
     def profiles_rank(self, rank: int) -> bool:
         return self.ranks is None or rank in self.ranks
@@ -128,6 +130,20 @@ def env_rank(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
             except ConfigError as e:
                 raise ConfigError(f"{e} (read as this process's rank)") from None
     return None
+
+
+def parse_max_mb(name: str, value: object) -> Optional[float]:
+    """A records file's cap in MiB: a number, 0 for none; None when not
+    given (the default cap: profiler.py). ConfigError in one line."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        mb = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        mb = float("nan")
+    if isinstance(value, bool) or not (0 <= mb < 2 ** 43):  # nan and inf fail too
+        raise ConfigError(f"{name}={value!r} must be a size in MiB: a number, 0 for no cap")
+    return mb
 
 
 def _flag(name: str, value: str) -> bool:
@@ -227,4 +243,6 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     phases = parse_phases(phases_set[1], phases_set[0]) if phases_set else None
     args = bool(env.flag(ENV_ARGS))
     sync = bool(env.flag(ENV_SYNC))
-    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args, sync, workers)
+    cap = env.get(ENV_MAX_MB)
+    max_mb = parse_max_mb(*cap) if cap else None
+    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args, sync, workers, max_mb)

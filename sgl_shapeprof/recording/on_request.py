@@ -83,16 +83,16 @@ def control_dir(create: bool = False) -> str:
     return d
 
 
-def _free_path(path: str) -> str:
-    """path, or path with .1, .2, ... before its extension: never an earlier
-    request's file."""
-    if not os.path.exists(path):
-        return path
+FREE_NAMES = 1000  # .1 ... .999 tried before a request is refused
+
+
+def _names(path: str) -> Iterable[str]:
+    """path, then path with .1, .2, ... before its extension: a request
+    never writes an earlier request's file."""
+    yield path
     stem, ext = os.path.splitext(path)
-    n = 1
-    while os.path.exists(f"{stem}.{n}{ext}"):
-        n += 1
-    return f"{stem}.{n}{ext}"
+    for n in range(1, FREE_NAMES):
+        yield f"{stem}.{n}{ext}"
 
 
 @dataclass
@@ -103,6 +103,7 @@ class Request:
     output: str = ""
     skip: int = 0                          # passes let by before recording starts
     done_phases: Dict[str, int] = field(default_factory=dict)
+    profiler: Optional[ShapeProfiler] = None  # its file, open since the request was taken
 
 
 class OnRequestProfiler(PassContext):
@@ -110,8 +111,9 @@ class OnRequestProfiler(PassContext):
 
     def __init__(self, rank: int = 0, dedupe: bool = False, output_dir: Optional[str] = None,
                  control: bool = True, args: bool = False, sync: bool = False,
-                 worker: Optional[Worker] = None):
+                 worker: Optional[Worker] = None, max_mb: Optional[float] = None):
         self.rank = rank
+        self.max_mb = max_mb  # each request's records file's cap (ShapeProfiler's max_mb)
         self.worker = worker  # which worker of the deployment: names and summaries say it
         self.dedupe = dedupe
         self.args = args
@@ -134,11 +136,14 @@ class OnRequestProfiler(PassContext):
     def request(self, passes: int = 0, phases: Union[str, Iterable[str], None] = None,
                 output: Optional[str] = None, skip: int = 0, per_phase: bool = False) -> str:
         """Records the next `passes` forward passes (0: until stop()), from
-        the next pass start on; returns the records file it will write."""
+        the next pass start on; returns the records file it writes. The file
+        is created here (a name of its own, never through a symbolic link,
+        a regular file): a bad value, a taken name or an unwritable folder
+        is a RequestError now, and a refused request creates nothing."""
         if self._closed:
             raise RequestError("this profiler is closed")
-        if passes < 0 or skip < 0:
-            raise RequestError("passes and skip must be >= 0")
+        request_count("passes", passes)
+        request_count("skip", skip)
         if per_phase and not passes:
             raise RequestError("per_phase needs a number of passes")
         selected = phase_filter(phases, "phases")
@@ -156,9 +161,28 @@ class OnRequestProfiler(PassContext):
             if self._active is not None or self._pending is not None:
                 busy = self._active.path if self._active is not None else self._pending.output
                 raise RequestError(f"a request is already recording into {busy}; stop it first")
-            output = _free_path(output)
-            self._pending = Request(passes, selected, per_phase, output, skip)
-        return output
+            req = Request(passes, selected, per_phase, output, skip)
+            req.profiler = self._create(req)
+            req.output = req.profiler.path
+            self._pending = req
+        return req.output
+
+    def _create(self, req: Request) -> ShapeProfiler:
+        """The request's profiler, its file created under the first free name."""
+        for path in _names(req.output):
+            try:
+                return ShapeProfiler(
+                    path, rank=self.rank, dedupe=self.dedupe, args=self.args, sync=self.sync,
+                    worker=self.worker, skip_warmup=req.skip,
+                    log_n_passes=0 if req.per_phase else req.passes,
+                    phases=sorted(req.phases) if req.phases else None,
+                    max_mb=self.max_mb, exclusive=True)
+            except FileExistsError:
+                continue
+            except (OSError, ValueError) as e:
+                raise RequestError(f"cannot record into {path}: {e}") from None
+        raise RequestError(f"cannot record into {req.output}: it and {FREE_NAMES - 1} numbered names "
+                           f"beside it exist")
 
     def worker_name(self) -> str:
         """rank<N>, or SGLang's TP-0-PP-1 where the deployment has PP, DP
@@ -167,16 +191,35 @@ class OnRequestProfiler(PassContext):
         return w.name if w is not None and w.several else f"rank{self.rank}"
 
     def stop(self) -> Optional[str]:
-        """Ends the current request (or drops a pending one); its files are
-        complete when this returns. The records path, or None if none ran."""
+        """Ends the current request (or a pending one, whose file then holds
+        no pass); its files are complete when this returns. The records
+        path, or None if none ran."""
         with self._lock:
             act, self._active, self._req = self._active, None, None
             pending, self._pending = self._pending, None
+        if act is None and pending is not None:
+            act = pending.profiler
         if act is None:
-            return pending.output if pending else None
+            return None
         act.close()  # safe while another thread is inside a pass: logging ends there
         self.finished.append(act.path)
         return act.path
+
+    def cancel(self, output: Optional[str] = None) -> Optional[str]:
+        """Takes back a request no pass has started yet (another worker
+        refused the same request): its files are removed, as if it had
+        never been taken. Only the one writing `output`, when given. The
+        records path it had, or None."""
+        with self._lock:
+            pending = self._pending
+            if pending is None or pending.profiler is None or output not in (None, pending.output):
+                return None
+            self._pending = None
+        prof = pending.profiler
+        prof.close()
+        for path in (prof.path, prof.summary_path):
+            _unlink(path)  # ours: created by this request (exclusive)
+        return prof.path
 
     def status(self) -> dict:
         with self._lock:
@@ -275,17 +318,7 @@ class OnRequestProfiler(PassContext):
         with self._lock:
             if self._active is None and self._pending is not None:
                 req, self._pending = self._pending, None
-                try:
-                    self._active = ShapeProfiler(
-                        req.output, rank=self.rank, dedupe=self.dedupe, args=self.args, sync=self.sync,
-                        worker=self.worker,
-                        skip_warmup=req.skip,
-                        log_n_passes=0 if req.per_phase else req.passes,
-                        phases=sorted(req.phases) if req.phases else None)
-                    self._req = req
-                except (OSError, ValueError) as e:
-                    say(f"cannot start the requested recording into {req.output}: {e}")
-                    return None
+                self._active, self._req = req.profiler, req
             act, req = self._active, self._req
         if act is not None and req is not None and req.per_phase:
             label = phase or ""

@@ -13,7 +13,7 @@ import sys
 import weakref
 from typing import ContextManager, Iterable, Optional, Union
 
-from .config import INT_MAX, phase_filter
+from .config import INT_MAX, parse_max_mb, phase_filter
 from .messages import say, say_once
 from .nesting import NESTED, REFUSED, OpenPass, Passes, nest
 from . import triton as _triton
@@ -122,11 +122,21 @@ class _Capture(_Pass):
         return self._profiler.begin_capture(self._key, self._phase)
 
 
+def max_bytes(max_mb: Optional[float]) -> int:
+    """The core's max_bytes for a cap in MiB: 0 for the default (None), -1
+    for none (0)."""
+    mb = parse_max_mb("max_mb", max_mb)
+    if mb is None:
+        return 0
+    return -1 if mb == 0 else max(1, int(mb * (1 << 20)))
+
+
 class ShapeProfiler(PassContext):
     """Records every operator call of the logged forward passes.
 
     ShapeProfiler(output, *, rank=0, skip_warmup=0, log_n_passes=0,
-    dedupe=False, phases=None, args=False, sync=False, worker=None)
+    dedupe=False, phases=None, args=False, sync=False, worker=None,
+    max_mb=None)
 
     output: the records file (JSON Lines, see FORMAT.md); the summary goes
     beside it (shapes.jsonl -> shapes_summary.json). Passes 1..skip_warmup are
@@ -144,7 +154,11 @@ class ShapeProfiler(PassContext):
     graph is captured; on the CPU it does nothing. worker: which worker of a
     deployment this is (a Worker: its TP, PP, DP and EP ranks, host, pid),
     written to the summary as "worker"; the server integrations read it from
-    the server's own state.
+    the server's own state. max_mb: the records file's cap in MiB (None: 1024,
+    and on a RAM-backed filesystem at most a quarter of its free space; 0:
+    none): recording stops before a record would pass it, and the summary
+    says so (stopped_at_cap). exclusive: the file must not exist yet
+    (FileExistsError), as a request's file.
 
     Passes are per thread: a pass records the calls of the thread that
     starts it (and of threads that inherit its dispatch state, such as
@@ -161,7 +175,8 @@ class ShapeProfiler(PassContext):
     def __init__(self, output: PathLike = "shapes.jsonl", *, rank: int = 0,
                  skip_warmup: int = 0, log_n_passes: int = 0,
                  dedupe: bool = False, phases: Optional[Iterable[str]] = None,
-                 args: bool = False, sync: bool = False, worker: Optional[Worker] = None):
+                 args: bool = False, sync: bool = False, worker: Optional[Worker] = None,
+                 max_mb: Optional[float] = None, exclusive: bool = False):
         path = os.fspath(output)
         if not isinstance(path, str) or not path:
             raise ValueError("output must be a non-empty path")
@@ -170,6 +185,7 @@ class ShapeProfiler(PassContext):
         check_count("log_n_passes", log_n_passes)
         selected = phase_filter(phases, "phases")
         phase_list = ",".join(sorted(selected)) if selected else None
+        cap = max_bytes(max_mb)
         from ._native import load
 
         _C = load()
@@ -186,17 +202,18 @@ class ShapeProfiler(PassContext):
             raise TypeError(f"worker must be a sgl_shapeprof Worker, not {type(worker).__name__}")
         self.worker = worker
         identity = json.dumps(worker.as_json()) if worker is not None else None
+        def native(at: str):
+            return _C.Profiler(at, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
+                               self.args, self.sync, identity, cap, bool(exclusive))
         try:
-            self._native = _C.Profiler(path, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
-                                       self.args, self.sync, identity)
+            self._native = native(path)
         except BlockingIOError:
             # Another live profiler writes this file (two processes with the
             # same rank name, say): never share it, take a name of our own.
             stem, ext = os.path.splitext(path)
             own = f"{stem}.pid{os.getpid()}{ext}"
             say(f"{path} is in use by another process; writing {own} instead")
-            self._native = _C.Profiler(own, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
-                                       self.args, self.sync, identity)
+            self._native = native(own)
         self._closed = False
         self._broken = False
         self._forked = False

@@ -255,6 +255,22 @@ def test_tp2_every_rank_answers_and_profile_by_stage(models, tmp_path):
             assert s["phase_passes"] == {"extend": 2, "decode": 2}, s["phase_passes"]
             recs = [json.loads(line) for line in open(path)]
             assert any(r["operation"].startswith("c10d.") or "all_reduce" in r["operation"] for r in recs)
+        # All ranks or none: rank 1 refuses (its file's name and every
+        # numbered one beside it are taken), so rank 0 takes its request
+        # back and removes the file it had created.
+        clash = tmp_path / "clash"
+        clash.mkdir()
+        (clash / "c-TP-1.shapes.jsonl").touch()
+        for n in range(1, 1000):
+            (clash / f"c-TP-1.shapes.{n}.jsonl").touch()
+        before = sorted(os.listdir(clash))
+        status, body = _post(srv.url + "/start_profile", {"activities": ["SHAPES"], "num_steps": 1,
+                                                          "output_dir": str(clash), "profile_id": "c"})
+        assert status == 400 and "SHAPES: the request was refused; no rank records it" in body, body
+        assert "SHAPES: rank 1: cannot record into" in body, body
+        assert sorted(os.listdir(clash)) == before
+        srv.generate(2)                          # nothing records: rank 0's request was taken back
+        assert sorted(os.listdir(clash)) == before
     finally:
         srv.stop()
 

@@ -25,7 +25,8 @@ pytestmark = needs_vllm("0.32.0")
 def server(model, tmp_path_factory):
     d = tmp_path_factory.mktemp("server")
     armed = {"SHAPEPROF": "on_request", "SHAPEPROF_FILE": str(d / "shapes.jsonl"),
-             "SHAPEPROF_CONTROL_DIR": str(private_dir(d / "ctl"))}    # for sgl-shapeprof request
+             "SHAPEPROF_CONTROL_DIR": str(private_dir(d / "ctl")),    # for sgl-shapeprof request
+             "SHAPEPROF_MAX_MB": "64"}                                 # each request's file's cap
     with serving(model, d, armed, "--api-key", KEY) as (port, proc, log):
         yield port, d, model, proc, log
 
@@ -54,12 +55,15 @@ def test_start_profile_records_max_iterations_steps(server):
     complete(port, model, 6, key=KEY)
     records, summary = read_run(d / "two-shapes-rank0.jsonl", ended_by="close")   # ended when done
     assert summary["logged_forward_passes"] == 2 and summary["phase_passes"] == {"prefill": 1, "decode": 1}
+    assert summary["max_records_bytes"] == 64 * 2 ** 20 and not summary["stopped_at_cap"]
     assert post(port, "/stop_profile", key=KEY)[0] == 200                         # nothing to stop: fine
 
 
 def test_start_until_stop_profile(server):
     port, d, model, _, _ = server
     assert post(port, "/start_profile", {"profile_prefix": "open"}, key=KEY)[0] == 200
+    # created when the request was taken, before any step ran
+    assert read_run(d / "open-shapes-rank0.jsonl", ended_by="running")[1]["forward_passes"] == 0
     with pytest.raises(urllib.error.HTTPError) as e:   # one session at a time; the engine lives on
         post(port, "/start_profile", {"profile_prefix": "again"}, key=KEY)
     assert e.value.code == 409   # vLLM's own: a profiling session is active
@@ -166,3 +170,30 @@ def test_hostile_profile_bodies_leave_the_server_serving(server):
     assert set(os.listdir(d.parent)) == before and not os.path.exists(d / "PWNED")
     assert not [f for f in os.listdir(d) if f.startswith(("esc", "a", "x" * 10, "nul", "..", "$"))]
     assert codes.get(200, 0) and sum(n for c, n in codes.items() if 400 <= c < 500), codes
+
+
+def test_tp2_one_worker_refuses_and_the_other_takes_its_request_back(model, tmp_path):
+    """All workers or none (issue 40, point 3): worker 1 refuses a start
+    (its file's name and every numbered one beside it are taken), so the
+    executor has worker 0 take the request back: its file is removed, and
+    the steps that follow record nothing."""
+    env = {"SHAPEPROF": "on_request", "SHAPEPROF_RANK": "all", "SHAPEPROF_FILE": str(tmp_path / "shapes.jsonl")}
+    (tmp_path / "c-shapes-rank1.jsonl").touch()
+    for n in range(1, 1000):
+        (tmp_path / f"c-shapes-rank1.{n}.jsonl").touch()
+    with serving(model, tmp_path, env, "--tensor-parallel-size", "2") as (port, proc, log):
+        before = sorted(os.listdir(tmp_path))
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            post(port, "/start_profile", {"profile_prefix": "c"})
+        assert refused.value.code >= 400
+        assert sorted(os.listdir(tmp_path)) == before
+        complete(port, model, 3)
+        assert sorted(os.listdir(tmp_path)) == before
+        said = log.read_text()
+        assert "shapes: rank 0: request taken back" in said and "c-shapes-rank0.jsonl removed" in said, said[-3000:]
+        # the server still takes a request every worker can write
+        assert post(port, "/start_profile", {"max_iterations": 1, "profile_prefix": "ok"})[0] == 200
+        complete(port, model, 2)
+        for rank in (0, 1):
+            records, summary = read_run(tmp_path / f"ok-shapes-rank{rank}.jsonl", ended_by="close")
+            assert summary["logged_forward_passes"] == 1 and summary["worker"]["tp_rank"] == rank

@@ -168,7 +168,15 @@ def patch_profiler_manager_module(module: Any) -> None:
                 ok, text = False, str(e) if str(e).startswith(SHAPES) else f"{SHAPES}: rank {rank}: {e}"
             log = logging.getLogger("sgl_shapeprof")
             (log.info if ok else log.warning)(text)
+            mine = ok
             ok, text = _gather(self, ok, text)
+            if mine and not ok:  # another rank refused: all or none
+                armed = _armed()
+                if armed is not None and armed.cancel(_STARTED.get("path")):
+                    log.warning(f"{SHAPES}: rank {rank}: request taken back, its file removed "
+                                f"(another rank refused it)")
+            if not ok:
+                text = f"{text}\n{SHAPES}: the request was refused; no rank records it"
             more = _beyond_the_group() if ok else None
             if more:
                 text = f"{text}\n{more}"

@@ -7,7 +7,8 @@ from vLLM's own plugin entry point (zero-edit: pip install, one variable).
   worker's shutdown closes its profiler first;
 - cuda_graphs.py: CUDAGraphWrapper's captures recorded, replays counted;
 - start_profile.py: /start_profile and /stop_profile record shapes in the
-  workers of a server armed with SHAPEPROF=on_request;
+  workers of a server armed with SHAPEPROF=on_request (all of them, or
+  none: the executor takes back a request another worker refused);
 - api_server.py: the two routes in the API server, armed or not (not
   armed: an answer naming what to set).
 
@@ -19,7 +20,7 @@ _LAZY = {
     "step_phase": "workers", "runner_rank": "workers", "attach_model_runner": "workers",
     "patch_model_runner_module": "workers", "patch_worker_module": "workers",
     "patch_cuda_graph_module": "cuda_graphs",
-    "shapes_output": "start_profile",
+    "shapes_output": "start_profile", "patch_executor_module": "start_profile",
     "patch_profile_router_module": "api_server",
 }
 __all__ = sorted(_LAZY)

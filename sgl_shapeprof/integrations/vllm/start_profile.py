@@ -47,8 +47,10 @@ def _profile_with_shapes(profile: Callable) -> Callable:
         vllm_on = vllm_profiler_on(getattr(self, "profiler_config", None))
         if armed is not None and is_start:
             delay, limit = kwargs.get("delay_iterations"), kwargs.get("max_iterations")
+            _TAKEN["path"] = None
             path = armed.request(passes=int(limit or 0), skip=int(delay or 0),
                                  output=shapes_output(armed, profile_prefix))
+            _TAKEN["path"] = path
             log.info("shapes: rank %s records %s into %s", armed.rank,
                      f"{limit} steps" if limit else "steps until /stop_profile", path)
         elif armed is not None and armed.status()["state"] in ("recording", "pending"):
@@ -62,6 +64,42 @@ def _profile_with_shapes(profile: Callable) -> Callable:
                 armed.stop()
             raise
     return profile_with_shapes
+
+
+_TAKEN: dict = {"path": None}  # the file this worker's latest start took (none: refused)
+
+
+def cancel_request(worker: Any = None) -> Optional[str]:
+    """Run in each worker (collective_rpc) after another refused a start:
+    the request that start took here is taken back, its file removed (an
+    earlier request, which the start found running, is left alone)."""
+    armed = _armed()
+    taken, _TAKEN["path"] = _TAKEN["path"], None
+    path = armed.cancel(taken) if armed is not None and taken else None
+    if path:
+        log.warning("shapes: rank %s: request taken back, %s removed (another worker refused it)",
+                    armed.rank, path)
+    return path
+
+
+def _profile_all_or_none(profile: Callable) -> Callable:
+    def profile_all_or_none(self, is_start: bool = True, profile_prefix: Optional[str] = None, *args, **kwargs):
+        try:
+            return profile(self, is_start, profile_prefix, *args, **kwargs)
+        except BaseException:
+            if is_start and armed_on_request():
+                try:
+                    self.collective_rpc(cancel_request)
+                except Exception as e:  # the refusal is what the client must see
+                    log.warning("shapes: cannot take the request back in every worker: %s", e)
+            raise
+    return profile_all_or_none
+
+
+def patch_executor_module(module: Any) -> None:
+    """vllm.v1.executor.abstract: Executor.profile, which sends a request to
+    every worker; one that refuses it takes it back from the others."""
+    wrap_method(module.Executor, "profile", _profile_all_or_none)
 
 
 def patch_worker_module(module: Any) -> None:

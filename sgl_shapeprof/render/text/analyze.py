@@ -54,6 +54,14 @@ def _source_lines(src: Source, w) -> None:
         if missing:
             w(f"  note: graphs {', '.join(map(str, missing[:12]))} were replayed but their captures "
               f"are not in this file (the profiler started after them): their calls are missing\n")
+    if s and s.get("stopped_at_cap"):
+        cap = s.get("max_records_bytes")
+        w(f"  WARNING: recording stopped at the records file's cap"
+          f"{f' of {cap / 2 ** 20:.1f} MiB' if isinstance(cap, (int, float)) else ''} (SHAPEPROF_MAX_MB): "
+          f"the calls after its last record were not written\n")
+    elif s and s.get("profiler_failed"):
+        w("  WARNING: the profiler failed while recording (its log says why): "
+          "the calls after its last record were not written\n")
     if src.truncated:
         w(f"  stopped after {_n(src.records)} records (--max-entries)\n")
     if src.summary_note and (src.deduplicated or src.summary is None):
