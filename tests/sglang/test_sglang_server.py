@@ -3,12 +3,14 @@ SGLANG_PROFILE_SHAPES=on_request: shapes recorded on POST /start_profile with
 "SHAPES" and stopped by num_steps or /stop_profile, without a restart and
 without SGLang's torch profiler (make test-sglang sets the environment up)."""
 import glob
+import http.client
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -368,3 +370,120 @@ def test_hostile_start_profile_bodies_leave_the_server_serving(models, tmp_path)
         assert codes.get(200, 0) and codes.get(400, 0), codes   # some taken, some refused
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="module")
+def armed_server(models, tmp_path_factory):
+    """One armed server (one start) for the tests that only need it serving."""
+    tmp = tmp_path_factory.mktemp("armed")
+    srv = Server(models / "tiny-llama", tmp)
+    yield srv, tmp
+    srv.stop()
+
+
+def test_concurrent_profile_requests_get_their_own_replies(armed_server):
+    """Each reply is its own request's: two SHAPES starts at the same moment
+    (one records, the other is told why not), and starts and stops while
+    other clients' refused requests pass through the same middleware
+    without end. The replies' SHAPES lines once lived on the tokenizer
+    manager, where another request could take or clear them."""
+    srv, tmp = armed_server
+    out = tmp / "race"
+    together = threading.Barrier(2)
+    replies = {}
+
+    def start(profile_id):
+        together.wait(timeout=60)
+        replies[profile_id] = _post(srv.url + "/start_profile",
+                                    {"activities": ["SHAPES"], "profile_id": profile_id, "output_dir": str(out)})
+    threads = [threading.Thread(target=start, args=(pid,)) for pid in ("first", "second")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    won = [pid for pid, (status, _) in replies.items() if status == 200]
+    assert len(won) == 1, replies
+    (won,), (lost,) = won, {"first", "second"} - set(won)
+    path = out / f"{won}-TP-0.shapes.jsonl"
+    assert f"records passes until /stop_profile into {path}" in replies[won][1], replies
+    assert replies[lost][0] == 400 and f"already recording into {path}; stop it first" in replies[lost][1], replies
+    status, body = _post(srv.url + "/stop_profile")
+    assert status == 200 and f"stopped; records in {path}" in body, body
+
+    # refused by the tokenizer (no scheduler round trip), as fast as clients send
+    done = threading.Event()
+    refused, wrong = [0] * 6, []
+
+    def refuse(client):
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        while not done.is_set():
+            name = f"bad/{client}-{refused[client]}"
+            conn.request("POST", "/start_profile", json.dumps({"activities": ["SHAPES"], "profile_id": name}),
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            body = r.read().decode()
+            if r.status != 400 or f"profile_id {name!r} is not a name" not in body:
+                wrong.append((name, r.status, body))
+            refused[client] += 1
+        conn.close()
+    clients = [threading.Thread(target=refuse, args=(c,)) for c in range(len(refused))]
+    for c in clients:
+        c.start()
+    try:
+        before = sum(refused)
+        for i in range(30):
+            path = out / f"own{i}-TP-0.shapes.jsonl"
+            status, body = _post(srv.url + "/start_profile",
+                                 {"activities": ["SHAPES"], "profile_id": f"own{i}", "output_dir": str(out)})
+            assert status == 200 and f"into {path}" in body, (i, status, body)
+            status, body = _post(srv.url + "/stop_profile")
+            assert status == 200 and f"stopped; records in {path}" in body, (i, status, body)
+        during = sum(refused) - before
+    finally:
+        done.set()
+        for c in clients:
+            c.join(timeout=120)
+    assert not wrong, wrong[:3]
+    assert during >= 30, refused   # the refused requests really ran alongside
+
+
+def _in_flight(srv) -> int:
+    """Requests the scheduler is running or holding (SGLang's /v1/loads)."""
+    with urllib.request.urlopen(srv.url + "/v1/loads?include=core", timeout=60) as r:
+        return sum(load["num_running_reqs"] + load["num_waiting_reqs"] for load in json.load(r)["loads"])
+
+
+def _wait_in_flight(srv, n, deadline, why):
+    while _in_flight(srv) != n:
+        assert time.monotonic() < deadline, why
+        time.sleep(0.05)
+
+
+def test_client_disconnect_aborts_generation(armed_server):
+    """A client that goes away mid-generation is aborted by SGLang, streaming
+    (StreamingResponse sees the disconnect) or not (SGLang polls
+    request.is_disconnected(), which behind a BaseHTTPMiddleware, ours once,
+    answers False forever): our middleware leaves /generate alone."""
+    srv, tmp = armed_server
+    step, n = 0.1, 200   # SGLang's test hook: 20 s of decoding unless aborted
+    assert _post(srv.url + "/slow_down", {"forward_sleep_time": step})[0] == 200
+    try:
+        for stream in (True, False):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+            conn.request("POST", "/generate", json.dumps({
+                "text": "the capital of france is", "stream": stream,
+                "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}}),
+                {"Content-Type": "application/json"})
+            if stream:
+                r = conn.getresponse()
+                assert r.status == 200 and r.readline().startswith(b"data: "), r.status
+            else:
+                _wait_in_flight(srv, 1, time.monotonic() + 60, "the request never ran")
+            conn.sock.shutdown(socket.SHUT_RDWR)
+            conn.close()
+            _wait_in_flight(srv, 0, time.monotonic() + n * step / 2,
+                            f"stream={stream}: still generating after its client left (not aborted)")
+    finally:
+        _post(srv.url + "/slow_down", {"forward_sleep_time": None})
+    assert "Request is disconnected from the client side" in (tmp / "server.log").read_text(errors="replace")
+    assert srv.generate(3)["meta_info"]["completion_tokens"] == 3

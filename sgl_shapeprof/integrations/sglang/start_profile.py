@@ -4,6 +4,7 @@ the answer the HTTP server and tokenizer give for it.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import os
@@ -218,15 +219,19 @@ def patch_profiler_manager_module(module: Any) -> None:
 
 
 # The HTTP reply to /start_profile is a fixed "Start profiling." and a failed
-# request a bare 500: the tokenizer keeps the schedulers' SHAPES answer (every
-# rank's line), and a middleware puts it into the reply.
+# request a bare 500: the tokenizer hands the schedulers' SHAPES answer (every
+# rank's line) to a middleware, which puts it into that request's reply. The
+# hand-over is a holder the middleware makes for each request, in a context
+# variable: the endpoint and the tokenizer call it awaits run in the
+# request's own context, so concurrent requests never see each other's.
 #
 # The tokenizer is patched on every server with sgl_shapeprof installed, armed
 # or not (the start-up hook's finder; the patch's lines): SGLang keeps an
 # activity it does not know and answers "Start profiling.", so a server not
 # started with on_request would take a SHAPES request and record nothing. It
 # is refused there, before any scheduler sees it.
-_REPLY = "_sgl_shapeprof_reply"
+_REPLY: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("sgl_shapeprof_reply", default=None)
+_PROFILE_PATHS = ("/start_profile", "/stop_profile")
 
 
 def _never_raises(patch: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -287,8 +292,9 @@ def patch_tokenizer_control_module(module: Any) -> None:
                 raise bad_request(str(e)) from None
         result = (await self.profile_communicator(req))[0]
         message = str(getattr(result, "message", "") or "")
-        if SHAPES + ":" in message:
-            setattr(self, _REPLY, (bool(result.success), message))
+        holder = _REPLY.get()   # None outside an HTTP request (the Engine API)
+        if SHAPES + ":" in message and holder is not None:
+            holder["reply"] = (bool(result.success), message)
         if not result.success:
             raise RuntimeError(result.message)
         return result
@@ -296,40 +302,56 @@ def patch_tokenizer_control_module(module: Any) -> None:
     cls._execute_profile = _execute_profile
 
 
+class ShapesReply:
+    """Pure ASGI middleware: /start_profile and /stop_profile get the SHAPES
+    answer in their reply; every other request, and every lifespan and
+    websocket scope, goes to the app untouched (SGLang's streaming and its
+    client-disconnect checks stay its own)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") not in _PROFILE_PATHS:
+            await self.app(scope, receive, send)
+            return
+        holder: dict = {}
+        token = _REPLY.set(holder)
+        messages: list = []   # SGLang's short reply, held until we know ours
+
+        async def keep(message: Any) -> None:
+            messages.append(message)
+        error: Optional[BaseException] = None
+        try:
+            await self.app(scope, receive, keep)
+        except RuntimeError as e:  # a failed ProfileReq
+            error = e
+        finally:
+            _REPLY.reset(token)
+        reply = holder.get("reply")
+        if reply is None:
+            if error is not None:
+                raise error
+            for message in messages:
+                await send(message)
+            return
+        from starlette.responses import Response
+        ok, text = reply
+        if not ok:  # a clear error, not a bare 500
+            response = Response(text + "\n", status_code=400, media_type="text/plain")
+        else:
+            start = next((m for m in messages if m["type"] == "http.response.start"), None)
+            body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body") \
+                if start is not None and start["status"] == 200 else b""
+            response = Response(body.decode("utf-8", "replace") + text + "\n", status_code=200,
+                                media_type="text/plain")
+        await response(scope, receive, send)
+
+
 @_never_raises
 def patch_http_server_module(module: Any) -> None:
     app = getattr(module, "app", None)
     if app is None or getattr(app, "_sgl_shapeprof_reply", False):
         return
-    from starlette.middleware.base import BaseHTTPMiddleware
-    from starlette.responses import Response
-
-    async def shapes_reply(request, call_next):
-        if request.url.path not in ("/start_profile", "/stop_profile"):
-            return await call_next(request)
-        state = getattr(module, "_global_state", None)
-        tm = getattr(state, "tokenizer_manager", None)
-        if tm is not None:
-            setattr(tm, _REPLY, None)
-        error: Optional[BaseException] = None
-        try:
-            response = await call_next(request)
-        except RuntimeError as e:  # a failed ProfileReq
-            response, error = None, e
-        reply = getattr(tm, _REPLY, None) if tm is not None else None
-        if reply is None:
-            if error is not None:
-                raise error
-            return response
-        ok, message = reply
-        setattr(tm, _REPLY, None)
-        if not ok:  # a clear error, not a bare 500
-            return Response(message + "\n", status_code=400, media_type="text/plain")
-        body = b""
-        if response is not None and response.status_code == 200:
-            async for chunk in response.body_iterator:
-                body += chunk
-        return Response(body.decode("utf-8", "replace") + message + "\n", status_code=200,
-                        media_type="text/plain")
-    app.add_middleware(BaseHTTPMiddleware, dispatch=shapes_reply)
+    app.add_middleware(ShapesReply)
     app._sgl_shapeprof_reply = True
