@@ -229,3 +229,38 @@ def test_readme_stays_short():
     with open(README) as f:
         n = sum(1 for _ in f)
     assert n <= 300, f"README.md has {n} lines; move detail into docs/"
+
+
+def test_every_python_path_the_docs_cite_resolves():
+    """`sgl_shapeprof.a.b.C` in README.md or docs/ names something that is
+    there: its longest importable module, then attributes (run in a child:
+    this module imports nothing of the package). The marker operators of
+    namespace sgl_shapeprof (torch.ops.sgl_shapeprof.NAME) are operators,
+    not Python paths."""
+    cited = sorted(set(re.findall(r"\bsgl_shapeprof(?:\.[A-Za-z_]\w*)+", _all_docs())))
+    assert "sgl_shapeprof.from_env" in cited      # the scan finds them
+    code = r"""
+import importlib, json, sys
+from sgl_shapeprof.integrations.sglang.block_gemm import MARKERS
+bad = []
+for path in json.loads(sys.argv[1]):
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+            break
+        except ImportError:
+            continue
+    try:
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+    except AttributeError:
+        if not (len(parts) == 2 and parts[1] in MARKERS.values()):
+            bad.append(path)
+print(json.dumps(bad))
+"""
+    import json
+    r = subprocess.run([sys.executable, "-c", code, json.dumps(cited)], capture_output=True, text=True,
+                       timeout=120, cwd=tempfile.gettempdir())
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [], f"docs cite Python paths that do not resolve: {r.stdout}"
