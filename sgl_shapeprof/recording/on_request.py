@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Union
 
-from .config import phase_filter
+from .config import INT_MAX, phase_filter
 from .switch import env_setting, same_phase
 from .messages import say
 from .nesting import NESTED, UNENDED, Passes, nest
@@ -58,6 +58,8 @@ def request_count(what: str, value: object) -> int:
     v = 0 if value is None else value
     if type(v) is not int or v < 0:
         raise RequestError(f"{what} {v!r} is not a whole number (0 or more)")
+    if v > INT_MAX:
+        raise RequestError(f"{what} {v!r} is too large (at most {INT_MAX})")
     return v
 
 

@@ -17,6 +17,7 @@ import logging
 import os
 from typing import Any, Callable, Optional
 
+from ...recording.config import INT_MAX
 from ...recording.env import env_profiler
 from ...recording.on_request import OnRequestProfiler, request_name
 from ...recording.switch import armed_on_request
@@ -48,7 +49,9 @@ def _profile_with_shapes(profile: Callable) -> Callable:
         if armed is not None and is_start:
             delay, limit = kwargs.get("delay_iterations"), kwargs.get("max_iterations")
             _TAKEN["path"] = None
-            path = armed.request(passes=int(limit or 0), skip=int(delay or 0),
+            # vLLM checked them (whole, 0 or more); past the core's 64-bit
+            # counts they mean "never", as INT_MAX does
+            path = armed.request(passes=min(int(limit or 0), INT_MAX), skip=min(int(delay or 0), INT_MAX),
                                  output=shapes_output(armed, profile_prefix))
             _TAKEN["path"] = path
             log.info("shapes: rank %s records %s into %s", armed.rank,
