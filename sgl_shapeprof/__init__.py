@@ -17,7 +17,7 @@ __all__ = ["ShapeProfiler", "OnRequestProfiler", "Worker", "from_env", "resolve_
            "RecordReader", "read_records", "read_summary", "thread_logging", "__version__"]
 
 _LAZY = {
-    "ShapeProfiler": "recording.profiler", "from_env": "recording.env", "Worker": "recording.worker",
+    "ShapeProfiler": "recording.profiler", "from_env": "recording.env", "Worker": "records.worker",
     "resolve_rank": "recording.env", "OnRequestProfiler": "recording.on_request",
     "ConfigError": "recording.config", "RecordReader": "records.reader",
     "read_records": "records.reader", "read_summary": "records.reader",

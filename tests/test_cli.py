@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from helpers import PKG_ROOT, load
 
 from sgl_shapeprof.cli import main
@@ -156,3 +158,23 @@ def test_analyze_json_for_tuning_scripts(tmp_path, capsys):
     assert mm["operation"] == "aten.mm.default" and mm["calls"] == 3
     assert [(s["inputs"]["self"]["shape"], s["count"]) for s in mm["signatures"]] == [([2, 3], 2), ([4, 3], 1)]
     assert mm["signatures"][0]["outputs"] == {"shape": [2, 3], "dtype": "torch.float16"}
+
+
+COUNT_OPTIONS = [("analyze", "--top"), ("analyze", "--max-shapes"), ("analyze", "--tail"),
+                 ("analyze", "--min-elements"), ("analyze", "--max-entries"), ("cost", "--top"),
+                 ("diff", "--top"), ("gemm", "--top"), ("replay", "--top"), ("record", "--skip-warmup"),
+                 ("record", "--log-n-passes"), ("request", "--passes"), ("request", "--skip"),
+                 ("demo", "--decode-steps"), ("demo", "--steps")]
+
+
+@pytest.mark.parametrize("cmd,option", COUNT_OPTIONS)
+def test_a_count_option_refuses_a_negative_or_a_word_in_one_line(cmd, option, capsys):
+    """Counts are checked by their option's type, before the command runs."""
+    operands = {"diff": ["a.jsonl", "b.jsonl"], "record": ["--", "python", "x.py"], "request": ["1"],
+                "demo": []}.get(cmd, ["a.jsonl"])
+    for value, why in (("-1", "'-1': must be >= 0"), ("two", "'two' is not a whole number")):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, option, value, *operands])
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1] == f"sgl-shapeprof {cmd}: error: argument {option}: {why}"

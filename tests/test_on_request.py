@@ -15,7 +15,8 @@ import sgl_shapeprof
 
 from sgl_shapeprof import _C  # noqa: F401  (built)
 from sgl_shapeprof.cli import main
-from sgl_shapeprof.recording.on_request import OnRequestProfiler, RequestError
+from sgl_shapeprof.recording.on_request import OnRequestProfiler
+from sgl_shapeprof.recording.requests import RequestError
 
 
 def passes(prof, n, phase=None, start=0):
@@ -168,7 +169,7 @@ def test_a_bad_control_folder_variable_is_named(tmp_path, monkeypatch, capsys, k
     assert "must be a directory owned by this user with mode 0700" in err, err
     # the armed process: says once that it cannot take requests from outside
     prof = OnRequestProfiler(rank=0, output_dir=str(tmp_path))
-    prof.POLL_EVERY = 0
+    prof.mailbox.POLL_EVERY = 0
     passes(prof, 3)
     prof.close()
     err = capsys.readouterr().err.splitlines()

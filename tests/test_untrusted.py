@@ -139,7 +139,7 @@ def test_no_request_file_raises_into_the_model(tmp_path, monkeypatch, capsys, co
 
 @pytest.mark.parametrize("value", ["../../esc", "a/b", "..", "x" * 101, "é" * 51, "nul\0", "tab\t", "back\\slash"])
 def test_a_request_name_is_a_name_not_a_path(value):
-    from sgl_shapeprof.recording.on_request import RequestError, request_name
+    from sgl_shapeprof.recording.requests import RequestError, request_name
     with pytest.raises(RequestError) as e:
         request_name("profile_id", value)
     assert "is not a name" in str(e.value) and "\n" not in str(e.value)
@@ -147,13 +147,13 @@ def test_a_request_name_is_a_name_not_a_path(value):
 
 @pytest.mark.parametrize("value", ["1795435378.7868838", "run1", "x" * 100, "é" * 50])
 def test_sglangs_own_ids_are_names(value):
-    from sgl_shapeprof.recording.on_request import request_name
+    from sgl_shapeprof.recording.requests import request_name
     assert request_name("profile_id", value) == value
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, "3", True, [1]])
 def test_a_request_count_is_a_whole_number(value):
-    from sgl_shapeprof.recording.on_request import RequestError, request_count
+    from sgl_shapeprof.recording.requests import RequestError, request_count
     with pytest.raises(RequestError):
         request_count("num_steps", value)
     assert request_count("num_steps", None) == 0 and request_count("num_steps", 7) == 7

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_filters, fail, open_new, scan_files
+from .common import add_filters, count, fail, open_new, scan_files
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
@@ -14,9 +14,9 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     add_filters(a)
     a.add_argument("--quick", action="store_true",
                    help="operation counts only, from the summary when there is one")
-    a.add_argument("--top", type=int, metavar="N", help="only the N most called operators (and N rows per section)")
+    a.add_argument("--top", type=count, metavar="N", help="only the N most called operators (and N rows per section)")
     a.add_argument("--show-shapes", action="store_true", help="list each operator's distinct shapes")
-    a.add_argument("--max-shapes", type=int, metavar="N", help="with --show-shapes, at most N per operator")
+    a.add_argument("--max-shapes", type=count, metavar="N", help="with --show-shapes, at most N per operator")
     a.add_argument("--by-phase", action="store_true",
                    help="each operator's shapes per phase side by side (prefill vs decode)")
     a.add_argument("--timeline", metavar="FILE.csv",
@@ -25,7 +25,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     a.add_argument("--no-summary", action="store_true", help="leave out the summary statistics")
     a.add_argument("--no-largest", action="store_true", help="leave out the largest operations")
     a.add_argument("--no-diversity", action="store_true", help="leave out shape diversity")
-    a.add_argument("--tail", type=int, default=20, metavar="N",
+    a.add_argument("--tail", type=count, default=20, metavar="N",
                    help="when a file says its process died (a cut last record, or a summary that did not "
                         "close): the last N calls of each pass running then, the call in flight first "
                         "(default 20; 0: not shown)")

@@ -12,7 +12,7 @@ from typing import IO, Iterator, List, Optional
 
 from ..analysis.deployment import inventory
 from ..records.reader import InputError
-from ..records.scan import Filter, Source, expand_paths, parse_passes, scan
+from ..records.scan import Filter, Source, expand_paths, parse_passes, scan_all
 
 
 class CommandFailed(Exception):
@@ -55,6 +55,18 @@ def new_output(path: str, force: bool, newline: Optional[str] = None) -> Iterato
         f.close()
 
 
+def count(value: str) -> int:
+    """An option's type: a whole number, 0 or more (argparse says which
+    option in one line when it is not)."""
+    try:
+        n = int(value, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: must be >= 0")
+    return n
+
+
 def add_filters(p: argparse.ArgumentParser) -> None:
     """The options filter_of reads: every command that scans takes them."""
     p.add_argument("--filter-op", metavar="PATTERN",
@@ -62,9 +74,9 @@ def add_filters(p: argparse.ArgumentParser) -> None:
                         "a regex is searched)")
     p.add_argument("--phase", metavar="LABEL", help="only calls in passes with this phase label")
     p.add_argument("--passes", metavar="A-B", help="only calls in forward passes A to B (also A, A-)")
-    p.add_argument("--min-elements", type=int, default=0, metavar="N",
+    p.add_argument("--min-elements", type=count, default=0, metavar="N",
                    help="only calls whose outputs have at least N elements")
-    p.add_argument("--max-entries", type=int, default=0, metavar="N", help="read at most N records per file")
+    p.add_argument("--max-entries", type=count, default=0, metavar="N", help="read at most N records per file")
 
 
 def filter_of(args: argparse.Namespace) -> Filter:
@@ -99,15 +111,11 @@ def scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=N
     try:
         paths = expand_paths(files)
         prog = progress(cmd)
-        srcs = [scan(p, flt, on_record=on_record, progress=prog) for p in paths]
+        srcs = scan_all(paths, flt, progress=prog, on_record=on_record)
         if prog:
             print("\r\033[K", end="", file=sys.stderr)
     except (InputError, ValueError) as e:
         raise fail(str(e)) from None
-    labels = [s.label for s in srcs]
-    if len(set(labels)) != len(labels):
-        for s in srcs:
-            s.label = os.path.basename(s.path)
     if cmd != "analyze":  # analyze says these in its own header
         lines = [f"{side}: {line}" if side else line for line in notes(srcs)]
         # --json/--csv write to stdout (true, or "-" where they take a file)

@@ -9,7 +9,7 @@ from ..analysis.cost import costs, device_for, ranked_rows
 from ..render.csvout import cost_csv
 from ..render.jsonout import cost_json, write_json
 from ..render.text.cost import cost_text
-from .common import add_filters, fail, scan_files
+from .common import add_filters, count, fail, scan_files
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
@@ -19,7 +19,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     c.add_argument("--gpu", metavar="NAME", help="roofline on this GPU: H100, H200, B200, A100, MI300X")
     c.add_argument("--peak-tflops", type=float, metavar="T", help="dense peak TFLOP/s (instead of --gpu)")
     c.add_argument("--bandwidth", type=float, metavar="TB/s", help="memory bandwidth TB/s (instead of --gpu)")
-    c.add_argument("--top", type=int, metavar="N", help="only the N costliest signatures")
+    c.add_argument("--top", type=count, metavar="N", help="only the N costliest signatures")
     c.add_argument("--by-op", action="store_true", help="one row per operator instead of per signature")
     c.add_argument("--csv", action="store_true", help="CSV on stdout")
     c.add_argument("--json", action="store_true", help="JSON on stdout")

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 
+from .common import count
+
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     d = sub.add_parser("demo", help="profile built-in tiny LLM and diffusion models on CPU")
     d.add_argument("--dir", default="shapeprof-demo", help="where the files go (default ./shapeprof-demo)")
-    d.add_argument("--decode-steps", type=int, default=4, help="decode passes after the prefill")
-    d.add_argument("--steps", type=int, default=50, help="denoising steps per diffusion pass")
+    d.add_argument("--decode-steps", type=count, default=4, help="decode passes after the prefill")
+    d.add_argument("--steps", type=count, default=50, help="denoising steps per diffusion pass")
     d.set_defaults(func=run)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_filters, scan_files
+from .common import add_filters, count, scan_files
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
@@ -15,7 +15,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     df.add_argument("--by-phase", action="store_true", help="a signature in another phase counts as different")
     df.add_argument("--shapes-only", action="store_true",
                     help="differ only on signatures (exit 1 on a new or missing shape, not on counts)")
-    df.add_argument("--top", type=int, metavar="N", help="at most N rows per section")
+    df.add_argument("--top", type=count, metavar="N", help="at most N rows per section")
     df.add_argument("--json", action="store_true", help="machine-readable")
     df.set_defaults(func=run)
 

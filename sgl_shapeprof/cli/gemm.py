@@ -11,7 +11,7 @@ from ..analysis.tunableop import untuned
 from ..render.csvout import gemm_csv
 from ..render.jsonout import gemm_json, write_json
 from ..render.text.gemm import gemm_text
-from .common import add_filters, fail, open_new, scan_files
+from .common import add_filters, count, fail, open_new, scan_files
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
@@ -21,7 +21,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     g.add_argument("--op", action="append", default=[], metavar="NAME[:A,B]",
                    help="also a custom GEMM op: its name, optionally its two matrix inputs' names "
                         "(default: the first two 2-D+ tensor inputs)")
-    g.add_argument("--top", type=int, metavar="N", help="only the N GEMMs with the most FLOPs")
+    g.add_argument("--top", type=count, metavar="N", help="only the N GEMMs with the most FLOPs")
     g.add_argument("--csv", action="store_true", help="CSV on stdout")
     g.add_argument("--json", action="store_true", help="JSON on stdout")
     g.add_argument("--tunableop", metavar="FILE.csv",

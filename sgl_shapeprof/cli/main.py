@@ -25,12 +25,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    for name in ("top", "skip_warmup", "log_n_passes", "decode_steps", "steps", "max_shapes",
-                 "min_elements", "max_entries", "passes", "skip", "tail"):
-        v = getattr(args, name, None)
-        if isinstance(v, int) and v < 0:
-            print(f"sgl-shapeprof {args.cmd}: --{name.replace('_', '-')} must be >= 0", file=sys.stderr)
-            return 2
     try:
         return args.func(args)
     except CommandFailed as e:

@@ -7,15 +7,15 @@ import shutil
 import sys
 from typing import List
 
-from .common import fail
+from .common import count, fail
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     r = sub.add_parser("record", help="profile a Python script: record [-o FILE] -- python script.py ARGS")
     r.add_argument("-o", "--output", default="shapes.jsonl", help="records file (default shapes.jsonl)")
     r.add_argument("--dedupe", action="store_true", help="write each signature once")
-    r.add_argument("--skip-warmup", type=int, default=0, metavar="N", help="passes not logged first")
-    r.add_argument("--log-n-passes", type=int, default=0, metavar="N", help="logged passes at most (0: all)")
+    r.add_argument("--skip-warmup", type=count, default=0, metavar="N", help="passes not logged first")
+    r.add_argument("--log-n-passes", type=count, default=0, metavar="N", help="logged passes at most (0: all)")
     r.add_argument("--args", action="store_true",
                    help="record every argument, strides and devices too (what `replay` needs)")
     r.add_argument("--max-mb", type=_max_mb, default=None, metavar="MB",

@@ -11,7 +11,7 @@ from ..render.csvout import replay_csv
 from ..render.jsonout import replay_json, write_json
 from ..render.text.replay import replay_text
 from ..replay import compare, default_max_bytes, distinct_calls, replay
-from .common import add_filters, add_imports, fail, import_modules, new_output, scan_files
+from .common import add_filters, add_imports, count, fail, import_modules, new_output, scan_files
 
 
 def _bar(label: str):
@@ -34,7 +34,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
                                        "and time it: where the operator time goes on this device")
     rl.add_argument("files", nargs="*", metavar="FILE", help="records files (or globs) recorded with --args")
     add_filters(rl)
-    rl.add_argument("--top", type=int, metavar="N", help="only the N distinct calls that ran most often")
+    rl.add_argument("--top", type=count, metavar="N", help="only the N distinct calls that ran most often")
     rl.add_argument("--device", metavar="DEV", help="replay every call on DEV (cpu, cuda, cuda:1) instead "
                                                     "of where it was recorded")
     rl.add_argument("--threads", type=int, metavar="N", help="torch.set_num_threads(N) first")

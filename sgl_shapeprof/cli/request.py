@@ -6,16 +6,16 @@ import os
 from typing import Optional, Tuple
 
 from ..recording.switch import ARMED, ENV_ENABLE, ON_REQUEST, env_setting, neutral_name, parse_switch
-from .common import fail
+from .common import count, fail
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     q = sub.add_parser("request", help="ask a running process armed with SGLANG_PROFILE_SHAPES=on_request "
                                         "to record passes (or --stop, --status)")
     q.add_argument("pid", type=int, help="the process (each TP rank's scheduler, for SGLang)")
-    q.add_argument("--passes", type=int, default=10, metavar="N", help="logged passes to record (0: until --stop)")
+    q.add_argument("--passes", type=count, default=10, metavar="N", help="logged passes to record (0: until --stop)")
     q.add_argument("--phases", metavar="A,B", help="only passes with these phase labels")
-    q.add_argument("--skip", type=int, default=0, metavar="N", help="passes to let by first")
+    q.add_argument("--skip", type=count, default=0, metavar="N", help="passes to let by first")
     q.add_argument("-o", "--output", help="records file (default: shapes-<time>-rank<N>.jsonl in its folder)")
     q.add_argument("--stop", action="store_true", help="end the running request; its files are complete")
     q.add_argument("--status", action="store_true", help="what the process is doing")
@@ -75,7 +75,8 @@ def _why_no_answer(pid: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..recording.on_request import RequestError, send
+    from ..recording.mailbox import send
+    from ..recording.requests import RequestError
     if args.stop:
         msg = {"action": "stop"}
     elif args.status:

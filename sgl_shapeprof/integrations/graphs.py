@@ -17,8 +17,7 @@ import logging
 from typing import Any, Callable, Optional
 
 from ..recording.messages import say_once
-
-GRAPH_FAMILY = 1_000_000
+from ..records.graphs import GRAPH_FAMILY
 
 _graph_families: dict = {}          # (backend, phase, variant, generation) -> family
 _graph_captured: set = set()        # keys captured in this process

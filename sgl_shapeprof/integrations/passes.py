@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 from ..recording.env import from_env
 from ..recording.messages import say
 from ..recording.profiler import ShapeProfiler
-from ..recording.worker import Worker
+from ..records.worker import Worker
 
 ATTACHED = "_sgl_shapeprof"  # the worker's own attribute: its profiler
 

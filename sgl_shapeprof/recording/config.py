@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import FrozenSet, Mapping, Optional
 
 from .switch import ARMED, ENV_ENABLE, OFF, ON_REQUEST, PHASE_ALIASES, env_setting, neutral_name, parse_switch
-from .worker import SelectionError, Worker, has_placeholder, parse_selection, placeholders, selects
+from ..records.worker import Worker
+from .worker import SelectionError, has_placeholder, parse_selection, placeholders, selects
 
 ENV_RANK = "SGLANG_PROFILE_SHAPES_RANK"
 ENV_WORKERS = "SGLANG_PROFILE_SHAPES_WORKERS"
@@ -94,8 +95,7 @@ def records_path_for(path: str, worker: Worker, several: bool, rank: Optional[in
     stem, ext = os.path.splitext(tail)
     if not stem:  # ".jsonl" alone
         stem, ext = ext, ""
-    name = worker.name if worker.several else f"rank{rank}"
-    return os.path.join(head, f"{stem}.{name}{ext}")
+    return os.path.join(head, f"{stem}.{worker.label(rank)}{ext}")
 
 
 INT_MAX = 2 ** 63 - 1  # the core counts in 64-bit integers

@@ -15,7 +15,7 @@ from .messages import say, say_once
 from .switch import env_setting
 from .on_request import OnRequestProfiler
 from .profiler import ShapeProfiler, check_count
-from .worker import Worker
+from ..records.worker import Worker
 
 _env_profiler: Optional[ShapeProfiler] = None
 _env_lock = threading.Lock()
@@ -107,8 +107,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False, worker: O
             _env_profiler = ShapeProfiler(
                 path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
                 dedupe=dedupe, phases=cfg.phases, args=cfg.args, sync=cfg.sync, worker=worker,
-                max_mb=cfg.max_mb)
-            _env_profiler._phases_from = f"{(env_setting(ENV_PHASES) or (ENV_PHASES,))[0]}="
+                max_mb=cfg.max_mb, phases_from=(env_setting(ENV_PHASES) or (ENV_PHASES,))[0])
             return _env_profiler
     except (ConfigError, ValueError, TypeError, ImportError) as e:
         say(f"{e}; profiling is off")

@@ -8,81 +8,24 @@ is asked, then records the next N forward passes into a file of their own.
 
 From outside the process (scripts and servers we do not integrate with):
 `sgl-shapeprof request PID --passes 10` writes a request file that the armed
-process looks for at each pass start (one stat() per pass, nothing per
-operator) and answers with a reply file. The files live in a folder only
-this user can use (see control_dir()).
+process looks for at pass starts and answers with a reply file
+(mailbox.py).
 """
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Union
 
-from .config import INT_MAX, phase_filter
-from .switch import env_setting, same_phase
-from .messages import say
+from ..records.worker import Worker
+from .config import phase_filter
+from .mailbox import Mailbox, answer, unlink_quietly
 from .nesting import NESTED, UNENDED, Passes, nest
 from .profiler import PassContext, ShapeProfiler
-from .worker import Worker
-
-ENV_CONTROL_DIR = "SGLANG_PROFILE_SHAPES_CONTROL_DIR"
-
-
-class RequestError(ValueError):
-    """A request that cannot be taken; str() says why in one line."""
-
-
-NAME_LIMIT = 100  # bytes: a request's name part of a file name
-
-
-def request_name(what: str, value: object) -> str:
-    """A request's part of a file name (SGLang's profile_id and
-    profile_prefix, vLLM's profile_prefix): a name, never a path; else
-    RequestError in one line. Requests come over HTTP: untrusted."""
-    name = str(value)
-    size = len(name.encode("utf-8", "surrogatepass"))
-    if not name or "/" in name or "\\" in name or ".." in name or size > NAME_LIMIT \
-            or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
-        raise RequestError(f"{what} {name[:40]!r}{'...' if len(name) > 40 else ''} is not a name: no '/', "
-                           f"'..', NUL or control characters, at most {NAME_LIMIT} bytes")
-    return name
-
-
-def request_count(what: str, value: object) -> int:
-    """A request's number of passes or steps (0 or None: not given): a whole
-    number, 0 or more; else RequestError in one line."""
-    v = 0 if value is None else value
-    if type(v) is not int or v < 0:
-        raise RequestError(f"{what} {v!r} is not a whole number (0 or more)")
-    if v > INT_MAX:
-        raise RequestError(f"{what} {v!r} is too large (at most {INT_MAX})")
-    return v
-
-
-def control_dir(create: bool = False) -> str:
-    """Where request and reply files go: $SHAPEPROF_CONTROL_DIR (or
-    $SGLANG_PROFILE_SHAPES_CONTROL_DIR), or
-    <tmp>/sgl_shapeprof-<uid>. It must be ours and closed to others (0700):
-    a request names a file to write, so nobody else may plant one."""
-    name, value = env_setting(ENV_CONTROL_DIR) or (ENV_CONTROL_DIR, "")
-    d = value or os.path.join(tempfile.gettempdir(), f"sgl_shapeprof-{os.getuid()}")
-    where = f"{name}={value!r}: " if value else ""
-    bad = f"{where}control folder {d} must be a directory owned by this user with mode 0700"
-    if create:
-        try:
-            os.makedirs(d, mode=0o700, exist_ok=True)
-        except FileExistsError:  # something else by that name
-            raise RequestError(bad) from None
-        except OSError as e:
-            raise RequestError(f"{where}cannot create control folder {d}: {e.strerror or e}") from None
-    st = os.lstat(d)  # FileNotFoundError: nobody has sent a request
-    if not os.path.isdir(d) or os.path.islink(d) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise RequestError(bad)
-    return d
+from .requests import RequestError, request_count
+from .switch import same_phase
 
 
 FREE_NAMES = 1000  # .1 ... .999 tried before a request is refused
@@ -127,10 +70,7 @@ class OnRequestProfiler(PassContext):
         self._req: Optional[Request] = None
         self._passes = Passes()  # per thread: its open pass, and the ShapeProfiler it went to
         self._closed = False
-        self._control = control
-        self._control_file: Optional[str] = None
-        self._control_said = False  # an unusable control folder was said
-        self._next_poll = 0.0
+        self.mailbox: Optional[Mailbox] = Mailbox() if control else None
         self.finished: List[str] = []      # records files of finished requests
         self.output_dir_from: Optional[str] = None  # the setting that chose output_dir, for messages
 
@@ -189,8 +129,7 @@ class OnRequestProfiler(PassContext):
     def worker_name(self) -> str:
         """rank<N>, or SGLang's TP-0-PP-1 where the deployment has PP, DP
         or EP workers: part of every file name this profiler chooses."""
-        w = self.worker
-        return w.name if w is not None and w.several else f"rank{self.rank}"
+        return (self.worker or Worker(tp_rank=self.rank)).label(self.rank)
 
     def stop(self) -> Optional[str]:
         """Ends the current request (or a pending one, whose file then holds
@@ -220,7 +159,7 @@ class OnRequestProfiler(PassContext):
         prof = pending.profiler
         prof.close()
         for path in (prof.path, prof.summary_path):
-            _unlink(path)  # ours: created by this request (exclusive)
+            unlink_quietly(path)  # ours: created by this request (exclusive)
         return prof.path
 
     def status(self) -> dict:
@@ -247,8 +186,8 @@ class OnRequestProfiler(PassContext):
                 return prof.begin_pass(phase, False) if prof is not None else False
             if how is UNENDED:
                 self.end_forward_pass()
-        if self._control:
-            self._poll_control()
+        if self.mailbox is not None:
+            self.mailbox.poll(lambda data: answer(self, data))
         prof = self._profiler_for(phase)
         st.opened(self, False, plain, prof)
         return prof.begin_pass(phase, False) if prof is not None else False
@@ -349,133 +288,3 @@ class OnRequestProfiler(PassContext):
                 self._active, self._req = None, None
             prof.close()
             self.finished.append(prof.path)
-
-    # -- requests from outside the process --------------------------------------
-    # A request from outside waits at most this long for a pass start to
-    # look for it; looking costs a failed open() (~3 us), so not every pass.
-    POLL_EVERY = 0.1
-
-    def _poll_control(self) -> None:
-        """At most one failed open() per POLL_EVERY: a request for this process?"""
-        now = time.monotonic()
-        if now < self._next_poll:
-            return
-        self._next_poll = now + self.POLL_EVERY
-        if self._control_file is None:
-            try:
-                folder = control_dir()
-            except RequestError as e:  # there, but not private: not taken while so
-                if not self._control_said:
-                    self._control_said = True
-                    say(f"{e}; requests from outside the process are not taken")
-                return
-            except OSError:
-                return  # no private folder (yet): nobody has sent a request
-            self._control_file = os.path.join(folder, f"{os.getpid()}.request")
-        try:
-            with open(self._control_file, "rb") as f:
-                data = f.read(65536)
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            say(f"cannot read {self._control_file}: {e}")
-            return
-        try:
-            os.unlink(self._control_file)
-        except OSError:
-            pass
-        try:
-            reply = self._take(data)
-        except Exception as e:  # a request file is untrusted: never into the model's pass
-            reply = {"id": None, "ok": False, "message": f"request not taken: {type(e).__name__}: {e}"}
-        _write_reply(os.path.dirname(self._control_file), reply)
-
-    def _take(self, data: bytes) -> dict:
-        try:
-            msg = json.loads(data)
-            if not isinstance(msg, dict):
-                raise ValueError("not a JSON object")
-        except (ValueError, RecursionError) as e:  # RecursionError: nested too deep
-            return {"id": None, "ok": False, "message": f"unreadable request: {e}"}
-        rid = msg.get("id")
-        rid = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
-        try:
-            phases = msg.get("phases")
-            if phases is not None and not isinstance(phases, str) and not (
-                    isinstance(phases, list) and all(isinstance(p, str) for p in phases)):
-                raise ValueError(f"phases {phases!r}: a name or a list of names")
-            if msg.get("action") == "stop":
-                path = self.stop()
-                return {"id": rid, "ok": True, "records_file": path,
-                        "message": f"stopped; records in {path}" if path else "nothing was recording"}
-            if msg.get("action") == "start":
-                path = self.request(passes=request_count("passes", msg.get("passes")), phases=phases,
-                                    output=msg.get("output"), skip=request_count("skip", msg.get("skip")))
-                return {"id": rid, "ok": True, "records_file": path,
-                        "message": f"recording {msg.get('passes') or 'all'} passes of rank {self.rank} "
-                                   f"into {path}"}
-            if msg.get("action") == "status":
-                return {"id": rid, "ok": True, "message": json.dumps(self.status())}
-            return {"id": rid, "ok": False, "message": f"unknown action {msg.get('action')!r}"}
-        except (RequestError, ValueError, TypeError) as e:
-            return {"id": rid, "ok": False, "message": str(e)}
-
-
-def _write_reply(folder: str, reply: dict) -> None:
-    rid = str(reply.get("id") or "none")
-    if not rid.replace("-", "").isalnum():
-        rid = "none"
-    path = os.path.join(folder, f"{os.getpid()}.reply.{rid}")
-    tmp = path + ".tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(reply, f)
-        os.rename(tmp, path)
-    except OSError as e:
-        say(f"cannot answer a request in {folder}: {e}")
-
-
-def send(pid: int, message: dict, timeout: float = 30.0) -> Optional[dict]:
-    """Writes a request for process pid and waits for its reply (None when
-    none came within timeout: the process takes requests at pass starts)."""
-    import uuid
-    folder = control_dir(create=True)
-    rid = uuid.uuid4().hex
-    message = dict(message, id=rid)
-    req = os.path.join(folder, f"{pid}.request")
-    if os.path.exists(req):
-        raise RequestError(f"process {pid} has not taken its last request yet ({req})")
-    tmp = f"{req}.{rid}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(message, f)
-    os.rename(tmp, req)
-    reply_path = os.path.join(folder, f"{pid}.reply.{rid}")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(reply_path) as f:
-                reply = json.load(f)
-            os.unlink(reply_path)
-            return reply
-        except FileNotFoundError:
-            pass
-        except ValueError:
-            pass  # being renamed into place
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            _unlink(req)
-            raise RequestError(f"no process {pid}") from None
-        except PermissionError:
-            pass
-        time.sleep(0.05)
-    return None
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

@@ -18,7 +18,7 @@ from .messages import say, say_once
 from .nesting import NESTED, REFUSED, OpenPass, Passes, nest
 from . import triton as _triton
 from .pauses import pause_while_compiling, pause_while_printing
-from .worker import Worker
+from ..records.worker import Worker
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -136,7 +136,7 @@ class ShapeProfiler(PassContext):
 
     ShapeProfiler(output, *, rank=0, skip_warmup=0, log_n_passes=0,
     dedupe=False, phases=None, args=False, sync=False, worker=None,
-    max_mb=None)
+    max_mb=None, exclusive=False, phases_from="phases")
 
     output: the records file (JSON Lines, see FORMAT.md); the summary goes
     beside it (shapes.jsonl -> shapes_summary.json). Passes 1..skip_warmup are
@@ -158,7 +158,8 @@ class ShapeProfiler(PassContext):
     and on a RAM-backed filesystem at most a quarter of its free space; 0:
     none): recording stops before a record would pass it, and the summary
     says so (stopped_at_cap). exclusive: the file must not exist yet
-    (FileExistsError), as a request's file.
+    (FileExistsError), as a request's file. phases_from: the setting that
+    chose phases, named when they match no pass (from_env: its variable).
 
     Passes are per thread: a pass records the calls of the thread that
     starts it (and of threads that inherit its dispatch state, such as
@@ -176,7 +177,7 @@ class ShapeProfiler(PassContext):
                  skip_warmup: int = 0, log_n_passes: int = 0,
                  dedupe: bool = False, phases: Optional[Iterable[str]] = None,
                  args: bool = False, sync: bool = False, worker: Optional[Worker] = None,
-                 max_mb: Optional[float] = None, exclusive: bool = False):
+                 max_mb: Optional[float] = None, exclusive: bool = False, phases_from: str = "phases"):
         path = os.fspath(output)
         if not isinstance(path, str) or not path:
             raise ValueError("output must be a non-empty path")
@@ -203,8 +204,9 @@ class ShapeProfiler(PassContext):
         self.worker = worker
         identity = json.dumps(worker.as_json()) if worker is not None else None
         def native(at: str):
-            return _C.Profiler(at, rank, skip_warmup, log_n_passes, self.dedupe, phase_list,
-                               self.args, self.sync, identity, cap, bool(exclusive))
+            return _C.Profiler(at, rank=rank, skip_warmup=skip_warmup, log_n_passes=log_n_passes,
+                               dedupe=self.dedupe, phases=phase_list, args=self.args, sync=self.sync,
+                               worker=identity, max_bytes=cap, exclusive=bool(exclusive))
         try:
             self._native = native(path)
         except BlockingIOError:
@@ -220,7 +222,7 @@ class ShapeProfiler(PassContext):
         self._off = False  # closed, broken or forked: passes are refused
         self._phase_filter = phase_list  # to say so at close when it matched nothing
         self._phases_seen: set = set()
-        self._phases_from = "phases="  # from_env names its variable here
+        self._phases_from = phases_from  # what chose phases, for its message
         self._pid = os.getpid()     # a forked child records nothing (_after_fork)
         _open_profilers.add(self)
         _triton.watch(_any_logging)
@@ -387,7 +389,7 @@ class ShapeProfiler(PassContext):
             _triton.leave(_any_logging)
         if self._phase_filter is not None and stats["passes"] and not stats["logged_passes"]:
             seen = ", ".join(sorted(repr(p) for p in self._phases_seen))
-            say(f"{self._phases_from}{self._phase_filter!r} matched none of the {stats['passes']} passes "
+            say(f"{self._phases_from}={self._phase_filter!r} matched none of the {stats['passes']} passes "
                  f"(labels seen: {seen or 'none'}); nothing was recorded in {self.path}")
 
     def __enter__(self) -> "ShapeProfiler":

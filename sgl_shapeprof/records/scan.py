@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, Iterable, List, Optional, Tuple
 
-from ..recording.worker import Worker
 from .reader import InputError, LineParser, ReadReport, SummaryError, open_records, read_summary
 from .values import elements, format_inputs, format_value
+from .worker import Worker, label_order, rank_in_name
 
 
 @dataclass
@@ -93,29 +93,13 @@ class Source:
         return ops
 
 
-_RANK_IN_NAME = re.compile(r"rank(\d+)")
-
-
-_WORKER_IN_NAME = re.compile(r"(TP|DP|PP|EP)-(\d+)")
-
-
-def _name_order(name: str) -> Tuple[int, ...]:
-    """shapes.rank3.jsonl -> (3,); x-TP-1-PP-0.shapes.jsonl -> (pp, dp, tp, ep)
-    = (0, 0, 1, 0): pipeline stages first, then replicas, then TP ranks."""
-    found = dict(_WORKER_IN_NAME.findall(name))
-    if found:
-        return tuple(int(found.get(d, 0)) for d in ("PP", "DP", "TP", "EP"))
-    m = _RANK_IN_NAME.search(name)
-    return (int(m.group(1)),) if m else (-1,)
-
-
 def expand_paths(patterns: Iterable[str]) -> List[str]:
     """Files named, with globs expanded (shapes.rank*.jsonl) in rank order;
     a folder stands for every records file in it and its subfolders (each
     node's folder gathered into one, say), in worker order."""
     out: List[str] = []
     def order(h: str) -> Tuple[Tuple[int, ...], str]:
-        return (_name_order(os.path.basename(h)), h)
+        return (label_order(os.path.basename(h)), h)
     for p in patterns:
         if os.path.isdir(p):
             hits = [os.path.join(d, f) for d, _, files in os.walk(p) for f in files
@@ -246,8 +230,7 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
         summary, note = None, str(e)
     rank = summary.get("rank") if summary else None
     if rank is None:
-        m = _RANK_IN_NAME.search(os.path.basename(path))
-        rank = int(m.group(1)) if m else None
+        rank = rank_in_name(os.path.basename(path))
     worker = Worker.from_json(summary.get("worker")) if summary else None
     if label is None:
         label = (worker.name if worker is not None and worker.several else

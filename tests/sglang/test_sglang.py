@@ -346,7 +346,8 @@ def test_shapes_request_names_the_profiler_dir_variable(tmp_path, monkeypatch):
     """/start_profile with SHAPES and no output_dir writes into SGLang's
     SGLANG_TORCH_PROFILER_DIR: a value that cannot be a folder is named."""
     from sgl_shapeprof.recording import env as profiler_module
-    from sgl_shapeprof.recording.on_request import OnRequestProfiler, RequestError
+    from sgl_shapeprof.recording.on_request import OnRequestProfiler
+    from sgl_shapeprof.recording.requests import RequestError
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "on_request")
     armed = OnRequestProfiler(rank=0, output_dir=str(tmp_path), control=False)
     monkeypatch.setattr(profiler_module, "_env_profiler", armed)

@@ -6,10 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from ...records.graphs import GRAPH_FAMILY
 from ...records.scan import Source
 from .moe import MoeUse, moe_key_of
-
-GRAPH_FAMILY = 1_000_000  # graph keys: family * 1e6 + size; family 0 = decode graphs (FORMAT.md)
 
 
 @dataclass

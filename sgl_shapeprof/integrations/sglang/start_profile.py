@@ -13,7 +13,8 @@ from typing import Any, Callable, Optional
 from ...recording.config import read_env
 from ...recording.env import env_profiler
 from ...recording.messages import say_once
-from ...recording.on_request import OnRequestProfiler, RequestError, request_count, request_name
+from ...recording.on_request import OnRequestProfiler
+from ...recording.requests import RequestError, request_count, request_name
 from ...recording.switch import armed_on_request
 from .workers import llm_tp_rank
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 from ... import thread_logging
 from ...recording.messages import say_once
 from ...recording.profiler import ShapeProfiler
-from ...recording.worker import Worker
+from ...records.worker import Worker
 from .. import SGLANG_CUSTOM_OP
 from ..passes import attach, call_phase, wrap_init
 

@@ -19,7 +19,8 @@ from typing import Any, Callable, Optional
 
 from ...recording.config import INT_MAX
 from ...recording.env import env_profiler
-from ...recording.on_request import OnRequestProfiler, request_name
+from ...recording.on_request import OnRequestProfiler
+from ...recording.requests import request_name
 from ...recording.switch import armed_on_request
 from ..passes import wrap_method
 from .api_server import vllm_profiler_on

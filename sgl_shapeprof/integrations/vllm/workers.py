@@ -25,7 +25,7 @@ import os
 import threading
 from typing import Any, Callable, Optional
 
-from ...recording.worker import Worker
+from ...records.worker import Worker
 from ..passes import attach, call_phase, close_attached, wrap_init, wrap_method
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
