@@ -2,14 +2,15 @@
 imports in every Python process of the environment. Standard library only,
 and nothing of sgl_shapeprof loads unless it is wanted:
 
-- SHAPEPROF or SGLANG_PROFILE_SHAPES set, and not 0: the SGLang start-up
-  hook loads (sgl_shapeprof/integrations/sglang/startup_hook.py), which
-  patches SGLang's workers where they are imported (a bad value loads it
-  too, so that the worker says what is wrong);
-- unset: a finder waits for SGLang's tokenizer control module, where
-  /start_profile requests enter, so that a request for SHAPES is answered
-  with what to set instead of SGLang's "Start profiling." with nothing
-  recorded. The package removed since (the line left behind): nothing.
+- SHAPEPROF or SGLANG_PROFILE_SHAPES set, and not 0: the start-up hook
+  loads (sgl_shapeprof/integrations/startup_hook.py), which patches every
+  integration's modules (integrations/registry.py) where they are imported
+  (a bad value loads it too, so that the worker says what is wrong);
+- unset: a finder waits for the integrations' UNARMED_TARGETS (SGLang's
+  tokenizer control module, where /start_profile requests enter), so that
+  a request for SHAPES is answered with what to set instead of SGLang's
+  "Start profiling." with nothing recorded. The package removed since (the
+  line left behind): nothing.
 
 Top-level, beside the .pth, not in the package: importing the package
 would load it in every process.
@@ -18,24 +19,25 @@ import os
 import sys
 
 # recording/config.py's ENV_ENABLE in its neutral spelling and its own, and
-# integrations' SGLANG_TOKENIZER_CONTROL (tests check they agree: this
-# module cannot import them)
+# the start-up hook's UNARMED_TARGETS, which the registry's seams give (tests
+# check they agree: this module cannot import them, it would load the
+# package in every process)
 SWITCHES = ("SHAPEPROF", "SGLANG_PROFILE_SHAPES")
-UNARMED_TARGET = "sglang.srt.managers.tokenizer_control_mixin"
+UNARMED_TARGETS = ("sglang.srt.managers.tokenizer_control_mixin",)
 
 
 class UnarmedFinder:
-    """A meta path finder for UNARMED_TARGET (the protocol only:
+    """A meta path finder for UNARMED_TARGETS (the protocol only:
     importlib.abc costs 12 ms at start-up)."""
 
     @staticmethod
     def find_spec(name, path, target=None):
-        if name != UNARMED_TARGET:
+        if name not in UNARMED_TARGETS:
             return None
         import importlib.util
         if importlib.util.find_spec("sgl_shapeprof") is None:
             return None
-        from sgl_shapeprof.integrations.sglang import startup_hook
+        from sgl_shapeprof.integrations import startup_hook
         return startup_hook.unarmed_spec(name, path)
 
 
@@ -44,6 +46,6 @@ def switched_on(environ=os.environ) -> bool:
 
 
 if switched_on():
-    import sgl_shapeprof.integrations.sglang.startup_hook  # noqa: F401
+    import sgl_shapeprof.integrations.startup_hook  # noqa: F401
 else:
     sys.meta_path.insert(0, UnarmedFinder)

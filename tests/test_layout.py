@@ -328,7 +328,54 @@ def commands_outside_their_modules(mods: Dict[str, Module]) -> List[str]:
     return out
 
 
+def integration_names(mods: Dict[str, Module]) -> Tuple[str, ...]:
+    """integrations/registry.py's INTEGRATIONS, read from its syntax tree."""
+    for node in mods[f"{PKG}.integrations.registry"].tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "INTEGRATIONS" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise AssertionError("integrations/registry.py has no INTEGRATIONS")
+
+
+# Analyses that read a server's own files or names: tune reads SGLang's
+# config naming and its operators' names; replay imports the libraries
+# that register a recording's custom operators (vllm._C, ...).
+SEAM_EXEMPT = (f"{PKG}.analysis.tune", f"{PKG}.replay.scripts")
+
+
+def integrations_outside_their_folders(mods: Dict[str, Module]) -> List[str]:
+    """A server or kernel library (registry.py's INTEGRATIONS) is imported,
+    named as a module path or compared with by name only in its own folder
+    and the registry."""
+    names = integration_names(mods)
+    out = []
+    for m in mods.values():
+        if m.name == f"{PKG}.integrations.registry" or any(_inside(m.name, e) for e in SEAM_EXEMPT):
+            continue
+        for name in names:
+            if _inside(m.name, f"{PKG}.integrations.{name}"):
+                continue
+            path = re.compile(rf"^{name}(\.[A-Za-z_]\w*)+$")
+            for node in ast.walk(m.tree):
+                hit = None
+                if isinstance(node, ast.Import):
+                    hit = next((a.name for a in node.names if a.name.split(".")[0] == name), None)
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module \
+                        and node.module.split(".")[0] == name:
+                    hit = node.module
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and path.match(node.value):
+                    hit = repr(node.value)
+                elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops) \
+                        and any(isinstance(c, ast.Constant) and c.value == name
+                                for c in [node.left, *node.comparators]):
+                    hit = f"== {name!r}"
+                if hit:
+                    out.append(f"{_where(m, node.lineno)}: {m.name} names {name} ({hit}): "
+                               f"integrations/{name}/ or the registry's")
+    return out
+
+
 RULES = {
+    "integrations are named in their own folders only": integrations_outside_their_folders,
     "recording imports none of analysis, cli, integrations":
         lambda mods: forbidden_imports(mods, f"{PKG}.recording",
                                        [f"{PKG}.analysis", f"{PKG}.cli", f"{PKG}.integrations"]),
@@ -373,6 +420,8 @@ def test_the_package_was_read(package):
 # -- the checker itself: each rule fails on a tree with one offence added -----
 
 BREAKAGES = {
+    "integrations are named in their own folders only":
+        ("cli/report.py", "def _server(args):\n    return args.server == \"sglang\"\n"),
     "recording imports none of analysis, cli, integrations":
         ("recording/switch.py", "def _late():\n    from ..integrations import passes\n"),
     "nothing outside cli imports cli":

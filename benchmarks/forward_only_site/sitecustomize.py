@@ -31,7 +31,7 @@ def patch_llm_module(module):
 
 
 if _LIB:
-    from sgl_shapeprof.integrations import SGLANG_LLM_WORKER
+    from sgl_shapeprof.integrations.sglang.seam import LLM_WORKER as SGLANG_LLM_WORKER
     from sgl_shapeprof.on_import import PatchingFinder, install_finder
 
     class _FloorFinder(PatchingFinder):

@@ -15,7 +15,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..integrations.sglang import install
+    from ..integrations import install
     site_dir = args.site_dir or install.default_site_dir()
     if not os.path.isdir(site_dir):
         raise fail(f"no such folder: {site_dir}")

@@ -10,16 +10,16 @@ import os
 import subprocess
 import sys
 
+from ..integrations.registry import servers
 from . import analyze
 from .common import fail
-
-SERVERS = ("sglang", "vllm")
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     r = sub.add_parser("run", help="run a server's engine on a few prompts with profiling on, then analyze "
                                    "every rank's file")
-    r.add_argument("--server", required=True, choices=SERVERS, help="the engine: sglang or vllm")
+    names = servers()
+    r.add_argument("--server", required=True, choices=names, help=f"the engine: {' or '.join(names)}")
     r.add_argument("--model-path", required=True, metavar="M", help="the model (a folder or a hub name)")
     r.add_argument("--tp", type=int, default=1, metavar="N", help="tensor parallel size (default 1)")
     r.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline parallel size (default 1)")
@@ -54,55 +54,25 @@ def _analyze(paths: list) -> None:
     analyze.run(parser.parse_args(["analyze", *paths, "--top", "10", "--no-diversity"]))
 
 
-# SGLang's CPU engine (no CUDA) with several workers: each needs its own
-# OpenMP cores, else it asserts on NUMA binding, and its KV pool is sized
-# from the machine's memory per worker unless bounded, which can get every
-# worker killed. Set when the user has not, and said.
-CPU_KV_TOKENS = 4096
-
-
-def _sglang_cpu_settings(workers: int, engine_args: dict, env: dict) -> list:
-    """What run sets for SGLang's CPU engine; the lines saying so."""
-    said = []
-    if workers > 1 and not env.get("SGLANG_CPU_OMP_THREADS_BIND"):
-        n = os.cpu_count() or 1
-        env["SGLANG_CPU_OMP_THREADS_BIND"] = "|".join(str(i % n) for i in range(workers))
-        said.append(f"SGLANG_CPU_OMP_THREADS_BIND={env['SGLANG_CPU_OMP_THREADS_BIND']!r} (one core group per "
-                    f"worker; set it to choose)")
-    if workers > 1 and "max_total_tokens" not in engine_args:
-        engine_args["max_total_tokens"] = CPU_KV_TOKENS
-        said.append(f"max_total_tokens={CPU_KV_TOKENS} per worker (--engine-arg max_total_tokens=N to change)")
-    return said
-
-
-def _on_cpu(engine_args: dict) -> bool:
-    if str(engine_args.get("device", "")).startswith("cpu"):
-        return True
-    try:
-        import torch
-        return not torch.cuda.is_available()
-    except Exception:
-        return False
-
-
 def run(args: argparse.Namespace) -> int:
     for option in ("tp", "pp", "dp", "prompts", "max_tokens"):
         if getattr(args, option) < 1:
             raise fail(f"--{option.replace('_', '-')} {getattr(args, option)}: must be at least 1")
-    if args.server == "vllm" and args.dp > 1:  # vllm.LLM raises it too, after a minute of start-up
-        raise fail("--dp: vLLM's offline LLM does not run data parallel (it wants one process per replica: "
-                   "vLLM's examples/features/data_parallel/data_parallel_offline.py)")
     out_dir = os.path.abspath(args.output_dir)
+    # the engine runs in out_dir: a local folder given relative to here must still be found
+    model = os.path.abspath(args.model_path) if os.path.exists(args.model_path) else args.model_path
+    spec = {"server": args.server, "model_path": model, "tp": args.tp, "pp": args.pp, "dp": args.dp,
+            "prompts": args.prompts, "max_tokens": args.max_tokens, "engine_args": _engine_args(args.engine_arg),
+            "output": os.path.join(out_dir, "outputs.json")}
+    from ..integrations.engines import engine
+    server = engine(args.server)
+    why = server.refuse(spec)
+    if why:
+        raise fail(why)
     os.makedirs(out_dir, exist_ok=True)
     stale = glob.glob(os.path.join(out_dir, "shapes*.jsonl"))
     if stale:
         raise fail(f"{out_dir} already holds {os.path.basename(stale[0])}: give another --output-dir")
-    # the engine runs in out_dir: a local folder given relative to here must still be found
-    model = os.path.abspath(args.model_path) if os.path.exists(args.model_path) else args.model_path
-    engine_args = _engine_args(args.engine_arg)
-    spec = {"server": args.server, "model_path": model, "tp": args.tp, "pp": args.pp, "dp": args.dp,
-            "prompts": args.prompts, "max_tokens": args.max_tokens, "engine_args": engine_args,
-            "output": os.path.join(out_dir, "outputs.json")}
     from ..recording import config
     settings = {config.ENV_ENABLE: "1", config.ENV_RANK: "all", config.ENV_DEDUPE: "1" if args.dedupe else "0",
                 config.ENV_FILE: os.path.join(out_dir, "shapes.jsonl")}
@@ -110,10 +80,8 @@ def run(args: argparse.Namespace) -> int:
            if not k.startswith(config.ENV_ENABLE) and not k.startswith(config.neutral_name(config.ENV_ENABLE) + "_")
            and k != config.neutral_name(config.ENV_ENABLE)}
     env.update({config.neutral_name(k): v for k, v in settings.items()})
-    workers = args.tp * args.pp * args.dp
-    if args.server == "sglang" and _on_cpu(engine_args):
-        for line in _sglang_cpu_settings(workers, engine_args, env):
-            print(f"sgl-shapeprof run: SGLang's CPU engine: {line}", file=sys.stderr)
+    for line in server.prepare(spec, env):
+        print(f"sgl-shapeprof run: {line}", file=sys.stderr)
     with open(os.path.join(out_dir, "run.json"), "w") as f:
         json.dump(spec, f)
     log_path = os.path.join(out_dir, "engine.log")
@@ -132,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         raise fail(f"the {args.server} engine exited with status {rc} (its log: {log_path})")
     files = sorted(glob.glob(os.path.join(out_dir, "shapes*.jsonl")))
     if not files:
-        hint = " (is the start-up hook installed? sgl-shapeprof hook install)" if args.server == "sglang" else ""
-        raise fail(f"the {args.server} engine ran but recorded nothing{hint}; its log: {log_path}")
+        raise fail(f"the {args.server} engine ran but recorded nothing{server.NOT_RECORDED_HINT}; "
+                   f"its log: {log_path}")
     _analyze([out_dir])  # together, in worker order: each file labelled, the deployment inventoried
     return 0

@@ -309,11 +309,11 @@ def test_the_hook_line_names_the_unarmed_targets():
     """The .pth line imports the hook's module, which cannot import the
     names (it runs in every Python process): it must spell them as the
     package does."""
-    from sgl_shapeprof.integrations.sglang import startup_hook
-    from sgl_shapeprof.integrations import SGLANG_TOKENIZER_CONTROL
+    from sgl_shapeprof.integrations import startup_hook
+    from sgl_shapeprof.integrations.sglang.seam import TOKENIZER_CONTROL as SGLANG_TOKENIZER_CONTROL
     line = open(os.path.join(ROOT, "sgl_shapeprof", HOOK_FILES[0])).read()
     assert line.strip() == "import " + HOOK_FILES[1][:-len(".py")]
-    assert startup_hook.UNARMED_TARGETS == (SGLANG_TOKENIZER_CONTROL,) == (hook_module().UNARMED_TARGET,)
+    assert startup_hook.UNARMED_TARGETS == (SGLANG_TOKENIZER_CONTROL,) == hook_module().UNARMED_TARGETS
     assert not any(isinstance(f, startup_hook._WorkerFinder) for f in sys.meta_path)   # unset: not installed
 
 

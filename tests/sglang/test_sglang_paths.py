@@ -13,7 +13,7 @@ import pytest
 import torch
 from helpers import load
 
-from sgl_shapeprof.integrations import SGLANG_CUSTOM_OP
+from sgl_shapeprof.integrations.sglang.seam import CUSTOM_OP as SGLANG_CUSTOM_OP
 from sgl_shapeprof.integrations import sglang as integ
 
 

@@ -22,7 +22,7 @@ def test_v2_runner_has_what_we_wrap():
     from vllm.v1.worker.cpu.model_runner import CPUModelRunner
     from vllm.v1.worker.gpu import model_runner as v2
 
-    from sgl_shapeprof.integrations import VLLM_MODEL_RUNNER_V2
+    from sgl_shapeprof.integrations.vllm.seam import MODEL_RUNNER_V2 as VLLM_MODEL_RUNNER_V2
     assert v2.__name__ == VLLM_MODEL_RUNNER_V2 and issubclass(CPUModelRunner, v2.GPUModelRunner)
     for method in ("__init__", "execute_model", "sample_tokens"):
         assert method in vars(v2.GPUModelRunner) and method not in vars(CPUModelRunner), method

@@ -5,9 +5,11 @@
   dispatcher while a pass is logged (custom_ops_recorded);
 - start_profile.py: /start_profile with "SHAPES" records on request;
 - cuda_graphs.py: graph captures recorded, replays counted;
-- startup_hook.py: the start-up hook, which patches all of these when SGLang
-  imports them (its .pth line is installed by install.py, `sgl-shapeprof
-  hook install`); the patches in patches/ call the same functions instead.
+- seam.py: SGLang's modules and which of ours patches each; the start-up
+  hook (../startup_hook.py: its .pth line is installed by ../install.py,
+  `sgl-shapeprof hook install`) patches them when SGLang imports them; the
+  patches in patches/ call the same functions instead;
+- engine.py: SGLang's offline engine for `sgl-shapeprof run`.
 
 Imports nothing here (the start-up hook imports this package at Python
 start-up): the names below load on first use.
@@ -22,7 +24,6 @@ _LAZY = {
     "patch_http_server_module": "start_profile",
     "GRAPH_FAMILY": "cuda_graphs", "graph_phase": "cuda_graphs", "graph_key": "cuda_graphs",
     "patch_full_graph_backend_module": "cuda_graphs", "patch_breakable_graph_backend_module": "cuda_graphs",
-    "install_worker_patcher": "startup_hook",
 }
 __all__ = sorted(_LAZY)
 

@@ -23,7 +23,7 @@ from ... import thread_logging
 from ...recording.messages import say_once
 from ...recording.profiler import ShapeProfiler
 from ...records.worker import Worker
-from .. import SGLANG_CUSTOM_OP
+from .seam import CUSTOM_OP as SGLANG_CUSTOM_OP
 from ..passes import attach, call_phase, wrap_init
 
 def llm_phase(batch: Any = None, forward_batch: Any = None) -> Optional[str]:

@@ -12,21 +12,10 @@ SHAPEPROF=on_request). Idempotent.
 """
 from __future__ import annotations
 
-from ...recording.switch import loads_hook
-from .. import (VLLM_CUDA_GRAPH, VLLM_EXECUTOR, VLLM_MODEL_RUNNER, VLLM_MODEL_RUNNER_V2, VLLM_PROFILE_ROUTER,
-                VLLM_WORKER)
 from ...on_import import PatchingFinder, install_finder
-
-# vLLM's module -> (our module, its patch function), imported when vLLM's is
-PATCHES = {module: (f"{__package__}.{ours}", function) for module, ours, function in (
-    (VLLM_MODEL_RUNNER, "workers", "patch_model_runner_module"),
-    (VLLM_MODEL_RUNNER_V2, "workers", "patch_model_runner_module"),
-    (VLLM_CUDA_GRAPH, "cuda_graphs", "patch_cuda_graph_module"),
-    (VLLM_WORKER, "workers", "patch_worker_module"),
-    (VLLM_EXECUTOR, "start_profile", "patch_executor_module"),
-    (VLLM_PROFILE_ROUTER, "api_server", "patch_profile_router_module"))}
-# profiling off: the API server's profile routes only
-UNARMED_PATCHES = {VLLM_PROFILE_ROUTER: PATCHES[VLLM_PROFILE_ROUTER]}
+from ...recording.switch import loads_hook
+from .seam import PLUGIN_HOOKS as PATCHES
+from .seam import PLUGIN_UNARMED_HOOKS as UNARMED_PATCHES
 
 
 class VllmFinder(PatchingFinder):

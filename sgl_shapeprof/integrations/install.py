@@ -14,7 +14,7 @@ import shutil
 
 PTH_NAME = "sgl_shapeprof_autohook.pth"  # the name installed hooks have: kept
 MODULE_NAME = "sgl_shapeprof_autohook.py"
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PTH_SOURCE = os.path.join(_PACKAGE, PTH_NAME)
 # top-level, beside the package: the checkout's root, or site-packages
 MODULE_SOURCE = os.path.join(os.path.dirname(_PACKAGE), MODULE_NAME)

@@ -1,0 +1,47 @@
+"""SGLang's seam: what the rest of sgl_shapeprof needs to know of SGLang --
+the modules it patches and where, and the engine `run` starts
+(registry.py lists it). Standard library only, nothing imported: the
+start-up hook reads it at Python start-up.
+"""
+# SGLang's modules. The workers: each forward call one pass
+LLM_WORKER = "sglang.srt.managers.tp_worker"
+DIFFUSION_WORKER = "sglang.multimodal_gen.runtime.managers.gpu_worker"
+# /start_profile's scheduler side (SHAPES requests)
+PROFILER_MANAGER = "sglang.srt.managers.scheduler_components.profiler_manager"
+# where /start_profile's answer is made: the HTTP server and the tokenizer
+HTTP_SERVER = "sglang.srt.entrypoints.http_server"
+TOKENIZER_CONTROL = "sglang.srt.managers.tokenizer_control_mixin"
+# CUDA graphs: the backends that capture and replay SGLang's graphs (decode:
+# full graphs; prefill: breakable graphs by default on CUDA, or full)
+FULL_GRAPH_BACKEND = "sglang.srt.model_executor.runner_backend.full_cuda_graph_backend"
+BREAKABLE_GRAPH_BACKEND = "sglang.srt.model_executor.runner_backend.breakable_cuda_graph_backend"
+# register_custom_op, whose ops skip the dispatcher on CUDA unless a gate fires
+CUSTOM_OP = "sglang.srt.utils.custom_op"
+# block-quantized GEMMs (Triton kernels launched from Python), where they are imported by name
+FP8_UTILS = "sglang.srt.layers.quantization.fp8_utils"
+INT8_UTILS = "sglang.srt.layers.quantization.int8_utils"
+
+_HERE = __package__
+
+# module -> (our module, its patch function): patched where it is imported,
+# in every process, by the start-up hook (its .pth line: `sgl-shapeprof hook
+# install`) when profiling is on
+HOOKS = {
+    LLM_WORKER: (f"{_HERE}.workers", "patch_llm_module"),
+    DIFFUSION_WORKER: (f"{_HERE}.workers", "patch_diffusion_module"),
+    PROFILER_MANAGER: (f"{_HERE}.start_profile", "patch_profiler_manager_module"),
+    TOKENIZER_CONTROL: (f"{_HERE}.start_profile", "patch_tokenizer_control_module"),
+    HTTP_SERVER: (f"{_HERE}.start_profile", "patch_http_server_module"),
+    FULL_GRAPH_BACKEND: (f"{_HERE}.cuda_graphs", "patch_full_graph_backend_module"),
+    BREAKABLE_GRAPH_BACKEND: (f"{_HERE}.cuda_graphs", "patch_breakable_graph_backend_module"),
+    FP8_UTILS: (f"{_HERE}.block_gemm", "patch_quantization_module"),
+    INT8_UTILS: (f"{_HERE}.block_gemm", "patch_quantization_module"),
+}
+# ... and when it is off: where /start_profile requests enter, so that a
+# request for SHAPES is refused with what to set (SGLang alone would answer
+# "Start profiling." and record nothing)
+UNARMED_HOOKS = {TOKENIZER_CONTROL: HOOKS[TOKENIZER_CONTROL]}
+
+# `sgl-shapeprof run --server sglang`: the module with the engine's runner
+# (run_engine, prepare, NOT_RECORDED_HINT: engine.py)
+ENGINE = f"{_HERE}.engine"

@@ -1,0 +1,42 @@
+"""vLLM's seam: what the rest of sgl_shapeprof needs to know of vLLM -- the
+modules it patches and where, and the engine `run` starts (registry.py
+lists it). Standard library only, nothing imported: the start-up hook
+reads it at Python start-up.
+"""
+# vLLM (0.32): the model runner whose execute_model is a step (V1; the CPU
+# runner inherits it), Model Runner V2's, and the CUDA graph wrapper
+MODEL_RUNNER = "vllm.v1.worker.gpu_model_runner"
+MODEL_RUNNER_V2 = "vllm.v1.worker.gpu.model_runner"
+CUDA_GRAPH = "vllm.compilation.cuda_graph"
+# /start_profile and /stop_profile: the worker that takes them, the routes,
+# and where a request reaches every worker at once (all or none)
+WORKER = "vllm.v1.worker.gpu_worker"
+PROFILE_ROUTER = "vllm.entrypoints.serve.profile.api_router"
+EXECUTOR = "vllm.v1.executor.abstract"
+# where an EngineCore makes a dense model's DP replica a DP=1 engine
+PARALLEL_CONFIG = "vllm.config.parallel"
+
+_HERE = __package__
+
+# module -> (our module, its patch function), patched where it is imported
+# by vLLM's general plugin (plugin.py: vLLM loads it in each of its processes)
+PLUGIN_HOOKS = {
+    MODEL_RUNNER: (f"{_HERE}.workers", "patch_model_runner_module"),
+    MODEL_RUNNER_V2: (f"{_HERE}.workers", "patch_model_runner_module"),
+    CUDA_GRAPH: (f"{_HERE}.cuda_graphs", "patch_cuda_graph_module"),
+    WORKER: (f"{_HERE}.workers", "patch_worker_module"),
+    EXECUTOR: (f"{_HERE}.start_profile", "patch_executor_module"),
+    PROFILE_ROUTER: (f"{_HERE}.api_server", "patch_profile_router_module"),
+}
+# ... with profiling off: the API server's profile routes only (they then
+# say what to set instead of a bare 404)
+PLUGIN_UNARMED_HOOKS = {PROFILE_ROUTER: PLUGIN_HOOKS[PROFILE_ROUTER]}
+
+# Patched by the start-up hook (its .pth line), with profiling on: vLLM's
+# EngineCore discards a dense model's DP size before it loads vLLM's
+# plugins (ours among them), so only the hook is early enough
+HOOKS = {PARALLEL_CONFIG: (f"{_HERE}.workers", "patch_parallel_config_module")}
+UNARMED_HOOKS: dict = {}
+
+# `sgl-shapeprof run --server vllm`: the module with the engine's runner
+ENGINE = f"{_HERE}.engine"
