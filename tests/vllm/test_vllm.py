@@ -31,8 +31,9 @@ print(json.dumps({"modules": sorted(set(sys.modules) - before), "seconds": secon
 
 # the package, its lazy tables and the variables' names: nothing else
 OFF_MODULES = ["sgl_shapeprof", "sgl_shapeprof.integrations", "sgl_shapeprof.integrations.vllm",
-               "sgl_shapeprof.integrations.vllm.plugin", "sgl_shapeprof.lazy", "sgl_shapeprof.on_import",
-               "sgl_shapeprof.recording", "sgl_shapeprof.recording.switch"]
+               "sgl_shapeprof.integrations.vllm.plugin", "sgl_shapeprof.integrations.vllm.seam",
+               "sgl_shapeprof.lazy", "sgl_shapeprof.on_import", "sgl_shapeprof.recording",
+               "sgl_shapeprof.recording.switch"]
 
 
 def load_plugin(times=1, **env):
