@@ -361,4 +361,9 @@ def test_shapes_request_names_the_profiler_dir_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("SGLANG_TORCH_PROFILER_DIR", str(tmp_path / "ok"))
     assert integ.shapes_request(types.SimpleNamespace(get_forward_ct=lambda: 0), req, 0).startswith(
         f"SHAPES: rank 0 records 2 passes into {tmp_path / 'ok' / 'p-TP-0.shapes.jsonl'}")
+    # refused (one is recording): the folders it would write in are not left behind
+    busy = types.SimpleNamespace(**{**vars(req), "output_dir": str(tmp_path / "new" / "deep")})
+    with pytest.raises(RequestError, match="already recording"):
+        integ.shapes_request(types.SimpleNamespace(get_forward_ct=lambda: 0), busy, 0)
+    assert not (tmp_path / "new").exists()
     armed.close()

@@ -72,10 +72,45 @@ def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
         f"SGLANG_TORCH_PROFILER_DIR={os.environ['SGLANG_TORCH_PROFILER_DIR']!r}"
         if os.environ.get("SGLANG_TORCH_PROFILER_DIR") else "the default")
     out_dir = os.path.expanduser(req.output_dir or os.environ.get("SGLANG_TORCH_PROFILER_DIR") or "/tmp")
+    made = _missing_folders(out_dir)
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as e:
         raise RequestError(f"{SHAPES}: {chosen}: cannot create {out_dir}: {e.strerror or e}") from None
+    try:
+        text = _take(manager, req, armed, out_dir)
+    except BaseException:
+        _remove(made)  # a refused request creates nothing
+        raise
+    _STARTED["made"] = made
+    return text
+
+
+def _remove(folders: list) -> None:
+    """The folders made for a request that was refused or taken back,
+    deepest first, while they are empty."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            break
+
+
+def _missing_folders(path: str) -> list:
+    """The folders os.makedirs(path) would make, deepest first."""
+    out = []
+    path = os.path.abspath(path)
+    while path and not os.path.exists(path):
+        out.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return out
+
+
+def _take(manager: Any, req: Any, armed: OnRequestProfiler, out_dir: str) -> str:
+    """shapes_request's request to the armed profiler, its folder made."""
     prefix = f"{req.profile_prefix}-" if getattr(req, "profile_prefix", None) else ""
     # SGLang's own trace names: TP-{tp}[-DP-{dp}][-PP-{pp}][-EP-{ep}]
     worker = armed.worker.name if armed.worker is not None else f"TP-{armed.rank}"
@@ -99,7 +134,7 @@ def shapes_request(manager: Any, req: Any, rank: Optional[int]) -> str:
     return f"SHAPES: {who} records {what} into {path}"
 
 
-_STARTED: dict = {}  # this worker's last request's file, for _beyond_the_group
+_STARTED: dict = {}  # this worker's last request: its file (for _beyond_the_group) and the folders made
 
 
 def _beyond_the_group() -> Optional[str]:
@@ -175,6 +210,7 @@ def patch_profiler_manager_module(module: Any) -> None:
             if mine and not ok:  # another rank refused: all or none
                 armed = _armed()
                 if armed is not None and armed.cancel(_STARTED.get("path")):
+                    _remove(_STARTED.get("made") or [])
                     log.warning(f"{SHAPES}: rank {rank}: request taken back, its file removed "
                                 f"(another rank refused it)")
             if not ok:
