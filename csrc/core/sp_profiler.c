@@ -185,13 +185,15 @@ static int open_records(sp_profiler *p) {
   if (p->cfg.exclusive) flags |= O_EXCL;
   int fd = openat(p->dir_fd, base, flags, 0644);
   if (fd < 0) {
-    if (errno == ELOOP)
+    int e = errno; /* err_set's snprintf may change errno */
+    int taken = e == EEXIST && p->cfg.exclusive;
+    if (e == ELOOP)
       err_set(p, "records file is a symbolic link, not written through: ", p->path, 0);
-    else if (errno == EEXIST && p->cfg.exclusive)
+    else if (taken)
       err_set(p, "records file exists already: ", p->path, 0);
     else
-      err_set(p, "cannot open records file ", p->path, errno);
-    return errno == EEXIST && p->cfg.exclusive ? -SP_EXISTS : -SP_IOERR;
+      err_set(p, "cannot open records file ", p->path, e);
+    return taken ? -SP_EXISTS : -SP_IOERR;
   }
   /* a FIFO or a device by that name: never written (O_NONBLOCK: a FIFO
    * without a reader does not hang the open) */
