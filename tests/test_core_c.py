@@ -191,3 +191,60 @@ def test_a_part_calling_up_is_caught(tmp_path):
     problems = call_graph_problems(str(tmp_path))
     assert any(p.startswith("sp_text.c calls sp_pass.c") for p in problems), problems
     assert any(p.startswith("cycle: sp_text.c") and "sp_pass.c" in p for p in problems), problems
+
+
+# A section banner of sp_internal.h: "/* ---- sp_text.c [buf_ text_]: ..."
+_BANNER = re.compile(r"^/\* ---- (sp_\w+\.c) \[([\w ]+)\]:", re.M)
+_HEADER_INLINE = re.compile(r"^static inline [\w \t*]*?\b(\w+)\s*\(", re.M)
+
+
+def prefix_problems(core):
+    """What breaks the naming rule of sp_internal.h: every part has a banner
+    giving its prefixes, no two parts share a prefix, and each function a
+    part shares (SP_PRIVATE) or declares inline in its section is named
+    with one of its part's prefixes."""
+    header = open(os.path.join(core, "sp_internal.h")).read()
+    banners = list(_BANNER.finditer(header))
+    prefixes = {m.group(1): m.group(2).split() for m in banners}
+    edges, order = part_calls(core)
+    problems = [f"{part} has no section in sp_internal.h" for part in order if part not in prefixes]
+    owner_of_prefix = {}
+    for part, pre in prefixes.items():
+        for x in pre:
+            if x in owner_of_prefix:
+                problems.append(f"prefix {x} is both {owner_of_prefix[x]}'s and {part}'s")
+            owner_of_prefix[x] = part
+    shared = {}
+    for part in order:
+        src = _c_code(os.path.join(core, part))
+        for name in _C_DEFINITION.findall(src):
+            if not name.startswith("sp_"):  # sp_: the API's (sp_core.h)
+                shared.setdefault(part, []).append(name)
+    for i, m in enumerate(banners):
+        end = banners[i + 1].start() if i + 1 < len(banners) else len(header)
+        shared.setdefault(m.group(1), []).extend(_HEADER_INLINE.findall(header[m.end():end]))
+    for part, names in sorted(shared.items()):
+        for name in names:
+            if not name.startswith(tuple(prefixes.get(part, ()))):
+                problems.append(f"{part}: {name} is not named with its prefix "
+                                f"({' '.join(prefixes.get(part, ())) or 'none'})")
+    return problems
+
+
+def test_shared_functions_are_named_by_their_part():
+    """An internal function's name says its part (SQLite's rule): a reader
+    of sp_record.c who meets sig_lookup knows to open sp_sigtable.c."""
+    assert prefix_problems(CORE) == []
+
+
+def test_a_misnamed_function_is_caught(tmp_path):
+    for part in amalgamated_parts() + ["sp_core.c", "sp_internal.h", "sp_core.h"]:
+        shutil.copy(os.path.join(CORE, part), tmp_path / part)
+    text = (tmp_path / "sp_tally.c").read_text()
+    (tmp_path / "sp_tally.c").write_text(
+        text + "\nSP_PRIVATE int count_calls(void) { return 0; }\n")
+    header = (tmp_path / "sp_internal.h").read_text()
+    (tmp_path / "sp_internal.h").write_text(header.replace("[tally_]", "[tally_ sig_]"))
+    problems = prefix_problems(str(tmp_path))
+    assert "sp_tally.c: count_calls is not named with its prefix (tally_ sig_)" in problems, problems
+    assert "prefix sig_ is both sp_sigtable.c's and sp_tally.c's" in problems, problems

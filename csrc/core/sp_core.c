@@ -25,5 +25,6 @@
 #include "sp_flusher.c"
 #include "sp_profiler.c"
 #include "sp_pass.c"
+#include "sp_format.c"
 #include "sp_record.c"
 #include "sp_signal.c"

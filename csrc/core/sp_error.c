@@ -42,7 +42,7 @@ SP_PRIVATE void err_tell(sp_profiler *p) {
   int unsaid = p->failure_unsaid;
   p->failure_unsaid = 0;
   if (unsaid) {
-    n[fmt_i64(n, p->records)] = 0;
+    n[text_fmt_i64(n, p->records)] = 0;
     size_t k = strlen(p->errmsg);
     memcpy(msg, p->errmsg, k + 1);
   }
@@ -59,15 +59,15 @@ SP_PRIVATE void err_tell(sp_profiler *p) {
   if (unsaid && full) {
     snprintf(why, sizeof why, "%s; nor could the summary file %s be written: %s", n,
              p->summary_path, strerror(full));
-    say(msg, "; profiling stopped, records kept: ", why);
+    text_say(msg, "; profiling stopped, records kept: ", why);
   } else if (unsaid) {
-    say(msg, "; profiling stopped, records kept: ", n);
+    text_say(msg, "; profiling stopped, records kept: ", n);
   } else if (full) {
     err_summary_why(why, sizeof why, full, closed);
-    say("cannot write summary file ", p->summary_path, why);
+    text_say("cannot write summary file ", p->summary_path, why);
   }
-  if (dtype_unknown_unsaid())
-    say("a tensor has a dtype this build does not know; it is written as "
+  if (registry_dtype_unknown_unsaid())
+    text_say("a tensor has a dtype this build does not know; it is written as "
         "\"torch.unknown<code>\"", NULL, NULL);
 }
 
@@ -77,15 +77,15 @@ SP_PRIVATE void err_summary_failed(sp_profiler *p, int e) {
   if (atomic_exchange(&p->summary_said, 1)) return;
   lock_acquire(&p->lock);
   int closed = p->file.closed;
-  if (no_space(e)) {
+  if (err_no_space(e)) {
     p->summary_full = e;
     p->summary_full_size = p->file.size;
   }
   lock_release(&p->lock);
-  if (no_space(e)) return;
+  if (err_no_space(e)) return;
   char why[160];
   err_summary_why(why, sizeof why, e, closed);
-  say("cannot write summary file ", p->summary_path, why);
+  text_say("cannot write summary file ", p->summary_path, why);
 }
 
 /* The summary was written: a failure for want of space not said yet is

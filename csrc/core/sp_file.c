@@ -80,7 +80,7 @@ SP_PRIVATE int file_make_room(sp_file *f, size_t need, size_t unit, long cuts) {
     size_t want = (target + SP_FILE_GROW - 1) / SP_FILE_GROW * SP_FILE_GROW;
     if (now.cap && want > now.cap) want = now.cap; /* >= target */
     e = file_allocate(now.fd, size, want);
-    if (no_space(e)) {
+    if (err_no_space(e)) {
       /* a nearly full disk: the pages this room needs, not a whole step,
        * so that records fill what space there is before they stop */
       size_t least = (target + g_page - 1) / g_page * g_page;
@@ -160,7 +160,7 @@ SP_PRIVATE off_t file_forget_tail(sp_file *f) {
   return (off_t)f->len;
 }
 
-SP_PRIVATE void release_file(sp_file *f) {
+SP_PRIVATE void file_release(sp_file *f) {
   if (f->map) munmap(f->map, f->map_len);
   f->map = NULL;
   if (f->fd >= 0) close(f->fd);

@@ -76,11 +76,11 @@ static int flush_one(sp_profiler *p, int busy) {
   }
   if (gap || now - p->summary_at >= SP_SUMMARY_EVERY) {
     summary_src s;
-    int ok = snapshot(p, &s);
+    int ok = summary_snapshot(p, &s);
     if (gap) lock_mu_release(&p->pass_mu, SP_LOCK_PASS);
     if (ok) {
       s.ended_by = "running";
-      int e = write_summary(p, &s);
+      int e = summary_write(p, &s);
       if (e) err_summary_failed(p, e);
       else err_summary_written(p);
       p->summary_at = now;
@@ -144,7 +144,7 @@ SP_PRIVATE void flusher_request(sp_profiler *p) {
   if (atomic_exchange(&g_flush_pending, 1)) return; /* asked already */
   lock_mu(&g_flush_mu, SP_LOCK_FLUSHER);
   if (!atomic_load(&g_flusher_started)) {
-    atomic_store(&g_flusher_started, start_own_thread(flusher_main, "sp-flusher"));
+    atomic_store(&g_flusher_started, thread_start_own(flusher_main, "sp-flusher"));
   }
   int started = atomic_load(&g_flusher_started);
   if (started) pthread_cond_signal(&g_flush_cv);

@@ -51,7 +51,7 @@ SP_PRIVATE void grower_fork_child(void) {
   lock_mu_release(&g_grow_mu, SP_LOCK_GROWER);
 }
 
-SP_PRIVATE void grow_ahead(sp_profiler *p) {
+SP_PRIVATE void grower_ahead(sp_profiler *p) {
   lock_acquire(&p->lock);
   unsigned cuts = p->grow_cuts;
   size_t runway = file_runway(&p->file);
@@ -84,7 +84,7 @@ static void *grower_main(void *arg) {
     p->next_grow = NULL;
     WORKING(1);
     lock_mu_release(&g_grow_mu, SP_LOCK_GROWER);
-    grow_ahead(p);
+    grower_ahead(p);
     prof_unref(p); /* the queue's: p may be freed now */
     lock_mu(&g_grow_mu, SP_LOCK_GROWER);
     WORKING(0);
@@ -92,11 +92,11 @@ static void *grower_main(void *arg) {
   return NULL;
 }
 
-SP_PRIVATE void grow_ask(sp_profiler *p) {
+SP_PRIVATE void grower_ask(sp_profiler *p) {
   prof_ref(p);
   lock_mu(&g_grow_mu, SP_LOCK_GROWER);
   if (!g_grower) {
-    g_grower = start_own_thread(grower_main, "sp-grower") ? 1 : -1;
+    g_grower = thread_start_own(grower_main, "sp-grower") ? 1 : -1;
   }
   if (g_grower < 0) {
     /* No thread: the writers make room themselves (grow_asked stays set,

@@ -15,9 +15,12 @@
  * The parts are layers: sp_core.c includes them in their dependency order,
  * and each calls only parts included before it (tests/test_core_c.py checks
  * the call graph). What a lower part needs from a higher one is a function
- * pointer the higher one gives it (flusher_init, p->destroy). An internal
- * function's name says its part (err_, prof_, pass_, flusher_, grow_, ...),
- * as SQLite's do; the sections below are by part, in that order.
+ * pointer the higher one gives it (flusher_init, p->destroy). A function
+ * one part calls in another (SP_PRIVATE), or a header one of a part's
+ * section, is named with its part's prefix, as SQLite's are: each section's
+ * banner below gives its part's prefixes in [brackets], no two parts share
+ * one, and tests/test_core_c.py checks both. The sections are by part, in
+ * the amalgamation's order.
  */
 /*
  * THE LOCK ORDER. A thread that holds some of these takes only ones further
@@ -485,29 +488,27 @@ struct sp_pass {
   int last_logged;  /* ...logged, and not a capture (sp_pass_reopen) */
 };
 
-/* ---- sp_lock.c: the lock order's check (debug builds; see the top) ---- */
+/* ---- sp_lock.c [lock_]: the lock order's check (debug builds; see the top) ---- */
 
-/* ---- sp_text.c: buffers, JSON strings, numbers ---- */
+/* ---- sp_text.c [buf_ text_]: buffers, JSON strings, numbers ---- */
 SP_PRIVATE int buf_reserve(sp_buf *b, size_t extra);
 SP_PRIVATE void buf_put(sp_buf *b, const char *s, size_t n);
 SP_PRIVATE void buf_i64(sp_buf *b, int64_t v);
 SP_PRIVATE void buf_json_str(sp_buf *b, const char *s, size_t len);
 SP_PRIVATE void buf_sink(void *b, const char *s, size_t n); /* a put_fn */
-SP_PRIVATE char *dup_buf(const sp_buf *b);
+SP_PRIVATE char *buf_dup(const sp_buf *b);
 /* The one JSON string escaper (see sp_text.c); async-signal-safe. */
-SP_PRIVATE void json_str(put_fn put, void *sink, const char *s, size_t len);
+SP_PRIVATE void text_json_str(put_fn put, void *sink, const char *s, size_t len);
 /* Decimal digits at o; returns their end (at most 20 characters). */
-SP_PRIVATE char *put_u64(char *o, uint64_t v);
-SP_PRIVATE char *put_i64(char *o, int64_t v);
-SP_PRIVATE size_t fmt_i64(char *out, int64_t v);
-SP_PRIVATE char *xstrdup(const char *s); /* NULL stays NULL */
+SP_PRIVATE char *text_put_u64(char *o, uint64_t v);
+SP_PRIVATE char *text_put_i64(char *o, int64_t v);
+SP_PRIVATE size_t text_fmt_i64(char *out, int64_t v);
+SP_PRIVATE char *text_strdup(const char *s); /* NULL stays NULL */
 /* One line "sgl_shapeprof: abc" on stderr, by write(2); NULL parts skipped. */
-SP_PRIVATE void say(const char *a, const char *b, const char *c);
-/* Whether errno value e means a full disk, a quota or a size limit. */
-static inline int no_space(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
+SP_PRIVATE void text_say(const char *a, const char *b, const char *c);
 
-/* ---- sp_registry.c: dtype and enum names, operators ---- */
-static inline size_t ptr_hash(const void *p) {
+/* ---- sp_registry.c [registry_]: dtype and enum names, operators ---- */
+static inline size_t registry_ptr_hash(const void *p) {
   uint64_t x = (uint64_t)(uintptr_t)p;
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
@@ -515,23 +516,23 @@ static inline size_t ptr_hash(const void *p) {
   return (size_t)x;
 }
 /* A tensor object's end, '], "dtype": "torch.float32"}', at o; returns its
- * end. No longer than dtype_tail_max(). */
-SP_PRIVATE char *put_dtype_tail(char *o, int64_t dtype);
-SP_PRIVATE size_t dtype_tail_max(void);
+ * end. No longer than registry_dtype_tail_max(). */
+SP_PRIVATE char *registry_put_dtype_tail(char *o, int64_t dtype);
+SP_PRIVATE size_t registry_dtype_tail_max(void);
 /* A dtype as a value: '"torch.float32"'. */
-SP_PRIVATE char *put_dtype_name(char *o, int64_t dtype);
+SP_PRIVATE char *registry_put_dtype_name(char *o, int64_t dtype);
 /* A dtype without a name was written since the last call: say so (once). */
-SP_PRIVATE int dtype_unknown_unsaid(void);
+SP_PRIVATE int registry_dtype_unknown_unsaid(void);
 /* The name of code in table (SP_NAMES_*), or NULL. */
-SP_PRIVATE const char *name_of(int64_t table, int64_t code);
-SP_PRIVATE sp_op *op_get(int64_t id);
+SP_PRIVATE const char *registry_name_of(int64_t table, int64_t code);
+SP_PRIVATE sp_op *registry_op(int64_t id);
 /* Bumped whenever an operator key is forgotten: threads' op caches clear. */
-SP_PRIVATE unsigned op_epoch(void);
+SP_PRIVATE unsigned registry_op_epoch(void);
 /* The registry's locks, across fork(2). */
 SP_PRIVATE void registry_fork_lock(void);
 SP_PRIVATE void registry_fork_unlock(void);
 
-/* ---- sp_error.c: failures, said once (a leaf: calls text and registry only) ---- */
+/* ---- sp_error.c [err_]: failures, said once (a leaf: calls text and registry only) ---- */
 /* p's message (sp_errmsg): a, b, and errno value err's text if err. */
 SP_PRIVATE void err_set(sp_profiler *p, const char *a, const char *b, int err);
 /* A failure while running (spinlock held): noted, logging stops. */
@@ -542,15 +543,17 @@ SP_PRIVATE void err_cap(sp_profiler *p);
 SP_PRIVATE void err_tell(sp_profiler *p);
 SP_PRIVATE void err_summary_failed(sp_profiler *p, int e);
 SP_PRIVATE void err_summary_written(sp_profiler *p);
+/* Whether errno value e means a full disk, a quota or a size limit. */
+static inline int err_no_space(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
 
-/* ---- sp_thread.c: threads (the callers' scratch is sp_core.h's) ---- */
+/* ---- sp_thread.c [thread_]: threads (the callers' scratch is sp_core.h's) ---- */
 /* Starts one of our own threads (the grower, the flusher): detached, born
  * with every signal blocked (signals are the host's threads'), and named
  * `name` (at most 15 characters), so that top -H and py-spy say whose it is.
  * 1 if it started. */
-SP_PRIVATE int start_own_thread(void *(*fn)(void *), const char *name);
+SP_PRIVATE int thread_start_own(void *(*fn)(void *), const char *name);
 
-/* ---- sp_file.c: the records file ---- */
+/* ---- sp_file.c [file_]: the records file ---- */
 /* [off, off + n) can be written with a memcpy: mapped, allocated and faulted
  * in. Writers hold the spinlock, which never waits for a syscall: room is
  * made ahead of them by file_make_room. */
@@ -585,48 +588,48 @@ static inline size_t file_runway(const sp_file *f) {
 }
 SP_PRIVATE off_t file_forget_tail(sp_file *f);
 /* Unmaps and closes (no lock: the caller owns f). */
-SP_PRIVATE void release_file(sp_file *f);
+SP_PRIVATE void file_release(sp_file *f);
 
-/* ---- sp_sigtable.c: the signature table ---- */
+/* ---- sp_sigtable.c [sig_]: the signature table ---- */
 SP_PRIVATE uint64_t sig_hash(const int64_t *w, size_t n);
 SP_PRIVATE long sig_find(const sp_sigtable *tab, uint64_t h, const int64_t *w, size_t n);
 SP_PRIVATE long sig_lookup(const sp_sigtable *tab, long guess, uint64_t salt, const int64_t *w,
                            size_t n, uint64_t *h);
 SP_PRIVATE long sig_add(sp_sigtable *tab, uint64_t h, uint64_t salt, const int64_t *w, size_t n);
 SP_PRIVATE int sig_set_outputs(sp_sigtable *tab, long k, const sp_enc *out);
-SP_PRIVATE uint64_t variant_hash(uint64_t key_hash, const int64_t *out, size_t n);
-SP_PRIVATE long variant_find(const sp_sigtable *tab, uint64_t h, const int64_t *w, size_t n,
+SP_PRIVATE uint64_t sig_variant_hash(uint64_t key_hash, const int64_t *out, size_t n);
+SP_PRIVATE long sig_variant_find(const sp_sigtable *tab, uint64_t h, const int64_t *w, size_t n,
                              const int64_t *out, size_t out_n);
-SP_PRIVATE long variant_add(sp_sigtable *tab, uint64_t h, long prim, const sp_enc *out);
-SP_PRIVATE int outputs_equal(const sig_rec *r, const sp_enc *out);
-SP_PRIVATE size_t text_put(sp_sigtable *tab, const char *s, size_t n);
-SP_PRIVATE void sigtable_free(sp_sigtable *tab); /* empty again */
+SP_PRIVATE long sig_variant_add(sp_sigtable *tab, uint64_t h, long prim, const sp_enc *out);
+SP_PRIVATE int sig_outputs_equal(const sig_rec *r, const sp_enc *out);
+SP_PRIVATE size_t sig_text_put(sp_sigtable *tab, const char *s, size_t n);
+SP_PRIVATE void sig_table_free(sp_sigtable *tab); /* empty again */
 
-/* ---- sp_tally.c: operators counted ---- */
-SP_PRIVATE int count_op(sp_tally *t, int id, int phase);
-SP_PRIVATE void uncount_op(sp_tally *t, int id, int phase);
+/* ---- sp_tally.c [tally_]: operators counted ---- */
+SP_PRIVATE int tally_count_op(sp_tally *t, int id, int phase);
+SP_PRIVATE void tally_uncount_op(sp_tally *t, int id, int phase);
 SP_PRIVATE void tally_free(sp_tally *t); /* empty again */
 
-/* ---- sp_summary.c: the summary file ---- */
-SP_PRIVATE void counters(const sp_profiler *p, sp_stats *o);
-SP_PRIVATE int snapshot(sp_profiler *p, summary_src *s);
-SP_PRIVATE void live_src(sp_profiler *p, summary_src *s);
-SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s);
-SP_PRIVATE int write_summary_now(sp_profiler *p, const char *ended_by);
-SP_PRIVATE void snapshot_free(sp_snapshot *s); /* empty again */
+/* ---- sp_summary.c [summary_]: the summary file ---- */
+SP_PRIVATE void summary_counters(const sp_profiler *p, sp_stats *o);
+SP_PRIVATE int summary_snapshot(sp_profiler *p, summary_src *s);
+SP_PRIVATE void summary_live_src(sp_profiler *p, summary_src *s);
+SP_PRIVATE int summary_write(const sp_profiler *p, const summary_src *s);
+SP_PRIVATE int summary_write_now(sp_profiler *p, const char *ended_by);
+SP_PRIVATE void summary_snapshot_free(sp_snapshot *s); /* empty again */
 
-/* ---- sp_grower.c: the grower thread ---- */
+/* ---- sp_grower.c [grower_]: the grower thread ---- */
 /* Asks the grower to make room ahead of p's writers (p->grow_asked was
  * set under the spinlock, which is not held now). */
-SP_PRIVATE void grow_ask(sp_profiler *p);
+SP_PRIVATE void grower_ask(sp_profiler *p);
 /* The grower's work for p, on any thread: SP_AHEAD faulted in past the
  * tail, SP_PREFAULT at a time, unless the file was cut since the ask. */
-SP_PRIVATE void grow_ahead(sp_profiler *p);
+SP_PRIVATE void grower_ahead(sp_profiler *p);
 SP_PRIVATE void grower_fork_prepare(void);
 SP_PRIVATE void grower_fork_parent(void);
 SP_PRIVATE void grower_fork_child(void);
 
-/* ---- sp_flusher.c: the flusher thread ---- */
+/* ---- sp_flusher.c [flusher_]: the flusher thread ---- */
 /* The open profilers' walk (sp_profiler.c's), given once before any opens:
  * the flusher calls down only. */
 SP_PRIVATE void flusher_init(int (*each_open)(int (*fn)(sp_profiler *p, int arg), int arg));
@@ -636,7 +639,7 @@ SP_PRIVATE void flusher_fork_prepare(void);
 SP_PRIVATE void flusher_fork_parent(void);
 SP_PRIVATE void flusher_fork_child(void);
 
-/* ---- sp_profiler.c: a profiler's lifetime (open, close, references, the
+/* ---- sp_profiler.c [prof_]: a profiler's lifetime (open, close, references, the
  * open list, fork) ---- */
 /* A reference: the owner's, a pass's, a queued grower job's, the inherited
  * slot's (prof_inherit). The last one let go of frees p (p->destroy, set by
@@ -657,12 +660,26 @@ SP_PRIVATE void prof_inherit(sp_profiler *p);
  * or it was closed). The caller holds a reference. */
 SP_PRIVATE void prof_uninherit(sp_profiler *p);
 
-/* ---- sp_pass.c: passes and graph captures ---- */
+/* ---- sp_pass.c [pass_]: passes and graph captures ---- */
 /* This thread's pass of p, for a call it records (spinlock held). */
 SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int *phase,
                             uint64_t *salt);
 
-/* ---- sp_record.c: the hot path (its API is sp_core.h's) ---- */
-SP_PRIVATE void rescue_in_flight(sp_profiler *p, sp_thread *t);
+/* ---- sp_format.c [format_]: records as text ---- */
+/* Where the encoded item at w[i] (its tag) ends. */
+SP_PRIVATE size_t format_item_end(const int64_t *w, size_t i);
+/* The record's text up to its outputs into t->prefix, call_id included,
+ * from the signature's cached text when it has one (and caching it when
+ * not). 0 when out of memory. */
+SP_PRIVATE int format_prefix(sp_profiler *p, sp_thread *t);
+/* ', "outputs": ...}\n' into t->line. 0 when out of memory. */
+SP_PRIVATE int format_outputs(sp_thread *t);
+/* Upper bound on what writing t's record takes in the file. */
+SP_PRIVATE size_t format_record_bound(const sp_profiler *p, const sp_thread *t, size_t extra);
+
+/* ---- sp_record.c [record_]: the hot path (its API is sp_core.h's) ---- */
+SP_PRIVATE void record_rescue_in_flight(sp_profiler *p, sp_thread *t);
+
+/* ---- sp_signal.c [signal_]: fatal signals (its API is sp_core.h's) ---- */
 
 #endif /* SP_INTERNAL_H */

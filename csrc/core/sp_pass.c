@@ -29,7 +29,7 @@ static int phase_index(sp_profiler *p, const char *phase) {
     p->tally.phase_stats = st;
     p->tally.phase_cap = cap;
   }
-  char *name = xstrdup(phase);
+  char *name = text_strdup(phase);
   if (!name) return -1;
   struct phase_stat *st = &p->tally.phase_stats[p->tally.n_phases];
   st->name = name;

@@ -78,7 +78,7 @@ static void at_fork_child(void) {
     /* The child's copy of the descriptor shares the parent's flock: closing
      * it here keeps the lock the parent's alone, so that the parent can
      * reopen the path while children (DataLoader workers...) live on. */
-    release_file(&p->file);
+    file_release(&p->file);
   }
   grower_fork_child();
   flusher_fork_child();
@@ -114,7 +114,7 @@ int sp_summary_path_for(const char *path, char *buf, size_t cap) {
 
 /* Frees p: the last reference let go of (prof_unref). */
 static void prof_destroy(sp_profiler *p) {
-  release_file(&p->file);
+  file_release(&p->file);
   if (p->dir_fd >= 0) close(p->dir_fd);
   prof_unlink(p);
   free(p->path);
@@ -123,8 +123,8 @@ static void prof_destroy(sp_profiler *p) {
   free(p->worker);
   free(p->pass_json.p);
   tally_free(&p->tally);
-  sigtable_free(&p->sigs);
-  snapshot_free(&p->snap);
+  sig_table_free(&p->sigs);
+  summary_snapshot_free(&p->snap);
   /* A forked child's copy may be locked by a thread that is not there. */
   if (p->owner_pid == getpid() && !atomic_load(&p->orphaned)) {
     pthread_mutex_destroy(&p->pass_mu);
@@ -249,11 +249,11 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
     return SP_ERROR;
   }
   p->cfg = *cfg;
-  p->path = xstrdup(cfg->path);
+  p->path = text_strdup(cfg->path);
   size_t cap = strlen(cfg->path) + 32;
   p->summary_path = malloc(cap);
-  p->phases = cfg->phases && cfg->phases[0] ? xstrdup(cfg->phases) : NULL;
-  p->worker = cfg->worker && cfg->worker[0] ? xstrdup(cfg->worker) : NULL;
+  p->phases = cfg->phases && cfg->phases[0] ? text_strdup(cfg->phases) : NULL;
+  p->worker = cfg->worker && cfg->worker[0] ? text_strdup(cfg->worker) : NULL;
   if (!p->path || !p->summary_path || (cfg->phases && cfg->phases[0] && !p->phases) ||
       (cfg->worker && cfg->worker[0] && !p->worker)) {
     err_set(p, "out of memory", NULL, 0);
@@ -276,7 +276,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->id_text[0] = '1';
   p->id_len = 1;
   /* An earlier run's summary must not stand beside the new records. */
-  int e = write_summary_now(p, "running");
+  int e = summary_write_now(p, "running");
   if (e) { /* the records are still worth having: go on without a summary */
     err_summary_failed(p, e);
     unlinkat(p->dir_fd, summary_base(p), 0); /* an old run's, if one is there, must not stay */
@@ -307,7 +307,7 @@ int sp_close(sp_profiler *p) {
     /* Forked child: let go of the parent's file without touching it. */
     if (!p->file.closed) {
       p->file.closed = 1;
-      release_file(&p->file);
+      file_release(&p->file);
       prof_unlink(p);
     }
     return SP_OK;
@@ -343,7 +343,7 @@ int sp_close(sp_profiler *p) {
   }
   if (file.map) munmap(file.map, file.map_len);
   file.map = NULL;
-  int e = write_summary_now(p, NULL);
+  int e = summary_write_now(p, NULL);
   if (e) err_summary_failed(p, e); /* the records are kept */
   else err_summary_written(p);
   /* The file is another profiler's to take only now, summary written. The
@@ -351,7 +351,7 @@ int sp_close(sp_profiler *p) {
    * of the descriptor shares until the child closes it (at_fork_child, when
    * it gets to run): unlock it explicitly, closing is not enough. */
   if (file.fd >= 0) flock(file.fd, LOCK_UN);
-  release_file(&file);
+  file_release(&file);
   lock_mu_release(&p->summary_mu, SP_LOCK_SUMMARY);
   err_tell(p);
   prof_unlink(p);
@@ -370,6 +370,6 @@ void sp_get_stats(sp_profiler *p, sp_stats *o) {
   if (!p) return;
   int locked = !atomic_load(&p->orphaned);
   if (locked) lock_acquire(&p->lock);
-  counters(p, o);
+  summary_counters(p, o);
   if (locked) lock_release(&p->lock);
 }

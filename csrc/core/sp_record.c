@@ -1,322 +1,10 @@
-/* sp_record.c -- Records: formatting and the call protocol (the hot path).
+/* sp_record.c -- The call protocol (the hot path): a call begins, is
+ * filed against its signature, and ends as a record (sp_format.c writes
+ * its text) or a count.
  * A part of the core: compiled alone, or inside the amalgamation sp_core.c
  * (see sp_internal.h). */
 #include "sp_internal.h"
 
-/* ---- formatting --------------------------------------------------------
- * Records are formatted with a raw cursor into a buffer reserved once per
- * record: the bound below covers any encoding (each int64 word formats to at
- * most 20 digits plus separators; a tensor's words also carry its tail). */
-
-static size_t enc_bound(const sp_enc *e) {
-  return e->n * (44 + dtype_tail_max()) + 64;
-}
-
-/* '"name"' of a device: "cuda:0", or "cpu" when index < 0. */
-static char *put_device(char *o, int64_t type, int64_t index) {
-  const char *name = name_of(SP_NAMES_DEVICE, type);
-  *o++ = '"';
-  if (name) {
-    size_t n = strlen(name);
-    memcpy(o, name, n);
-    o += n;
-  } else {
-    o = PUT_LIT(o, "device");
-    o = put_i64(o, type);
-  }
-  if (index >= 0) {
-    *o++ = ':';
-    o = put_i64(o, index);
-  }
-  *o++ = '"';
-  return o;
-}
-
-/* One <tensor> or <entry> at w[*i]. */
-static char *put_tensor(char *o, const int64_t *w, size_t *i) {
-  int64_t dtype = w[(*i)++];
-  if (dtype < 0) return PUT_LIT(o, "null");
-  int strided = (dtype & SP_ENC_STRIDED) != 0;
-  dtype &= ~SP_ENC_STRIDED;
-  int64_t ndim = w[(*i)++];
-  o = PUT_LIT(o, "{\"shape\": [");
-  for (int64_t d = 0; d < ndim; d++) {
-    if (d) o = PUT_LIT(o, ", ");
-    o = put_i64(o, w[(*i)++]);
-  }
-  o = put_dtype_tail(o, dtype);
-  if (!strided) return o;
-  o--; /* reopen the object: '}' */
-  o = PUT_LIT(o, ", \"stride\": [");
-  for (int64_t d = 0; d < ndim; d++) {
-    if (d) o = PUT_LIT(o, ", ");
-    o = put_i64(o, w[(*i)++]);
-  }
-  o = PUT_LIT(o, "], \"offset\": ");
-  o = put_i64(o, w[(*i)++]);
-  o = PUT_LIT(o, ", \"device\": ");
-  o = put_device(o, w[*i], w[*i + 1]);
-  *i += 2;
-  *o++ = '}';
-  return o;
-}
-
-/* A double, so that json.loads gives it back exactly; JSON has no inf or
- * nan: those are the strings "inf", "-inf", "nan". */
-static char *put_f64(char *o, int64_t bits) {
-  double d;
-  memcpy(&d, &bits, sizeof d);
-  if (d != d) return PUT_LIT(o, "\"nan\"");
-  if (d > 1.7976931348623157e308) return PUT_LIT(o, "\"inf\"");
-  if (d < -1.7976931348623157e308) return PUT_LIT(o, "\"-inf\"");
-  char tmp[40];
-  int n = snprintf(tmp, sizeof tmp, "%.15g", d);
-  if (strtod(tmp, NULL) != d) n = snprintf(tmp, sizeof tmp, "%.17g", d);
-  int real = 0;
-  for (int k = 0; k < n; k++) {
-    if (tmp[k] == ',') tmp[k] = '.'; /* a locale's decimal comma */
-    if (tmp[k] == '.' || tmp[k] == 'e') real = 1;
-  }
-  memcpy(o, tmp, (size_t)n);
-  o += n;
-  return real ? o : PUT_LIT(o, ".0");
-}
-
-/* n bytes at w, as a JSON string. Bytes are few (an argument's text). */
-static char *put_bytes(char *o, const int64_t *w, int64_t n) {
-  sp_buf b = {o, 0, (size_t)n * 6 + 2, 0}; /* reserved by the caller: no growth */
-  json_str(buf_sink, &b, (const char *)w, (size_t)n);
-  return o + b.n;
-}
-
-/* Where the <tensor> or <entry> at w[i] ends. */
-static size_t tensor_end(const int64_t *w, size_t i) {
-  int64_t dtype = w[i++];
-  if (dtype < 0) return i;
-  int64_t ndim = w[i++];
-  return i + (size_t)ndim + ((dtype & SP_ENC_STRIDED) ? (size_t)ndim + 3 : 0);
-}
-
-static char *put_list(char *o, const int64_t *w, size_t *i) {
-  int64_t n = w[(*i)++];
-  *o++ = '[';
-  for (int64_t k = 0; k < n; k++) {
-    if (k) o = PUT_LIT(o, ", ");
-    o = put_tensor(o, w, i);
-  }
-  *o++ = ']';
-  return o;
-}
-
-/* The pass header of t's call: its thread's pass, or the profiler's latest. */
-static inline const sp_buf *call_header(const sp_profiler *p, const sp_thread *t) {
-  return t->pass ? &t->pass->header : &p->pass_json;
-}
-
-/* '{"call_id": N, "forward_pass": P[, "phase": ...], ' at the start of
- * t->prefix (reserved by the caller), noting where call_id's digits and the
- * operation start. Returns the cursor after it. */
-static char *put_record_head(sp_profiler *p, sp_thread *t) {
-  sp_buf *b = &t->prefix;
-  const sp_buf *h = call_header(p, t);
-  char *o = PUT_LIT(b->p, "{\"call_id\": ");
-  t->id_digits_at = (size_t)(o - b->p);
-  memcpy(o, p->id_text, p->id_len); /* p->records + 1 */
-  o += p->id_len;
-  t->id_digits_end = (size_t)(o - b->p);
-  memcpy(o, h->p, h->n);
-  o += h->n;
-  o = PUT_LIT(o, ", ");
-  t->head_at = (size_t)(o - b->p);
-  return o;
-}
-
-/* Where the item at w[i] (its tag) ends. */
-static size_t item_end(const int64_t *w, size_t i) {
-  int64_t tag = w[i];
-  i += 2; /* tag, arg */
-  switch (tag) {
-    case SP_ENC_TENSOR: return tensor_end(w, i);
-    case SP_ENC_LIST: {
-      int64_t n = w[i++];
-      for (int64_t k = 0; k < n; k++) i = tensor_end(w, i);
-      return i;
-    }
-    case SP_ENC_NULL: return i;
-    case SP_ENC_INTS: case SP_ENC_FLOATS: case SP_ENC_BOOLS: return i + 1 + (size_t)w[i];
-    case SP_ENC_STR: case SP_ENC_OPAQUE: return i + 1 + ((size_t)w[i] + 7) / 8;
-    case SP_ENC_COMPLEX: case SP_ENC_NAME: case SP_ENC_DEVICE: return i + 2;
-    default: return i + 1; /* INT, FLOAT, BOOL, DTYPE */
-  }
-}
-
-/* One argument's value (not a tensor) at w[*i], its tag at w[*i - 2]. */
-static char *put_value(char *o, int64_t tag, const int64_t *w, size_t *i) {
-  switch (tag) {
-    case SP_ENC_INT: return put_i64(o, w[(*i)++]);
-    case SP_ENC_FLOAT: return put_f64(o, w[(*i)++]);
-    case SP_ENC_BOOL: return w[(*i)++] ? PUT_LIT(o, "true") : PUT_LIT(o, "false");
-    case SP_ENC_NULL: return PUT_LIT(o, "null");
-    case SP_ENC_DTYPE: return put_dtype_name(o, w[(*i)++]);
-    case SP_ENC_DEVICE: o = put_device(o, w[*i], w[*i + 1]); *i += 2; return o;
-    case SP_ENC_NAME: {
-      const char *name = name_of(w[*i], w[*i + 1]);
-      *o++ = '"';
-      if (name) {
-        size_t n = strlen(name);
-        memcpy(o, name, n);
-        o += n;
-      } else {
-        o = put_i64(o, w[*i + 1]);
-      }
-      *i += 2;
-      *o++ = '"';
-      return o;
-    }
-    case SP_ENC_COMPLEX:
-      o = PUT_LIT(o, "{\"real\": ");
-      o = put_f64(o, w[(*i)++]);
-      o = PUT_LIT(o, ", \"imag\": ");
-      o = put_f64(o, w[(*i)++]);
-      *o++ = '}';
-      return o;
-    case SP_ENC_INTS: case SP_ENC_FLOATS: case SP_ENC_BOOLS: {
-      int64_t n = w[(*i)++];
-      *o++ = '[';
-      for (int64_t k = 0; k < n; k++) {
-        if (k) o = PUT_LIT(o, ", ");
-        int64_t v = w[(*i)++];
-        if (tag == SP_ENC_INTS) o = put_i64(o, v);
-        else if (tag == SP_ENC_FLOATS) o = put_f64(o, v);
-        else o = v ? PUT_LIT(o, "true") : PUT_LIT(o, "false");
-      }
-      *o++ = ']';
-      return o;
-    }
-    case SP_ENC_STR: case SP_ENC_OPAQUE: {
-      int64_t n = w[(*i)++];
-      if (tag == SP_ENC_OPAQUE) o = PUT_LIT(o, "{\"unsupported\": ");
-      o = put_bytes(o, w + *i, n);
-      *i += (size_t)(n + 7) / 8;
-      if (tag == SP_ENC_OPAQUE) *o++ = '}';
-      return o;
-    }
-  }
-  return PUT_LIT(o, "null");
-}
-
-static char *put_key(char *o, const sp_op *op, int64_t arg) {
-  if (arg >= 0 && arg < op->n_args) {
-    memcpy(o, op->arg_keys[arg], op->arg_key_lens[arg]);
-    return o + op->arg_key_lens[arg];
-  }
-  return PUT_LIT(o, "\"?\": ");
-}
-
-/* The '"key": value' pairs of the tensors (the inputs object) or of the other
- * arguments (the args object). Returns the cursor; *others: some item is of
- * the other kind. */
-static char *put_items(char *o, const sp_op *op, const sp_enc *in, int tensors, int *others) {
-  int first = 1;
-  for (size_t i = 1; i < in->n;) {
-    int64_t tag = in->w[i];
-    if ((tag == SP_ENC_TENSOR || tag == SP_ENC_LIST) != tensors) {
-      *others = 1;
-      i = item_end(in->w, i);
-      continue;
-    }
-    int64_t arg = in->w[i + 1];
-    i += 2;
-    if (!first) o = PUT_LIT(o, ", ");
-    first = 0;
-    o = put_key(o, op, arg);
-    if (!tensors) o = put_value(o, tag, in->w, &i);
-    else o = tag == SP_ENC_TENSOR ? put_tensor(o, in->w, &i) : put_list(o, in->w, &i);
-  }
-  return o;
-}
-
-/* The record up to the inputs' closing brace (or the args' one, when
- * arguments are recorded), call_id included. */
-static int fmt_prefix(sp_profiler *p, sp_thread *t) {
-  sp_buf *b = &t->prefix;
-  const sp_enc *in = &t->pub.in;
-  const sp_op *op = t->op;
-  b->n = 0;
-  if (!buf_reserve(b, 48 + call_header(p, t)->n + op->head_len + op->keys_len + enc_bound(in)))
-    return 0;
-  char *o = put_record_head(p, t);
-  memcpy(o, op->json_head, op->head_len);
-  o += op->head_len;
-  int args = 0, tensors = 0;
-  o = put_items(o, op, in, 1, &args);
-  *o++ = '}';
-  if (args || p->cfg.args) { /* {} too: "recorded with arguments, there are none" */
-    o = PUT_LIT(o, ", \"args\": {");
-    o = put_items(o, op, in, 0, &tensors);
-    *o++ = '}';
-  }
-  b->n = (size_t)(o - b->p);
-  return 1;
-}
-
-/* The same from a signature's cached text: only call_id and pass vary. */
-static int fmt_prefix_cached(sp_profiler *p, sp_thread *t, const sig_rec *r) {
-  sp_buf *b = &t->prefix;
-  b->n = 0;
-  if (!buf_reserve(b, 32 + call_header(p, t)->n + r->in_n)) return 0;
-  char *o = put_record_head(p, t);
-  memcpy(o, p->sigs.text + r->in_at, r->in_n);
-  b->n = (size_t)(o - b->p) + r->in_n;
-  return 1;
-}
-
-/* The call's prefix, from its inputs' cache when there is one (and filling
- * the cache when there is not). Not for inputs with float values: the key
- * leaves them out, the text holds them. */
-static int make_prefix(sp_profiler *p, sp_thread *t) {
-  sig_rec *r = t->prim >= 0 && !t->floats ? &p->sigs.recs[t->prim] : NULL;
-  if (r && r->in_n) return fmt_prefix_cached(p, t, r);
-  if (!fmt_prefix(p, t)) return 0;
-  if (r) {
-    size_t at = text_put(&p->sigs, t->prefix.p + t->head_at, t->prefix.n - t->head_at);
-    if (at != (size_t)-1) {
-      r = &p->sigs.recs[t->prim];
-      r->in_at = at;
-      r->in_n = t->prefix.n - t->head_at;
-    }
-  }
-  return 1;
-}
-
-/* ', "outputs": ...}\n' into t->line. */
-static int fmt_outputs(sp_thread *t) {
-  const sp_enc *out = &t->pub.out;
-  sp_buf *b = &t->line;
-  b->n = 0;
-  if (!buf_reserve(b, 32 + enc_bound(out))) return 0;
-  char *o = PUT_LIT(b->p, ", \"outputs\": ");
-  if (out->failed || !out->tensors) {
-    o = PUT_LIT(o, "null");
-  } else {
-    int many = t->op->n_returns != 1;
-    if (many) *o++ = '[';
-    size_t i = 0;
-    for (int r = 0; i < out->n; r++) {
-      if (r) o = PUT_LIT(o, ", ");
-      int64_t tag = out->w[i++];
-      if (tag == SP_ENC_TENSOR) o = put_tensor(o, out->w, &i);
-      else if (tag == SP_ENC_LIST) o = put_list(o, out->w, &i);
-      else o = PUT_LIT(o, "null");
-    }
-    if (many) *o++ = ']';
-  }
-  o = PUT_LIT(o, "}\n");
-  b->n = (size_t)(o - b->p);
-  return 1;
-}
-
-/* ---- the call protocol -------------------------------------------------- */
 /* Releases the spinlock while file_make_room works, then takes it back.
  * Returns 1 if [file_tail, +need) is writable now; 0 if not (the file was
  * closed, or a failure was reported and logging is off). Spinlock held. */
@@ -354,12 +42,6 @@ static inline void room_for(sp_profiler *p, size_t need) {
   if (!file_tail_room(&p->file, need)) make_room(p, need);
 }
 
-/* Upper bound on what writing t's record takes in the file. */
-static inline size_t record_bound(const sp_profiler *p, const sp_thread *t, size_t extra) {
-  return 96 + call_header(p, t)->n + t->op->head_len + t->op->keys_len + enc_bound(&t->pub.in) +
-         enc_bound(&t->pub.out) + extra;
-}
-
 static inline int call_begin(sp_profiler *p, sp_thread *t);
 
 int sp_call_begin(sp_profiler *p, sp_thread *t) {
@@ -378,7 +60,7 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
  * float values zeroed, if they hold any. */
 static SP_OUTLINE int mask_floats(sp_thread *t) {
   const sp_enc *in = &t->pub.in;
-  for (size_t i = 1; i < in->n && !t->floats; i = item_end(in->w, i)) {
+  for (size_t i = 1; i < in->n && !t->floats; i = format_item_end(in->w, i)) {
     int64_t tag = in->w[i];
     t->floats = tag == SP_ENC_FLOAT || tag == SP_ENC_FLOATS || tag == SP_ENC_COMPLEX;
   }
@@ -388,7 +70,7 @@ static SP_OUTLINE int mask_floats(sp_thread *t) {
   if (k->cap < in->n && sp_enc_grow(k, in->n) != SP_OK) return 0;
   memcpy(k->w, in->w, in->n * sizeof *k->w);
   k->n = in->n;
-  for (size_t i = 1; i < in->n; i = item_end(in->w, i)) {
+  for (size_t i = 1; i < in->n; i = format_item_end(in->w, i)) {
     int64_t tag = in->w[i];
     if (tag == SP_ENC_FLOAT) k->w[i + 2] = 0;
     else if (tag == SP_ENC_COMPLEX) k->w[i + 2] = k->w[i + 3] = 0;
@@ -413,10 +95,10 @@ static inline int make_key(const sp_profiler *p, sp_thread *t) {
 /* Puts the inputs on disk before the kernel runs: if it kills the process,
  * this half line is what is left of the call. Spinlock held; let go here. */
 static SP_OUTLINE int put_prefix(sp_profiler *p, sp_thread *t) {
-  if (!make_prefix(p, t)) {
+  if (!format_prefix(p, t)) {
     err_fail(p, "out of memory formatting a record for ", 0);
   } else if (!file_room(&p->file, p->file.len, t->prefix.n) &&
-             (!make_room(p, t->prefix.n) || !make_prefix(p, t) ||
+             (!make_room(p, t->prefix.n) || !format_prefix(p, t) ||
               !file_room(&p->file, p->file.len, t->prefix.n))) {
     /* The lock was let go to make room (the prefix was made again: its
      * call_id may be taken). No room means the file was closed or a failure
@@ -462,7 +144,7 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
   sp_enc *in = &t->pub.in;
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed)) return 0;
   if (in->failed || in->n < 1) return 0;
-  t->op = op_get(in->w[0]);
+  t->op = registry_op(in->w[0]);
   if (!t->op || !make_key(p, t)) return 0;
   t->spec = 0;
   t->counted = 0;
@@ -491,7 +173,7 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
       /* A repeat with tensor inputs is logged for sure: count it now as a
        * repeat of its inputs' primary signature; its end checks that the
        * outputs are that signature's, and nothing more happens if so. */
-      if (count_op(&p->tally, (int)in->w[0], t->phase)) {
+      if (tally_count_op(&p->tally, (int)in->w[0], t->phase)) {
         t->pub.expect = r->out_w;
         t->pub.expect_n = r->out_w_n;
         p->dedupe_skipped++;
@@ -527,7 +209,7 @@ static void next_call_id(sp_profiler *p) {
  * written in *len. */
 static int write_prefix_as(sp_file *f, size_t at, const sp_thread *t, long long id, size_t *len) {
   char digits[24];
-  size_t n = (size_t)(put_i64(digits, id) - digits);
+  size_t n = (size_t)(text_put_i64(digits, id) - digits);
   size_t head = t->id_digits_at, rest = t->prefix.n - t->id_digits_end;
   *len = head + n + rest;
   if (!file_room(f, at, *len)) return ENOSPC;
@@ -565,7 +247,7 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     f->spec_owner = NULL;
     f->spec_end = f->len;
   }
-  t->spec = 0; /* no longer in flight (rescue_in_flight) */
+  t->spec = 0; /* no longer in flight (record_rescue_in_flight) */
   if (e) {
     err_fail(p, "cannot write records file ", e);
     return;
@@ -591,7 +273,7 @@ static inline void release_and_ask(sp_profiler *p, sp_thread *t) {
   lock_release(&p->lock);
   if (t->grow_ask) {
     t->grow_ask = 0;
-    grow_ask(p);
+    grower_ask(p);
   }
 }
 
@@ -627,7 +309,7 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
     uncount_repeat(p, t); /* the operator stays counted */
     return 1;
   }
-  if (!count_op(&p->tally, (int)in->w[0], t->phase)) {
+  if (!tally_count_op(&p->tally, (int)in->w[0], t->phase)) {
     err_fail(p, "out of memory counting operators for ", 0);
     return 0;
   }
@@ -641,12 +323,12 @@ static int observe(sp_profiler *p, sp_thread *t, int raised) {
   if (sig >= 0 && !p->sigs.recs[sig].has_out) { /* the first outputs of these inputs */
     known = 0;
     if (!sig_set_outputs(&p->sigs, sig, out)) sig = -1;
-  } else if (sig >= 0 && !outputs_equal(&p->sigs.recs[sig], out)) {
-    uint64_t h = variant_hash(t->sig_hash, out->w, out->n);
-    sig = variant_find(&p->sigs, h, t->key, t->key_n, out->w, out->n);
+  } else if (sig >= 0 && !sig_outputs_equal(&p->sigs.recs[sig], out)) {
+    uint64_t h = sig_variant_hash(t->sig_hash, out->w, out->n);
+    sig = sig_variant_find(&p->sigs, h, t->key, t->key_n, out->w, out->n);
     if (sig < 0) {
       known = 0;
-      sig = variant_add(&p->sigs, h, t->prim, out);
+      sig = sig_variant_add(&p->sigs, h, t->prim, out);
     }
   }
   if (sig < 0) {
@@ -671,9 +353,9 @@ static int outputs_text(sp_profiler *p, sp_thread *t, const char **s, size_t *n)
     *n = r->out_n;
     return 1;
   }
-  if (!fmt_outputs(t)) return 0;
+  if (!format_outputs(t)) return 0;
   if (r) {
-    size_t at = text_put(&p->sigs, t->line.p, t->line.n);
+    size_t at = sig_text_put(&p->sigs, t->line.p, t->line.n);
     if (at != (size_t)-1) {
       r = &p->sigs.recs[t->sig];
       r->out_at = at;
@@ -707,12 +389,12 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
      * observed afresh below. */
     lock_acquire(&p->lock);
     uncount_repeat(p, t);
-    uncount_op(&p->tally, (int)t->pub.in.w[0], t->phase);
+    tally_uncount_op(&p->tally, (int)t->pub.in.w[0], t->phase);
   } else {
     lock_acquire(&p->lock);
   }
   if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->file.closed) {
-    room_for(p, record_bound(p, t, 0));
+    room_for(p, format_record_bound(p, t, 0));
   }
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->file.closed) {
     drop_spec(p, t);
@@ -729,7 +411,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
    * text points into. */
   const char *text;
   size_t text_n;
-  if ((!t->spec && !make_prefix(p, t)) || !outputs_text(p, t, &text, &text_n))
+  if ((!t->spec && !format_prefix(p, t)) || !outputs_text(p, t, &text, &text_n))
     err_fail(p, "out of memory formatting a record for ", 0);
   else
     commit(p, t, text, text_n);
@@ -765,7 +447,7 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
   lock_acquire(&p->lock);
   if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->file.closed) {
     /* an escaped character takes at most 6 bytes (\u00XX) */
-    room_for(p, record_bound(p, t, 64 + 6 * (type_n + msg_n)));
+    room_for(p, format_record_bound(p, t, 64 + 6 * (type_n + msg_n)));
   }
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->file.closed ||
       !observe(p, t, 1)) {
@@ -780,7 +462,7 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
   BUF_LIT(s, ", \"error_message\": ");
   buf_json_str(s, msg ? msg : "", msg_n);
   BUF_LIT(s, "}}\n");
-  if (s->failed || (!t->spec && !make_prefix(p, t))) {
+  if (s->failed || (!t->spec && !format_prefix(p, t))) {
     s->failed = 0;
     err_fail(p, "out of memory formatting a record for ", 0);
   } else {
@@ -795,7 +477,7 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
  * at the end of the records, under the next call_id, so that the crash's
  * call is the file's cut last line. Async-signal-safe: memcpy into the
  * mapping, no lock (the process is dying), no allocation. */
-SP_PRIVATE void rescue_in_flight(sp_profiler *p, sp_thread *t) {
+SP_PRIVATE void record_rescue_in_flight(sp_profiler *p, sp_thread *t) {
   sp_file *f = &p->file;
   if (!t || !t->spec || t->prefix.failed || !t->pass || t->pass->p != p) return;
   if (f->spec_owner == t && t->spec_at == f->len) return; /* on disk already */

@@ -26,7 +26,7 @@ int sp_set_dtype_names(const char *const *names, int n) {
     BUF_LIT(&b, "], \"dtype\": ");
     buf_json_str(&b, names[i], strlen(names[i]));
     BUF_LIT(&b, "}");
-    if (b.failed || !(v[i].s = dup_buf(&b))) {
+    if (b.failed || !(v[i].s = buf_dup(&b))) {
       free(b.p);
       for (int j = 0; j < i; j++) free(v[j].s);
       free(v);
@@ -45,20 +45,20 @@ int sp_set_dtype_names(const char *const *names, int n) {
   return SP_OK;
 }
 
-SP_PRIVATE size_t dtype_tail_max(void) { return g_dtype_tail_max; }
+SP_PRIVATE size_t registry_dtype_tail_max(void) { return g_dtype_tail_max; }
 
-SP_PRIVATE char *put_dtype_tail(char *o, int64_t dtype) {
+SP_PRIVATE char *registry_put_dtype_tail(char *o, int64_t dtype) {
   if (dtype < g_dtype_n && g_dtype_tails[dtype].s) {
     memcpy(o, g_dtype_tails[dtype].s, g_dtype_tails[dtype].n);
     return o + g_dtype_tails[dtype].n;
   }
   o = PUT_LIT(o, "], \"dtype\": \"torch.unknown");
-  o = put_i64(o, dtype);
+  o = text_put_i64(o, dtype);
   if (!atomic_exchange(&g_dtype_warned, 1)) atomic_store(&g_dtype_unsaid, 1); /* err_tell */
   return PUT_LIT(o, "\"}");
 }
 
-SP_PRIVATE char *put_dtype_name(char *o, int64_t dtype) {
+SP_PRIVATE char *registry_put_dtype_name(char *o, int64_t dtype) {
   static const size_t head = sizeof("], \"dtype\": ") - 1;
   if (dtype >= 0 && dtype < g_dtype_n && g_dtype_tails[dtype].s) {
     size_t n = g_dtype_tails[dtype].n - head - 1;
@@ -66,12 +66,12 @@ SP_PRIVATE char *put_dtype_name(char *o, int64_t dtype) {
     return o + n;
   }
   o = PUT_LIT(o, "\"torch.unknown");
-  o = put_i64(o, dtype);
+  o = text_put_i64(o, dtype);
   *o++ = '"';
   return o;
 }
 
-SP_PRIVATE int dtype_unknown_unsaid(void) { return atomic_exchange(&g_dtype_unsaid, 0); }
+SP_PRIVATE int registry_dtype_unknown_unsaid(void) { return atomic_exchange(&g_dtype_unsaid, 0); }
 
 /* Per table (SP_NAMES_*) and code, the name's JSON string body (escaped,
  * without quotes). Old tables stay allocated, as the dtype tails do. */
@@ -110,7 +110,7 @@ int sp_set_names(int table, const char *const *names, int n) {
 }
 
 /* The name of code in table, or NULL. */
-SP_PRIVATE const char *name_of(int64_t table, int64_t code) {
+SP_PRIVATE const char *registry_name_of(int64_t table, int64_t code) {
   if (table < 0 || table >= SP_NAMES_N) return NULL;
   const name_table *t = &g_names[table];
   return code >= 0 && code < t->n ? t->s[code] : NULL;
@@ -165,7 +165,7 @@ static const void *const OP_TOMBSTONE = &g_op_map_cap;
 static op_slot *op_map_find(const void *key) {
   if (!g_op_map_cap) return NULL;
   size_t mask = g_op_map_cap - 1;
-  for (size_t i = ptr_hash(key) & mask;; i = (i + 1) & mask) {
+  for (size_t i = registry_ptr_hash(key) & mask;; i = (i + 1) & mask) {
     if (g_op_map[i].key == key) return &g_op_map[i];
     if (!g_op_map[i].key) return NULL;
   }
@@ -180,7 +180,7 @@ static int op_map_put(const void *key, int id) {
     for (size_t i = 0; i < g_op_map_cap; i++) {
       const void *k = g_op_map[i].key;
       if (!k || k == OP_TOMBSTONE) continue;
-      size_t j = ptr_hash(k) & (cap - 1);
+      size_t j = registry_ptr_hash(k) & (cap - 1);
       while (m[j].key) j = (j + 1) & (cap - 1);
       m[j] = g_op_map[i];
       used++;
@@ -191,7 +191,7 @@ static int op_map_put(const void *key, int id) {
     g_op_map_used = used;
   }
   size_t mask = g_op_map_cap - 1;
-  size_t i = ptr_hash(key) & mask;
+  size_t i = registry_ptr_hash(key) & mask;
   while (g_op_map[i].key && g_op_map[i].key != OP_TOMBSTONE) i = (i + 1) & mask;
   if (!g_op_map[i].key) g_op_map_used++;
   g_op_map[i].key = key;
@@ -236,8 +236,8 @@ static sp_op *op_build(const char *qualified, const char *overload, int n_args,
   BUF_LIT(&head, "\"operation\": ");
   buf_json_str(&head, name.p, name.n);
   BUF_LIT(&head, ", \"inputs\": {");
-  op->name = dup_buf(&name);
-  op->json_head = dup_buf(&head);
+  op->name = buf_dup(&name);
+  op->json_head = buf_dup(&head);
   op->head_len = head.n;
   op->n_args = n_args;
   op->n_returns = n_returns;
@@ -253,7 +253,7 @@ static sp_op *op_build(const char *qualified, const char *overload, int n_args,
       const char *a = arg_names && arg_names[i] ? arg_names[i] : "";
       buf_json_str(&k, a, strlen(a));
       BUF_LIT(&k, ": ");
-      op->arg_keys[i] = k.failed ? NULL : dup_buf(&k);
+      op->arg_keys[i] = k.failed ? NULL : buf_dup(&k);
       op->arg_key_lens[i] = k.n;
       op->keys_len += k.n;
       ok = op->arg_keys[i] != NULL;
@@ -310,12 +310,12 @@ void sp_op_forget(const void *key) {
   lock_mu_release(&g_ops_lock, SP_LOCK_OPS);
 }
 
-SP_PRIVATE sp_op *op_get(int64_t id) {
+SP_PRIVATE sp_op *registry_op(int64_t id) {
   if (id < 0 || id >= SP_MAX_OPS) return NULL;
   return atomic_load_explicit(&g_ops[id], memory_order_acquire);
 }
 
-SP_PRIVATE unsigned op_epoch(void) {
+SP_PRIVATE unsigned registry_op_epoch(void) {
   return atomic_load_explicit(&g_op_epoch, memory_order_acquire);
 }
 

@@ -33,13 +33,13 @@ static void close_dying(sp_profiler *p) {
   /* Keep an in-flight call's inputs: they are the point of a crash. The
    * dying thread's, if another thread's record took their place. */
   sp_thread *(*getter)(void) = atomic_load(&g_thread_getter);
-  if (getter && p->file.map) rescue_in_flight(p, getter());
+  if (getter && p->file.map) record_rescue_in_flight(p, getter());
   if (p->file.fd >= 0 && ftruncate(p->file.fd, (off_t)file_tail(&p->file)) != 0) {
     /* nothing more to do */
   }
   summary_src s;
-  live_src(p, &s);
-  write_summary(p, &s);
+  summary_live_src(p, &s);
+  summary_write(p, &s);
   if (locked) lock_release(&p->lock);
 }
 

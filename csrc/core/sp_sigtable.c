@@ -58,12 +58,12 @@ SP_PRIVATE long sig_lookup(const sp_sigtable *tab, long guess, uint64_t salt, co
 }
 
 /* A variant's hash: its inputs key's, mixed with its outputs'. */
-SP_PRIVATE uint64_t variant_hash(uint64_t key_hash, const int64_t *out, size_t n) {
+SP_PRIVATE uint64_t sig_variant_hash(uint64_t key_hash, const int64_t *out, size_t n) {
   return key_hash ^ (sig_hash(out, n) * 0x94D049BB133111EBULL + 0x2545F4914F6CDD1DULL);
 }
 
 /* The record of an inputs key with other outputs than its primary's, or -1. */
-SP_PRIVATE long variant_find(const sp_sigtable *tab, uint64_t h, const int64_t *w, size_t n,
+SP_PRIVATE long sig_variant_find(const sp_sigtable *tab, uint64_t h, const int64_t *w, size_t n,
                          const int64_t *out, size_t out_n) {
   if (!tab->vslot_cap) return -1;
   size_t mask = tab->vslot_cap - 1;
@@ -78,7 +78,7 @@ SP_PRIVATE long variant_find(const sp_sigtable *tab, uint64_t h, const int64_t *
 }
 
 /* The outputs of record r are these. */
-SP_PRIVATE int outputs_equal(const sig_rec *r, const sp_enc *out) {
+SP_PRIVATE int sig_outputs_equal(const sig_rec *r, const sp_enc *out) {
   return r->out_w_n == out->n && words_equal(r->out_w, out->w, out->n);
 }
 
@@ -102,7 +102,7 @@ static const int64_t *arena_put(sp_sigtable *tab, const int64_t *w, size_t n) {
   return at;
 }
 
-SP_PRIVATE void sigtable_free(sp_sigtable *tab) {
+SP_PRIVATE void sig_table_free(sp_sigtable *tab) {
   while (tab->arena) {
     struct arena_chunk *prev = tab->arena->prev;
     free(tab->arena);
@@ -116,7 +116,7 @@ SP_PRIVATE void sigtable_free(sp_sigtable *tab) {
 }
 
 /* Appends text; returns its offset, or (size_t)-1. */
-SP_PRIVATE size_t text_put(sp_sigtable *tab, const char *s, size_t n) {
+SP_PRIVATE size_t sig_text_put(sp_sigtable *tab, const char *s, size_t n) {
   if (tab->text_n + n > tab->text_cap) {
     size_t cap = tab->text_cap ? tab->text_cap : 16384;
     while (cap < tab->text_n + n) cap *= 2;
@@ -201,7 +201,7 @@ SP_PRIVATE int sig_set_outputs(sp_sigtable *tab, long k, const sp_enc *out) {
 
 /* Adds the signature of primary prim's inputs with other outputs; its
  * index or -1 (NOMEM). */
-SP_PRIVATE long variant_add(sp_sigtable *tab, uint64_t h, long prim, const sp_enc *out) {
+SP_PRIVATE long sig_variant_add(sp_sigtable *tab, uint64_t h, long prim, const sp_enc *out) {
   long k = rec_add(tab, h, tab->recs[prim].w, tab->recs[prim].w_n, prim);
   if (k >= 0 && !sig_set_outputs(tab, k, out)) return -1;
   return k;

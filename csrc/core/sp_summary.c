@@ -34,10 +34,10 @@ static void fdw_put(fdw *w, const char *s, size_t n) {
 static void fdw_str(fdw *w, const char *s) { fdw_put(w, s, strlen(s)); }
 static void fdw_i64(fdw *w, int64_t v) {
   char t[24];
-  fdw_put(w, t, fmt_i64(t, v));
+  fdw_put(w, t, text_fmt_i64(t, v));
 }
 static void fdw_sink(void *w, const char *s, size_t n) { fdw_put((fdw *)w, s, n); }
-static void fdw_json_str(fdw *w, const char *s) { json_str(fdw_sink, w, s, strlen(s)); }
+static void fdw_json_str(fdw *w, const char *s) { text_json_str(fdw_sink, w, s, strlen(s)); }
 
 /* ids, most frequent first, ties in the order first seen (counts and first
  * are indexed by op id). Shell sort: no allocation (the fatal-signal path
@@ -55,7 +55,7 @@ static void sort_ops(int *ids, int k, const long long *counts, const long long *
 }
 
 /* The counters; spinlock held (or a dying process). */
-SP_PRIVATE void counters(const sp_profiler *p, sp_stats *o) {
+SP_PRIVATE void summary_counters(const sp_profiler *p, sp_stats *o) {
   o->records = p->records;
   o->passes = p->tally.passes;
   o->logged_passes = p->tally.logged_passes;
@@ -67,7 +67,7 @@ SP_PRIVATE void counters(const sp_profiler *p, sp_stats *o) {
 
 /* The summary's counters (not the per-operator and per-phase tables). */
 static void src_counters(const sp_profiler *p, summary_src *s) {
-  counters(p, &s->c);
+  summary_counters(p, &s->c);
   s->n_phases = p->tally.n_phases;
   s->ended_by = p->ended_by;
   s->failed = p->failed && !p->capped; /* a cap reached is no failure */
@@ -159,7 +159,7 @@ static int grow_snapshot(sp_snapshot *snap, int need, int need_phases, long long
 
 /* Takes the spinlock to copy the summary's data; summary_mu held (it guards
  * the copy). 0 on out of memory. */
-SP_PRIVATE int snapshot(sp_profiler *p, summary_src *s) {
+SP_PRIVATE int summary_snapshot(sp_profiler *p, summary_src *s) {
   for (;;) {
     int need_ops = 0, need_phases = 0, need_graphs = 0;
     long long need_sigs = 0;
@@ -174,7 +174,7 @@ SP_PRIVATE int snapshot(sp_profiler *p, summary_src *s) {
   }
 }
 
-SP_PRIVATE void snapshot_free(sp_snapshot *snap) {
+SP_PRIVATE void summary_snapshot_free(sp_snapshot *snap) {
   free(snap->ops);
   free(snap->counts);
   free(snap->first);
@@ -185,7 +185,7 @@ SP_PRIVATE void snapshot_free(sp_snapshot *snap) {
 }
 
 /* The live profiler as a summary, for a dying process: no malloc, no lock. */
-SP_PRIVATE void live_src(sp_profiler *p, summary_src *s) {
+SP_PRIVATE void summary_live_src(sp_profiler *p, summary_src *s) {
   int k = 0;
   for (int id = 0; id < p->tally.op_cap; id++)
     if (p->tally.op_counts[id]) p->tally.op_order[k++] = id;
@@ -212,9 +212,9 @@ static atomic_uint g_tmp_seq;
 static int open_tmp_beside(const sp_profiler *p, char *tmp) {
   for (int attempt = 0; attempt < 8; attempt++) {
     char *o = PUT_LIT(tmp, ".sgl_shapeprof_summary.");
-    o = put_u64(o, (uint64_t)getpid());
+    o = text_put_u64(o, (uint64_t)getpid());
     *o++ = '.';
-    o = put_u64(o, atomic_fetch_add(&g_tmp_seq, 1));
+    o = text_put_u64(o, atomic_fetch_add(&g_tmp_seq, 1));
     memcpy(o, ".tmp", 5);
     int fd = openat(p->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd >= 0 || errno != EEXIST) return fd;
@@ -224,7 +224,7 @@ static int open_tmp_beside(const sp_profiler *p, char *tmp) {
 
 /* Writes the summary to a temporary file and renames it into place. No
  * malloc, no locks. */
-SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
+SP_PRIVATE int summary_write(const sp_profiler *p, const summary_src *s) {
   char tmp[96];
   fdw w;
   w.n = 0;
@@ -246,7 +246,7 @@ SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
   fdw_str(&w, ",\n  \"operation_counts\": {");
   for (int i = 0; i < s->n_ops; i++) {
     fdw_str(&w, i ? ",\n    " : "\n    ");
-    sp_op *op = op_get(s->ops[i]);
+    sp_op *op = registry_op(s->ops[i]);
     fdw_json_str(&w, op ? op->name : "unknown");
     fdw_str(&w, ": ");
     fdw_i64(&w, s->counts[s->ops[i]]);
@@ -355,9 +355,9 @@ SP_PRIVATE int write_summary(const sp_profiler *p, const summary_src *s) {
 
 /* Writes the summary as it stands; summary_mu held (or p not yet shared),
  * spinlock not. */
-SP_PRIVATE int write_summary_now(sp_profiler *p, const char *ended_by) {
+SP_PRIVATE int summary_write_now(sp_profiler *p, const char *ended_by) {
   summary_src s;
-  if (!snapshot(p, &s)) return ENOMEM;
+  if (!summary_snapshot(p, &s)) return ENOMEM;
   if (ended_by) s.ended_by = ended_by;
-  return write_summary(p, &s);
+  return summary_write(p, &s);
 }

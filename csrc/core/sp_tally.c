@@ -21,15 +21,15 @@ static SP_OUTLINE int grow_op_tables(sp_tally *t, int id) {
 
 /* Counts a call of operator id observed in a pass of phase slot phase;
  * 0 when out of memory. */
-SP_PRIVATE int count_op(sp_tally *t, int id, int phase) {
+SP_PRIVATE int tally_count_op(sp_tally *t, int id, int phase) {
   if (id >= t->op_cap && !grow_op_tables(t, id)) return 0;
   if (t->op_counts[id]++ == 0) t->op_first[id] = t->ops_seen_order++;
   if (phase >= 0) t->phase_stats[phase].calls++;
   return 1;
 }
 
-/* Takes back count_op (a call counted before it was known to be logged). */
-SP_PRIVATE void uncount_op(sp_tally *t, int id, int phase) {
+/* Takes back tally_count_op (a call counted before it was known to be logged). */
+SP_PRIVATE void tally_uncount_op(sp_tally *t, int id, int phase) {
   t->op_counts[id]--;
   if (phase >= 0) t->phase_stats[phase].calls--;
 }

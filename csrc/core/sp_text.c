@@ -28,7 +28,7 @@ static const char k_digit_pairs[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-SP_PRIVATE char *put_u64(char *o, uint64_t v) {
+SP_PRIVATE char *text_put_u64(char *o, uint64_t v) {
   if (v < 10) { /* most sizes and ids are short: skip the general loop */
     *o = (char)('0' + v);
     return o + 1;
@@ -57,19 +57,19 @@ SP_PRIVATE char *put_u64(char *o, uint64_t v) {
   return o + n;
 }
 
-SP_PRIVATE char *put_i64(char *o, int64_t v) {
+SP_PRIVATE char *text_put_i64(char *o, int64_t v) {
   if (v < 0) {
     *o++ = '-';
-    return put_u64(o, (uint64_t)0 - (uint64_t)v);
+    return text_put_u64(o, (uint64_t)0 - (uint64_t)v);
   }
-  return put_u64(o, (uint64_t)v);
+  return text_put_u64(o, (uint64_t)v);
 }
 
-SP_PRIVATE size_t fmt_i64(char *out, int64_t v) { return (size_t)(put_i64(out, v) - out); }
+SP_PRIVATE size_t text_fmt_i64(char *out, int64_t v) { return (size_t)(text_put_i64(out, v) - out); }
 
 SP_PRIVATE void buf_i64(sp_buf *b, int64_t v) {
   if (!buf_reserve(b, 24)) return;
-  b->n += fmt_i64(b->p + b->n, v);
+  b->n += text_fmt_i64(b->p + b->n, v);
 }
 
 /* At s, left > 0 bytes: the length of a valid UTF-8 sequence (1..4) as a
@@ -102,7 +102,7 @@ static int utf8_seq(const unsigned char *s, size_t left) {
  * lone surrogates) becomes U+FFFD per maximal subpart, never a \udXXX
  * escape. Async-signal-safe (the dying-process summary uses it). */
 
-SP_PRIVATE void json_str(put_fn put, void *sink, const char *s, size_t len) {
+SP_PRIVATE void text_json_str(put_fn put, void *sink, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
   const unsigned char *u = (const unsigned char *)s;
   put(sink, "\"", 1);
@@ -155,10 +155,10 @@ SP_PRIVATE void buf_sink(void *b, const char *s, size_t n) { buf_put((sp_buf *)b
 
 SP_PRIVATE void buf_json_str(sp_buf *b, const char *s, size_t len) {
   if (!buf_reserve(b, len + 2)) return;
-  json_str(buf_sink, b, s, len);
+  text_json_str(buf_sink, b, s, len);
 }
 
-SP_PRIVATE char *dup_buf(const sp_buf *b) {
+SP_PRIVATE char *buf_dup(const sp_buf *b) {
   char *s = malloc(b->n + 1);
   if (!s) return NULL;
   memcpy(s, b->p, b->n);
@@ -167,7 +167,7 @@ SP_PRIVATE char *dup_buf(const sp_buf *b) {
 }
 
 /* Writes one message line to stderr with write(2): usable anywhere. */
-SP_PRIVATE void say(const char *a, const char *b, const char *c) {
+SP_PRIVATE void text_say(const char *a, const char *b, const char *c) {
   const char *parts[4] = {"sgl_shapeprof: ", a, b, c};
   for (int i = 0; i < 4; i++)
     if (parts[i]) {
@@ -178,7 +178,7 @@ SP_PRIVATE void say(const char *a, const char *b, const char *c) {
   (void)r;
 }
 
-SP_PRIVATE char *xstrdup(const char *s) {
+SP_PRIVATE char *text_strdup(const char *s) {
   if (!s) return NULL;
   size_t n = strlen(s) + 1;
   char *d = malloc(n);

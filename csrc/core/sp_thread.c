@@ -7,7 +7,7 @@
 sp_thread *sp_thread_new(void) {
   sp_thread *t = calloc(1, sizeof *t);
   if (t) {
-    t->epoch = op_epoch();
+    t->epoch = registry_op_epoch();
     t->prim = t->sig = -1;
   }
   return t;
@@ -24,18 +24,18 @@ void sp_thread_free(sp_thread *t) {
 }
 
 int sp_thread_op(sp_thread *t, const void *key) {
-  unsigned e = op_epoch();
+  unsigned e = registry_op_epoch();
   if (e != t->epoch) {
     memset(t->cache, 0, sizeof t->cache);
     t->epoch = e;
     return -1;
   }
-  opcache_slot *s = &t->cache[ptr_hash(key) & (SP_OPCACHE_SIZE - 1)];
+  opcache_slot *s = &t->cache[registry_ptr_hash(key) & (SP_OPCACHE_SIZE - 1)];
   return s->key == key ? s->id : -1;
 }
 
 void sp_thread_cache_op(sp_thread *t, const void *key, int op_id) {
-  opcache_slot *s = &t->cache[ptr_hash(key) & (SP_OPCACHE_SIZE - 1)];
+  opcache_slot *s = &t->cache[registry_ptr_hash(key) & (SP_OPCACHE_SIZE - 1)];
   s->key = key;
   s->id = op_id;
 }
@@ -64,7 +64,7 @@ void sp_enc_bytes(sp_enc *e, const char *s, size_t n) {
   e->n += words;
 }
 
-SP_PRIVATE int start_own_thread(void *(*fn)(void *), const char *name) {
+SP_PRIVATE int thread_start_own(void *(*fn)(void *), const char *name) {
   pthread_t t;
   pthread_attr_t attr;
   sigset_t all, old;

@@ -52,7 +52,7 @@ static void test_room_is_made_before_a_write(void) {
   CHECK(f.size >= 100 && size_on_disk() >= 100); /* allocated on disk */
   CHECK(append(&f, "{\"a\": 1}\n") == 0 && append(&f, "{\"b\": 2}\n") == 0);
   CHECK(memcmp(f.map, "{\"a\": 1}\n{\"b\": 2}\n", 18) == 0);
-  release_file(&f);
+  file_release(&f);
   CHECK(f.fd == -1 && f.map == NULL);
   g_passed++;
 }
@@ -74,7 +74,7 @@ static void test_a_cut_leaves_the_records_only(void) {
   CHECK(file_make_room(&f, 64, 4096, (long)cuts) == ESHUTDOWN);
   CHECK(file_make_room(&f, 64, 4096, (long)f.cuts) == 0 && append(&f, "{}\n") == 0);
   CHECK(memcmp(f.map, "{}\n{}\n", 6) == 0);
-  release_file(&f);
+  file_release(&f);
   g_passed++;
 }
 
@@ -85,7 +85,7 @@ static void test_a_closed_file_does_not_grow(void) {
   CHECK(file_make_room(&f, 64, 4096, -1) == ESHUTDOWN);
   CHECK(f.size == 0 && f.map == NULL && size_on_disk() == 0);
   f.closed = 0;
-  release_file(&f); /* a forked child's: the descriptor let go of */
+  file_release(&f); /* a forked child's: the descriptor let go of */
   CHECK(file_make_room(&f, 64, 4096, -1) == ESHUTDOWN);
   g_passed++;
 }
@@ -107,7 +107,7 @@ static void test_big_records_cross_windows(void) {
   off_t cut = file_forget_tail(&f);
   lock_release(f.lock);
   CHECK(ftruncate(f.fd, cut) == 0 && size_on_disk() == f.len);
-  release_file(&f);
+  file_release(&f);
   FILE *in = fopen(g_path, "rb");
   CHECK(in != NULL);
   int lines = 0, c, bad = 0;
