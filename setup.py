@@ -123,7 +123,8 @@ for path in cpp_extension.include_paths():
 torch_lib = cpp_extension.library_paths()[0]
 
 # csrc/ by layer: core/ (plain C, no Python, no torch; sp_core.c is its
-# amalgamation, which #includes the parts), torch/ (the c10 fallback), python/
+# amalgamation, which #includes the parts), torch/ (the c10 fallback, its
+# encoder and sync mode; sp_torch.cpp #includes them likewise), python/
 # (the C-API module and Python errors). Sources name a header by its layer,
 # "core/sp_core.h": csrc is a quote-only include path (-iquote), so that
 # torch's own <torch/...> headers never look in csrc/torch.
@@ -134,7 +135,7 @@ TLS = ["-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else [
 
 extension = cpp_extension.CppExtension(
     "sgl_shapeprof._C",
-    sources=["csrc/core/sp_core.c", "csrc/torch/sp_fallback.cpp",
+    sources=["csrc/core/sp_core.c", "csrc/torch/sp_torch.cpp",
              "csrc/python/sp_pyerror.cpp", "csrc/python/sp_module.c",
              "csrc/python/sp_launch.c"],
     extra_compile_args=WARNINGS + system_includes + ["-iquote", "csrc", "-O2",

@@ -114,3 +114,42 @@ def test_wheel_requires_the_torch_it_was_built_for(tmp_path):
     assert f"TORCH_VERSION = {torch.__version__!r}" in build
     assert {"sgl_shapeprof_autohook.pth", "sgl_shapeprof_autohook.py"} <= set(names)  # the start-up hook, top-level
     assert any(n.startswith("sgl_shapeprof/_C.") and n.endswith(".so") for n in names)
+
+
+def test_the_torch_layers_parts_compile_alone_and_once(tmp_path):
+    """csrc/torch is three parts (encoder, sync mode, fallback), built as one
+    translation unit (sp_torch.cpp, as the core's sp_core.c); each part also
+    compiles alone, and together they link with nothing of ours missing:
+    what one shares with another is declared in sp_torch_internal.h, not
+    borrowed from the order of the includes."""
+    import re
+    import sysconfig
+    from torch.utils import cpp_extension
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    torch_dir = os.path.join(ROOT, "csrc", "torch")
+    unit = open(os.path.join(torch_dir, "sp_torch.cpp")).read()
+    parts = re.findall(r'^#include "(sp_\w+\.cpp)"$', unit, re.M)
+    assert sorted(parts) == sorted(f for f in os.listdir(torch_dir)
+                                   if f.endswith(".cpp") and f != "sp_torch.cpp")
+    flags = ["-std=c++17", "-fPIC", "-O0", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden",
+             "-iquote", os.path.join(ROOT, "csrc"), "-isystem", sysconfig.get_paths()["include"]]
+    for path in cpp_extension.include_paths():
+        flags += ["-isystem", path]
+    objects = []
+    for part in parts:
+        obj = str(tmp_path / (part + ".o"))
+        r = subprocess.run([cxx, *flags, "-c", "-o", obj, os.path.join(torch_dir, part)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, f"{part} alone:\n{r.stderr[-3000:]}"
+        objects.append(obj)
+    so = str(tmp_path / "parts.so")
+    r = subprocess.run([cxx, "-shared", "-o", so, *objects], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    undefined = subprocess.run(["nm", "-C", "-u", so], capture_output=True, text=True).stdout
+    ours = [line for line in undefined.splitlines()
+            if line.split()[0] == "U" and "sp_torch::" in line]  # w: a weak TLS init hook
+    assert ours == [], ours
+    assert "sp_torch::encode_inputs_args" in subprocess.run(
+        ["nm", "-C", "--defined-only", so], capture_output=True, text=True).stdout

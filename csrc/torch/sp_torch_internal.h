@@ -1,0 +1,119 @@
+// sp_torch_internal.h -- what the parts of the torch layer share: the
+// dispatch key, the thread's state, and the functions one part calls in
+// another.
+//
+// The torch layer is three parts, as torch's profiler keeps its
+// InputOutputEncoder apart from its observers: sp_encode.cpp (a call's
+// IValues as the core's words; its hot half inline in sp_encode.h),
+// sp_sync.cpp (sync mode: waiting for the device, telling a graph capture)
+// and sp_fallback.cpp (the boxed fallback itself, the key, exceptions,
+// install). Each includes this header first and compiles alone;
+// sp_torch.cpp includes them all in one translation unit, which is how the
+// module is built (as the core's sp_core.c: the compiler inlines across
+// parts as within one). SP_TORCH_PRIVATE marks what a part shares: static
+// in that unit, plain (and hidden: -fvisibility=hidden) alone.
+#ifndef SP_TORCH_INTERNAL_H
+#define SP_TORCH_INTERNAL_H
+
+#include "torch/sp_fallback.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <c10/macros/Macros.h>
+#include <c10/util/Exception.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+// In that unit the parts' names are in an unnamed namespace (internal
+// linkage, as in one file: the inliner's choices are a single file's).
+#ifdef SP_TORCH_AMALGAMATION
+#define SP_TORCH_PRIVATE static
+#define SP_TORCH_BEGIN namespace sp_torch { namespace {
+#define SP_TORCH_END } }
+#else
+#define SP_TORCH_PRIVATE
+#define SP_TORCH_BEGIN namespace sp_torch {
+#define SP_TORCH_END }
+#endif
+
+SP_TORCH_BEGIN
+
+// Why Fake. The stream to match is what a TorchDispatchMode (the Python key)
+// sees: below autograd and autocast, so composite ops arrive decomposed in
+// grad and no-grad mode, whole under inference_mode(), and autocast's casts
+// are visible. Fake sits there, next to Python (torch 2.13-2.15: just below
+// it; 2.11: just above, see kAbovePython), and no core kernel registers a
+// fallback on it. Every other key in that range has a core owner; the free keys above
+// autograd (DeferredInit, TESTING_ONLY_GenericMode) see another stream.
+// PyTorch is adding a C++ fake-tensor fallback on Fake: sp_fallback_install
+// then refuses in one line (hasBackendFallbackForDispatchKey) rather than
+// fail inside torch, and the parity tests compare the stream with a
+// TorchDispatchMode logger record by record on every supported torch.
+constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
+
+// Torch 2.11 orders Fake above Python (pytorch PR 178428 moved it below for
+// 2.13). There a call that goes on to the Python key is seen before the
+// Python code runs: a tensor subclass's call is recorded as the subclass's
+// (as a TorchDispatchMode sees it; 2.13+ records the calls its
+// __torch_dispatch__ makes instead, and the Python key keeps our key out of
+// those on 2.11), and a FakeTensorMode's calls would be recorded
+// as real ones: tracing_above_python() leaves those out, as the meta calls
+// they become are left out on 2.13+.
+constexpr bool kAbovePython =
+    static_cast<int>(c10::DispatchKey::Fake) > static_cast<int>(c10::DispatchKey::Python);
+
+// Plain data, so that a thread_local access needs no init guard; the scratch
+// is freed at thread exit through a pthread key. Which profiler this
+// thread's calls go to is the core's to say (sp_thread_profiler): the key
+// only follows it.
+struct ThreadState {
+  sp_thread* scratch;
+  bool paused;            // key taken out while a compiler runs
+  bool saw_meta;          // the call being described has a meta tensor
+  bool allow_meta;        // ...and is described anyway: it raised
+  bool sync;              // synchronise the device after each recorded call (sp_fallback_sync)
+};
+#ifdef SP_TORCH_AMALGAMATION
+static thread_local ThreadState t_state;
+#else
+extern thread_local ThreadState t_state;  // sp_fallback.cpp's
+#endif
+
+// ---- sp_encode.cpp (the inline half: sp_encode.h) ----
+// Appends <tensor>, sizes, strides, offset and device (arguments on);
+// false when the call must not be logged.
+SP_TORCH_PRIVATE bool encode_tensor(sp_enc* e, const at::Tensor& t);
+SP_TORCH_PRIVATE bool encode_strided(sp_enc* e, const at::Tensor& t);
+// The outputs, written (not compared): out of the hot path of a repeat.
+SP_TORCH_PRIVATE bool write_outputs(sp_enc* e, const c10::IValue* rets, size_t n);
+// Inputs with every argument (SP_LOGGING_ARGS): what `replay` needs.
+SP_TORCH_PRIVATE bool encode_inputs_args(sp_enc* e, int op_id, const c10::FunctionSchema& schema,
+                                         const c10::IValue* args, size_t n);
+// The names the encoder's codes stand for, given to the core once.
+SP_TORCH_PRIVATE int set_dtype_names();
+SP_TORCH_PRIVATE int set_enum_names();
+
+// ---- sp_sync.cpp: sync mode ----
+// The device of the first tensor among values that is not on the host.
+SP_TORCH_PRIVATE c10::Device device_of(const c10::IValue* values, size_t n);
+// After a recorded call: waits for its device, unless a graph is captured.
+SP_TORCH_PRIVATE void synchronize(c10::Device d, const torch::jit::Stack* stack, size_t n_rets);
+
+SP_TORCH_END
+
+#endif  // SP_TORCH_INTERNAL_H
