@@ -106,7 +106,7 @@ def test_record_with_a_bad_rank_variable_says_so_in_one_line(tmp_path, monkeypat
     # run directly (as record runs it), the program runs and profiling is off
     env = dict(os.environ, PYTHONPATH=PKG_ROOT, SGLANG_PROFILE_SHAPES="1",
                SGLANG_PROFILE_SHAPES_FILE=str(tmp_path / "s.jsonl"))
-    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof.recording._record", str(script)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof.recording.program", str(script)], capture_output=True,
                        text=True, cwd=tmp_path, timeout=120, env=env)
     assert r.returncode == 0 and r.stdout == "ran\n", r.stderr
     assert r.stderr.count("\n") == 1 and "RANK=" in r.stderr and "profiling is off" in r.stderr, r.stderr

@@ -41,7 +41,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 NATIVE = {f"{PKG}._C", f"{PKG}._build"}  # the C-API module and the build's record: not Python sources
 # Programs, not library code: `python -m sgl_shapeprof` and the runner that
 # `sgl-shapeprof record` execs (it keeps the script's process light: no cli/)
-ENTRY_POINTS = {f"{PKG}.__main__", f"{PKG}.recording._record"}
+ENTRY_POINTS = {f"{PKG}.__main__", f"{PKG}.recording.program"}
 
 
 @dataclass

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ..records.reader import SummaryError, open_records, read_summary, summary_path_for
-from ..records.scan import Filter, Signature, Source
+from ..records.filter import Filter
+from ..records.scan import Source
+from ..records.signature import Signature
 
 
 @dataclass
@@ -85,7 +87,8 @@ def build(sources: List[Source]) -> Analysis:
 
 def analyze_file(paths, flt: Optional[Filter] = None) -> Analysis:
     """Scan one file (or a list of files, a glob) and build the analysis."""
-    from ..records.scan import expand_paths, scan_all
+    from ..records.paths import expand_paths
+    from ..records.scan import scan_all
     return build(scan_all(expand_paths([paths] if isinstance(paths, str) else list(paths)), flt or Filter()))
 
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Tuple
 
 from .analyze import build
-from ..records.scan import Signature, Source
+from ..records.scan import Source
+from ..records.signature import Signature
 
 
 @dataclass

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from ..records.scan import Signature
+from ..records.signature import Signature
 from ..records.values import broadcast_shape, short_dtype
 
 # operation name (no namespace, no overload) -> names of its (A, B) inputs

@@ -12,7 +12,8 @@ from .cost import Cost, Device, costs
 from .deployment import inventory
 from .gemm import Gemm, gemms
 from .tune.result import TuneResult
-from ..records.scan import Signature, Source
+from ..records.scan import Source
+from ..records.signature import Signature
 
 TOP = 30
 NO_PHASE = "(no phase)"

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from ..records.reader import InputError
     from ..render.text.analyze import Sections, print_analysis, print_quick
     if args.quick:
-        from ..records.scan import expand_paths
+        from ..records.paths import expand_paths
         try:
             for path in expand_paths(args.files):
                 counts, how = quick_counts(path)

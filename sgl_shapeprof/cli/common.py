@@ -12,7 +12,9 @@ from typing import IO, Iterator, List, Optional
 
 from ..analysis.deployment import inventory
 from ..records.reader import InputError
-from ..records.scan import Filter, Source, expand_paths, parse_passes, scan_all
+from ..records.filter import Filter, parse_passes
+from ..records.paths import expand_paths
+from ..records.scan import Source, scan_all
 
 
 class CommandFailed(Exception):

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     env.update({config.neutral_name(k): v for k, v in settings.items()})
     python = cmd[0] if exe.startswith("python") else sys.executable
     python = shutil.which(python) or python
-    argv = [python, "-m", "sgl_shapeprof.recording._record", *target]
+    argv = [python, "-m", "sgl_shapeprof.recording.program", *target]
     sys.stdout.flush()
     os.execve(python, argv, env)  # the script gets this process: pid, signals, exit code
     return 0  # not reached

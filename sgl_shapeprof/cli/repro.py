@@ -10,7 +10,7 @@ import tempfile
 from typing import List, Optional
 
 from ..records.reader import InputError, summary_path_for
-from ..records.scan import expand_paths
+from ..records.paths import expand_paths
 from ..render.jsonout import repro_call_json, repro_index_json, write_json, write_jsonl
 from .common import EXISTS, add_filters, add_imports, fail, filter_of, import_modules, open_new
 

@@ -1,4 +1,4 @@
-"""python -m sgl_shapeprof.recording._record SCRIPT|-m MODULE|-c CODE ARGS
+"""python -m sgl_shapeprof.recording.program SCRIPT|-m MODULE|-c CODE ARGS
 
 Runs a Python program under the profiler that `sgl-shapeprof record` set up
 in the environment. The whole run is one forward pass, until the program marks
@@ -17,7 +17,7 @@ from .switch import neutral_name
 def main() -> None:
     argv = sys.argv[1:]
     if not argv:
-        sys.exit("usage: python -m sgl_shapeprof.recording._record SCRIPT|-m MODULE|-c CODE [ARGS]")
+        sys.exit("usage: python -m sgl_shapeprof.recording.program SCRIPT|-m MODULE|-c CODE [ARGS]")
     # This process is the one to profile, whatever its rank; the program's
     # own from_env() calls then get this same profiler.
     try:

@@ -166,11 +166,11 @@ def _launcher(original, interpreted: bool = False):
         except BaseException as e:
             if paused:
                 resume_thread()
-            _record(self, args, kwargs, launched, None, mode, e)
+            _file_launch(self, args, kwargs, launched, None, mode, e)
             raise
         if paused:
             resume_thread()
-        _record(self, args, kwargs, launched, kernel, mode, None)
+        _file_launch(self, args, kwargs, launched, kernel, mode, None)
         return kernel
     return run
 
@@ -275,7 +275,7 @@ def _value(v):
     return v
 
 
-def _record(obj, args, kwargs, grid, kernel, mode: int, error: Optional[BaseException]) -> None:
+def _file_launch(obj, args, kwargs, grid, kernel, mode: int, error: Optional[BaseException]) -> None:
     """Files one launch; never raises into the launch. Per launch (the hot
     path of this file): list and tuple work only, no per-launch dicts."""
     global _off

@@ -12,7 +12,7 @@ from ..analysis.gemm import Gemm
 from ..analysis.tune.coverage import CSV_FIELDS as TUNE_FIELDS
 from ..analysis.tune.coverage import csv_rows
 from ..analysis.tune.result import TuneResult
-from ..records.scan import Signature
+from ..records.signature import Signature
 from ..records.values import format_value
 from .jsonout import COST_FIELDS, cost_row_json
 

@@ -21,7 +21,8 @@ from ..analysis.report import PhaseCalls, Report, Times
 from ..analysis.tune.coverage import coverage
 from ..analysis.tune.moe import MoeUse
 from ..analysis.tune.result import TuneResult
-from ..records.scan import Signature, Source
+from ..records.scan import Source
+from ..records.signature import Signature
 from ..records.values import format_inputs
 
 _CONFIG = {"displaylogo": False, "responsive": True}

@@ -21,7 +21,8 @@ from ..analysis.tune.graphs import GraphSizes
 from ..analysis.tune.launches import MoeLaunch
 from ..analysis.tune.moe import Lookup, MoeUse
 from ..analysis.tune.result import TuneResult
-from ..records.scan import Signature, Source
+from ..records.scan import Source
+from ..records.signature import Signature
 
 if TYPE_CHECKING:  # types only: importing replay.scripts imports torch
     from ..replay.calls import Replayed

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set
 
 from ..records.reader import RecordReader
-from ..records.scan import Filter, Source, Signature, mask_floats, scan
+from ..records.filter import Filter
+from ..records.scan import Source, scan
+from ..records.signature import Signature, mask_floats
 from .calls import COLLECTIVE_NAMESPACES, Call, NotReplayable, resolve, split_operation, tensor_specs
 from .inputs import TensorPlan, plan
 from . import tensors as _tensors_module, verdict as _verdict_module

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ...records.scan import Signature
+from ...records.signature import Signature
 from .configs import block_field, name_fields, tuned_ms
 from .moe import Lookup, MoeUse, as_tensor, block_from_scale, count_call
 

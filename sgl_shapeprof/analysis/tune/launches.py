@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ...records.scan import Signature
+from ...records.signature import Signature
 from ...records.values import short_dtype
 
 KERNEL = "fused_moe_kernel"

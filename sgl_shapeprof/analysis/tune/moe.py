@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
-from ...records.scan import Signature
+from ...records.signature import Signature
 
 # SGLang's MoE custom ops (register_custom_op in moe_runner/triton_utils/fused_moe.py)
 MOE_OPS = ("sglang.inplace_fused_experts", "sglang.outplace_fused_experts")

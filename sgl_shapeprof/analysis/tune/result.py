@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from ...records.scan import Signature
+from ...records.signature import Signature
 from .blocks import DEEPGEMM_OPS, block_uses, lookup_block
 from .configs import (Naming, SGLangNaming, device_names, installed_triton, lookup, resolve_device,
                       sglang_block_gemm_root, sglang_config_module, sglang_config_root, sglang_default_config,

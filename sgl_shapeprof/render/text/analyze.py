@@ -10,7 +10,8 @@ from typing import Dict, List, Optional, TextIO
 
 from ...analysis.analyze import Analysis, OpView, filters_text
 from ...analysis.deployment import inventory
-from ...records.scan import Source, close_names
+from ...records.filter import close_names
+from ...records.scan import Source
 from ...records.values import format_inputs, format_value
 
 

@@ -1,0 +1,97 @@
+"""What a signature is (docs/FORMAT.md): what makes a call distinct to a
+reader, the same thing the profiler deduplicates on, and the key a record
+is counted under."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from .values import elements, format_inputs, format_value
+
+
+@dataclass
+class Signature:
+    """A signature: what makes a call distinct to a reader (FORMAT.md), the
+    same thing the profiler deduplicates on: its operation, inputs, outputs
+    (or error), its pass's phase and graph, and, where arguments were
+    recorded, the arguments other than float values (a float that changes
+    every step does not make a new signature; `args` shows the first
+    record's values)."""
+    operation: str
+    inputs: dict
+    outputs: object
+    error: Optional[dict]
+    phase: Optional[str]
+    incomplete: bool = False
+    count: int = 0       # calls (true counts; a capture's: times its graph's replays)
+    records: int = 0     # lines in the file
+    first_call: int = 0  # call_id of its first record
+    out_elements: int = 0
+    args: Optional[dict] = None   # the other arguments, when recorded (FORMAT.md)
+    graph: Optional[int] = None   # the graph a capture's record belongs to
+
+    @property
+    def text(self) -> str:
+        """inputs -> outputs, for people."""
+        return format_inputs(self.inputs) + " -> " + (
+            format_value(self.outputs) if self.outputs is not None else "None")
+
+    @property
+    def key(self) -> Tuple[str, str, str]:
+        """What makes two signatures the same across files (phase aside)."""
+        return (self.operation, json.dumps(self.inputs, sort_keys=False) + (
+                    json.dumps(mask_floats(self.args)) if self.args is not None else ""),
+                json.dumps(self.outputs) if self.error is None else "error")
+
+
+_FLOAT_WORDS = ("inf", "-inf", "nan")  # floats JSON cannot hold (FORMAT.md)
+
+
+def _is_float(v: object) -> bool:
+    return (isinstance(v, float) or v in _FLOAT_WORDS or
+            (isinstance(v, dict) and set(v) == {"real", "imag"}))
+
+
+def mask_floats(args: Optional[dict]) -> Optional[dict]:
+    """args without their float values (each float becomes null): what the
+    signature keeps of them."""
+    if not args:
+        return args
+
+    def one(v):
+        if isinstance(v, list) and v and all(_is_float(x) or isinstance(x, int) for x in v) \
+                and any(_is_float(x) for x in v):
+            return [None] * len(v)
+        return None if _is_float(v) else v
+    return {k: one(v) for k, v in args.items()}
+
+
+def float_key(rec: dict) -> Optional[bytes]:
+    """The key of a record whose args hold floats (they are masked), else
+    None (its text after call_id and forward_pass is its key)."""
+    args = rec.get("args")
+    if not isinstance(args, dict) or not any(
+            _is_float(v) or (isinstance(v, list) and any(_is_float(x) for x in v)) for v in args.values()):
+        return None
+    body = {k: (mask_floats(v) if k == "args" else v) for k, v in rec.items()
+            if k not in ("call_id", "forward_pass")}
+    return json.dumps(body).encode()[1:]
+
+
+def signature_of(rec: dict) -> Signature:
+    """The signature of a parsed record."""
+    out = rec.get("outputs")
+    return Signature(
+        operation=str(rec.get("operation", "?")), inputs=rec.get("inputs") or {},
+        outputs=out, error=rec.get("error"), phase=rec.get("phase"),
+        incomplete=bool(rec.get("incomplete")), out_elements=elements(out),
+        args=rec.get("args") if isinstance(rec.get("args"), dict) else None,
+        graph=rec.get("graph") if isinstance(rec.get("graph"), int) else None)
+
+
+def key_of(rec: dict) -> bytes:
+    """The key a parsed record is counted under: its text after call_id and
+    forward_pass, as the profiler writes it, with float arguments masked."""
+    return float_key(rec) or json.dumps(
+        {k: v for k, v in rec.items() if k not in ("call_id", "forward_pass")}).encode()[1:]
