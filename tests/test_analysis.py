@@ -373,3 +373,34 @@ def test_json_pass_counts_say_what_they_count(tmp_path, capsys):
     assert (f["logged_forward_passes"], f["started_forward_passes"], f["passes_with_records"],
             f["forward_passes"]) == (None, None, 1, 1)
     assert (data["logged_forward_passes"], data["forward_passes"]) == (None, 1)
+
+
+def test_diff_orders_ties_by_signature_not_by_hash(tmp_path):
+    """Signatures tied on operation and count (or on the change in count)
+    come out in one order, by their text: before, they kept the order of a
+    set of keys holding None, whose hash is its address in CPython 3.11, so
+    two runs of the same command printed different tables."""
+    from sgl_shapeprof.analysis.diff import diff
+    from sgl_shapeprof.records.scan import scan_all
+
+    def write(path, shapes, calls):
+        with open(path, "w") as f:
+            cid = 0
+            for n in shapes:
+                for _ in range(calls):
+                    cid += 1
+                    f.write(json.dumps({"call_id": cid, "forward_pass": 1, "operation": "aten.add.Tensor",
+                                        "inputs": {"self": {"shape": [n], "dtype": "torch.float32"}},
+                                        "outputs": {"shape": [n], "dtype": "torch.float32"}}) + "\n")
+    shapes = [7, 3, 12, 1, 9, 4, 15, 2, 11, 6, 14, 5, 8, 13, 10]
+    write(tmp_path / "a.jsonl", shapes, 1)
+    write(tmp_path / "b.jsonl", [100 + n for n in shapes], 1)
+    write(tmp_path / "c.jsonl", shapes, 2)
+    a, b, c = (scan_all([str(tmp_path / f"{x}.jsonl")]) for x in "abc")
+    by_text = sorted(shapes, key=lambda n: str([n]))  # the oracle: the signatures' text
+    d = diff(a, b)
+    assert [s.inputs["self"]["shape"][0] for s in d.only_a] == by_text
+    assert [s.inputs["self"]["shape"][0] for s in d.only_b] == sorted(
+        (100 + n for n in shapes), key=lambda n: str([n]))
+    changed = diff(a, c).changed  # every count 1 -> 2: tied on the change
+    assert [t[0].inputs["self"]["shape"][0] for t in changed] == by_text

@@ -42,6 +42,12 @@ def _index(srcs: List[Source], by_phase: bool, with_outputs: bool) -> Dict[tuple
     return out
 
 
+def _text(s: Signature) -> Tuple[str, str, str]:
+    """Ties' order: the signature's text, never the order of a set of keys
+    (a key holding None hashes by address: it changes every run)."""
+    return s.key[1:] + (s.phase or "",)
+
+
 def diff(a: List[Source], b: List[Source], by_phase: bool = False, shapes_only: bool = False) -> Diff:
     # A deduplicated file written before signatures held outputs (its summary
     # does not say what a signature is) kept one record per operation and
@@ -49,11 +55,13 @@ def diff(a: List[Source], b: List[Source], by_phase: bool = False, shapes_only: 
     with_outputs = not any(s.deduplicated and not (s.summary or {}).get("signature") for s in a + b)
     ia, ib = _index(a, by_phase, with_outputs), _index(b, by_phase, with_outputs)
     d = Diff(a, b, shapes_only=shapes_only, with_outputs=with_outputs)
-    d.only_a = sorted((ia[k] for k in ia.keys() - ib.keys()), key=lambda s: (s.operation, -s.count))
-    d.only_b = sorted((ib[k] for k in ib.keys() - ia.keys()), key=lambda s: (s.operation, -s.count))
+    d.only_a = sorted((ia[k] for k in ia.keys() - ib.keys()),
+                      key=lambda s: (s.operation, -s.count, _text(s)))
+    d.only_b = sorted((ib[k] for k in ib.keys() - ia.keys()),
+                      key=lambda s: (s.operation, -s.count, _text(s)))
     d.changed = sorted(((ia[k], ia[k].count, ib[k].count) for k in ia.keys() & ib.keys()
                         if ia[k].count != ib[k].count),
-                       key=lambda t: (-abs(t[2] - t[1]), t[0].operation))
+                       key=lambda t: (-abs(t[2] - t[1]), t[0].operation, _text(t[0])))
     opa: Dict[str, int] = {}
     opb: Dict[str, int] = {}
     for s in ia.values():
