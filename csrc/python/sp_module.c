@@ -49,8 +49,9 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
                                    &skip, &limit, &dedupe, &phases, &with_args, &sync, &worker,
                                    &max_bytes, &exclusive))
     return -1;
-  sp_config cfg = {PyBytes_AS_STRING(path_obj), rank, skip, limit, dedupe, phases, with_args, worker,
-                   max_bytes, exclusive};
+  sp_config cfg = {.path = PyBytes_AS_STRING(path_obj), .rank = rank, .skip_warmup = skip,
+                   .log_n_passes = limit, .dedupe = dedupe, .phases = phases, .args = with_args,
+                   .worker = worker, .max_bytes = max_bytes, .exclusive = exclusive};
   int rc = sp_fallback_install();
   /* Python kernels' exceptions are described from the exception object */
   sp_fallback_set_describer(sp_describe_python_error);
