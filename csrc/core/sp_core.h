@@ -155,13 +155,15 @@ int sp_op_intern(const void *key, const char *qualified, const char *overload,
                  int n_args, const char *const *arg_names, int n_returns, int *id);
 /* The operator behind key was deregistered; key may come back as another. */
 void sp_op_forget(const void *key);
-/* A kernel launched outside the dispatcher (a Triton kernel), described
- * with the same encoding: its inputs by arg_names (its parameters and launch
- * options), no outputs. Its operation is written as given, and its non-tensor
- * values always are (its "args", floats left out of its signature), with
- * or without sp_config.args. */
+/* A call outside the dispatcher (a Triton kernel's launch, a kernel
+ * library's API call), described with the same encoding: its inputs by
+ * arg_names (its parameters, a launch's options), n_returns outputs (a
+ * launch none, an API call one: its tensor, or a list for a tuple of them).
+ * Its operation is written as given, and its non-tensor values always are
+ * (its "args", floats left out of its signature), with or without
+ * sp_config.args. */
 int sp_launch_intern(const void *key, const char *operation, int n_args,
-                     const char *const *arg_names, int *id);
+                     const char *const *arg_names, int n_returns, int *id);
 
 /* The code of a dtype by its name ("torch.float32"), or -1; the code of a
  * name in an enum table (SP_NAMES_*, below), or -1. */

@@ -296,8 +296,8 @@ int sp_op_intern(const void *key, const char *qualified, const char *overload,
 }
 
 int sp_launch_intern(const void *key, const char *operation, int n_args,
-                     const char *const *arg_names, int *id) {
-  return op_intern(key, operation, NULL, n_args, arg_names, 0, id);
+                     const char *const *arg_names, int n_returns, int *id) {
+  return op_intern(key, operation, NULL, n_args, arg_names, n_returns, id);
 }
 
 void sp_op_forget(const void *key) {

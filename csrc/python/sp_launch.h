@@ -12,6 +12,15 @@ PyObject *sp_launch_mode(PyObject *m, PyObject *noargs);
 /* launch(key, operation, arg_names, items, error=None): records one launch;
  * True if it was filed. */
 PyObject *sp_launch(PyObject *m, PyObject *args);
+/* call_begin(key, operation, arg_names, items): a kernel library's API call
+ * begins on this thread (items as launch's, and (arg, None, [entries]) for a
+ * list of tensors); True if it is recorded, and call_end must follow. False
+ * when it is not: nothing logs, or an API call is already open on this
+ * thread (the outer call is the record). */
+PyObject *sp_call_api_begin(PyObject *m, PyObject *args);
+/* call_end(output, error=None): the call begun returned output (a tensor
+ * tuple, a list of entries, or () for no tensor), or raised error. */
+PyObject *sp_call_api_end(PyObject *m, PyObject *args);
 /* dtype_code(name) / device_code(name): the core's code, or -1. */
 PyObject *sp_launch_dtype_code(PyObject *m, PyObject *arg);
 PyObject *sp_launch_device_code(PyObject *m, PyObject *arg);

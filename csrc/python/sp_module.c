@@ -325,6 +325,12 @@ static PyMethodDef module_methods[] = {
     {"launch", sp_launch, METH_VARARGS,
      "launch($module, key, operation, arg_names, items, error=None, /)\n--\n\n"
      "Record one kernel launch (recording/triton.py); True if it was filed."},
+    {"call_begin", sp_call_api_begin, METH_VARARGS,
+     "call_begin($module, key, operation, arg_names, items, /)\n--\n\n"
+     "A kernel library's API call begins (recording/doors.py); True if recorded: call_end follows."},
+    {"call_end", sp_call_api_end, METH_VARARGS,
+     "call_end($module, output, error=None, /)\n--\n\n"
+     "The API call begun on this thread returned output, or raised error."},
     {"dtype_code", sp_launch_dtype_code, METH_O,
      "dtype_code($module, name, /)\n--\n\nThe core's code of a dtype name, or -1."},
     {"device_code", sp_launch_device_code, METH_O,

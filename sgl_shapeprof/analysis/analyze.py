@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ..records.doors import CUSTOM_OPS, DISPATCHER, door_of
 from ..records.reader import SummaryError, open_records, read_summary, summary_path_for
 from ..records.filter import Filter
 from ..records.scan import Source
@@ -83,6 +84,18 @@ def build(sources: List[Source]) -> Analysis:
     for o in ops.values():
         o.signatures.sort(key=lambda s: (-s.count, s.first_call))
     return Analysis(sources, flt, ops, sorted(merged.values(), key=lambda s: s.first_call))
+
+
+def doors(src: Source) -> Dict[str, int]:
+    """The coverage ledger of one file: its calls by the door they came
+    through (records/doors.py), the dispatcher's first, then by calls."""
+    out: Dict[str, int] = {}
+    for sig in src.signatures.values():
+        d = door_of(sig.operation)
+        out[d] = out.get(d, 0) + sig.count
+    first = [d for d in (DISPATCHER, CUSTOM_OPS) if d in out]
+    rest = sorted((d for d in out if d not in first), key=lambda d: (-out[d], d))
+    return {d: out[d] for d in first + rest}
 
 
 def analyze_file(paths, flt: Optional[Filter] = None) -> Analysis:

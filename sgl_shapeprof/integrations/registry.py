@@ -13,7 +13,7 @@ import importlib
 from types import ModuleType
 from typing import Dict, List, Tuple
 
-INTEGRATIONS = ("sglang", "vllm")
+INTEGRATIONS = ("sglang", "vllm", "flashinfer")
 
 
 def seam(name: str) -> ModuleType:

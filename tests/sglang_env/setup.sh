@@ -13,6 +13,7 @@ VENV=${1:?usage: setup.sh VENV}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PY="$VENV/bin/python"
 SGLANG_VERSION=0.5.23
+FLASHINFER_VERSION=0.7.2  # SGLang 0.5.23's pin
 [ -x "$PY" ] || { echo "setup.sh: no python at $PY" >&2; exit 2; }
 t0=$(date +%s)
 
@@ -44,6 +45,13 @@ pip() {
 if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('sglang') != '$SGLANG_VERSION')" 2>/dev/null; then
   pip install --no-deps "sglang==$SGLANG_VERSION"
 fi
+# 1b. FlashInfer, SGLang's pin, for its door's tests (its real public API
+#     called on CPU tensors: it imports without a GPU, its kernels then raise);
+#     its declared CUDA dependencies (cuda-python, cutlass-dsl, cudnn, nccl)
+#     are left out as sglang's are; requirements.txt has the two it imports.
+if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('flashinfer-python') != '$FLASHINFER_VERSION')" 2>/dev/null; then
+  pip install --no-deps "flashinfer-python==$FLASHINFER_VERSION"
+fi
 # 2. torchvision matching torch (SGLang's multimodal code imports it); then
 #    what the CPU engine, HTTP server and diffusion runtime import, pinned;
 #    constraints.txt keeps torch/torchvision where they are.
@@ -62,6 +70,7 @@ from sglang.multimodal_gen import DiffGenerator
 import sglang.multimodal_gen.runtime.pipelines.diffusers_pipeline
 import sgl_kernel
 assert getattr(sgl_kernel, "__sgl_kernel_placeholder__", False)
+import flashinfer.norm, flashinfer.decode, flashinfer.fused_moe
 print("setup.sh: sglang", sglang.__version__, "torch", torch.__version__, "OK")
 PYEOF
 echo "$want" > "$stamp"

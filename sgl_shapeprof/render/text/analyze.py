@@ -8,8 +8,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Dict, List, Optional, TextIO
 
-from ...analysis.analyze import Analysis, OpView, filters_text
+from ...analysis.analyze import Analysis, OpView, doors, filters_text
 from ...analysis.deployment import inventory
+from ...records.doors import DISPATCHER
 from ...records.filter import close_names
 from ...records.scan import Source
 from ...records.values import format_inputs, format_value
@@ -41,6 +42,9 @@ def _source_lines(src: Source, w) -> None:
     elif src.rank is not None:
         text += f", rank {src.rank}"
     w(text + "\n")
+    ledger = doors(src)
+    if set(ledger) - {DISPATCHER}:  # a call came through another door: say how many through each
+        w("  doors: " + ", ".join(f"{d.replace('_', ' ')} {_n(n)}" for d, n in ledger.items()) + "\n")
     if src.graphs:
         captured = sorted(k for k, g in src.graphs.items() if g["captures"])
         replays = sum(g["replays"] for g in src.graphs.values())

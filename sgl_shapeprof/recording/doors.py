@@ -1,0 +1,224 @@
+"""Kernel libraries' API calls as records (docs/FORMAT.md, "Kernel library
+calls"): the calls that never reach the dispatcher, seen at the library's
+own API boundary. A library's door (integrations/<library>/: its public
+API's decorator, say) wraps each API function with api_door(); a call made
+in a logged pass is then one record, "<library>:<module>.<qualname>", with
+its tensors by parameter name (lists and tuples of tensors too), its other
+values in "args", and its output tensors, or the exception it raised.
+
+One call, one record: the outermost door is the record. While an API call
+runs, its thread records nothing else (its operators, its Triton launches,
+the library's inner API calls are its own work), as a TorchDispatchMode
+sees a custom op and not the operators inside it. The record is begun
+before the call runs (its inputs on disk first: a call that kills the
+process leaves them) and ended when it returns or raises.
+
+Outside logged passes a door costs one lookup and one native call; before
+any profiler loaded the native module, one lookup.
+"""
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+import sys
+from typing import Callable, Dict, Optional, Tuple
+
+from .messages import say_once
+
+_MISSING = object()
+_SKIPPED = ("self", "cls")  # a method's object: not a value of the call
+OTHER = "other_args"  # keywords the function does not name, as text
+_PLAIN = (bool, int, float, str, type(None))
+_off = False  # recording an API call failed once: API calls are not recorded again
+_dtypes: dict = {}
+_devices: dict = {}
+
+
+class _Api:
+    """An API function's parameters (their defaults its own) and the key its
+    calls are filed under in the core."""
+    __slots__ = ("operation", "params", "index", "slots", "arg_names", "key", "skip_first")
+
+    def __init__(self, fn: Callable, operation: str) -> None:
+        params = []
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            params.append(p)
+        self.skip_first = bool(params) and params[0].name in _SKIPPED
+        if self.skip_first:
+            params = params[1:]
+        self.params = tuple(p.name for p in params)
+        self.index = {name: i for i, name in enumerate(self.params)}
+        self.slots = [_MISSING if p.default is inspect.Parameter.empty else p.default
+                      for p in params]
+        self.arg_names = self.params + (OTHER,)
+        self.operation = operation
+        self.key = object()  # kept alive here: the core holds its address
+
+
+def operation_name(library: str, fn: Callable, package: Optional[str] = None) -> str:
+    """'<library>:<module>.<qualname>', the module without the library's
+    package ("flashinfer:decode.trtllm_batch_decode_with_kv_cache")."""
+    module = getattr(fn, "__module__", None) or "?"
+    package = package or library
+    if module.startswith(package + "."):
+        module = module[len(package) + 1:]
+    return f"{library}:{module}.{getattr(fn, '__qualname__', None) or fn.__name__}"
+
+
+def api_door(fn: Callable, operation: str, described: Optional[Callable] = None) -> Callable:
+    """fn, recorded as `operation` when called in a logged pass. described:
+    the function whose parameters name the values (fn's own by default; a
+    library's decorator may hand back a wrapper taking *args)."""
+    api: list = []  # its _Api, made at the first recorded call
+
+    @functools.wraps(fn)
+    def door(*args, **kwargs):
+        native = sys.modules.get("sgl_shapeprof._C")
+        mode = 0 if native is None or _off else native.launch_mode()
+        if not mode:
+            return fn(*args, **kwargs)
+        begun = _begin(native, mode, api, described or fn, operation, args, kwargs)
+        if not begun:
+            return fn(*args, **kwargs)
+        paused = native.pause_thread()  # its own work is not recorded apart
+        try:
+            out = fn(*args, **kwargs)
+        except BaseException as e:
+            if paused:
+                native.resume_thread()
+            _end(native, None, e)
+            raise
+        if paused:
+            native.resume_thread()
+        _end(native, out, None)
+        return out
+
+    door._shapeprof_door = operation
+    return door
+
+
+def _begin(native, mode: int, api: list, fn: Callable, operation: str, args: tuple,
+           kwargs: dict) -> bool:
+    global _off
+    try:
+        if not api:
+            api.append(_Api(fn, operation))
+        a = api[0]
+        values = a.slots.copy()
+        n = len(values)
+        if a.skip_first:
+            args = args[1:]
+        values[:len(args)] = args[:n]
+        other = None
+        for name, v in kwargs.items():
+            i = a.index.get(name)
+            if i is not None:
+                values[i] = v
+            else:
+                other = (other + ", " if other else "") + f"{name}={_text(v)}"
+        items = [_item(i, v, mode) for i, v in enumerate(values) if v is not _MISSING]
+        if len(args) > n:
+            other = (other + ", " if other else "") + ", ".join(_text(v) for v in args[n:])
+        if other:
+            items.append((n, other))
+        return bool(native.call_begin(a.key, a.operation, a.arg_names, tuple(items)))
+    except Exception as e:
+        _off = True
+        say_once("door-record", f"cannot record a kernel library's API call ({type(e).__name__}: "
+                                f"{e}); such calls are recorded no further")
+        return False
+
+
+def _end(native, out, error: Optional[BaseException]) -> None:
+    global _off
+    try:
+        if error is not None:
+            try:
+                message = str(error)
+            except Exception:
+                message = f"<str() of {type(error).__name__} raised>"
+            native.call_end((), (type(error).__name__, message.encode("utf-8", "surrogatepass")))
+        else:
+            native.call_end(_output(out))
+    except Exception as e:
+        _off = True
+        say_once("door-record", f"cannot record a kernel library's API call ({type(e).__name__}: "
+                                f"{e}); such calls are recorded no further")
+        try:
+            native.call_end(())  # the call begun is ended all the same
+        except Exception:
+            pass
+
+
+def _tensor(t, mode: int) -> Optional[tuple]:
+    """(dtype code, shape), or strided with arguments on; None when the
+    core has no name for its dtype."""
+    native = sys.modules["sgl_shapeprof._C"]
+    code = _dtypes.get(t.dtype)
+    if code is None:
+        code = _dtypes[t.dtype] = native.dtype_code(str(t.dtype))
+    if code < 0:
+        return None
+    if not mode & 2:
+        return (code, tuple(t.shape))
+    device = t.device
+    dev = _devices.get(device.type)
+    if dev is None:
+        dev = _devices[device.type] = native.device_code(device.type)
+    return (code, tuple(t.shape), tuple(t.stride()), t.storage_offset(), dev,
+            -1 if device.index is None else device.index)
+
+
+def _is_tensor(v) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(v, torch.Tensor)
+
+
+def _item(i: int, v, mode: int) -> tuple:
+    """One parameter's value as the native side takes it (sp_launch.c)."""
+    if _is_tensor(v):
+        t = _tensor(v, mode)
+        return (i, v) if t is None else (i, *t)
+    if isinstance(v, (list, tuple)) and v and any(_is_tensor(x) for x in v) and \
+            all(x is None or _is_tensor(x) for x in v):
+        entries = [None if x is None else _tensor(x, mode) for x in v]
+        if all(x is None or e is not None for x, e in zip(v, entries)):
+            return (i, None, entries)  # a list of tensors (a paged KV cache's pair, say)
+    return (i, _value(v))
+
+
+def _value(v):
+    """A value that is not a tensor: None, bool, int, float, str, a tuple
+    of ints; an enum by its class and member name, a dtype by name; any
+    other value is written as its type's name (never str() of an unknown
+    object: it might copy a tensor from the device)."""
+    if v.__class__ in _PLAIN:
+        return v
+    if isinstance(v, enum.Enum):  # an IntEnum too: by name, not its number
+        return f"{type(v).__name__}.{v.name}"
+    if isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return tuple(int(x) for x in v)
+    cls = type(v)
+    if cls.__name__ == "dtype" and cls.__module__ == "torch":
+        return str(v)
+    return v
+
+
+def _text(v) -> str:
+    v = _value(v)
+    return repr(v) if isinstance(v, (type(None), bool, int, float, str, tuple)) else type(v).__name__
+
+
+def _output(out) -> object:
+    """The call's output as call_end takes it: a tensor's tuple, a list for
+    a tuple or list of tensors (None for what is not one), else ()."""
+    if _is_tensor(out):
+        return _tensor(out, 0) or ()
+    if isinstance(out, (tuple, list)) and any(_is_tensor(x) for x in out):
+        return [_tensor(x, 0) if _is_tensor(x) else None for x in out]
+    return ()

@@ -1,0 +1,128 @@
+"""A kernel library's API calls through a door (recording/doors.py;
+docs/FORMAT.md, "Kernel library calls"), with a stand-in library of our own
+here: its functions run torch operators and call each other, as FlashInfer's
+do. The real FlashInfer's door is tested in tests/sglang/test_flashinfer.py.
+The oracle is what each test passed in and got back, never our records."""
+import enum
+import json
+
+import pytest
+import torch
+from helpers import load
+
+from sgl_shapeprof import ShapeProfiler
+from sgl_shapeprof.recording.doors import api_door, operation_name
+
+
+class Layout(enum.Enum):
+    HND = 1
+    NHD = 2
+
+
+def _norm(input, weight, eps=1e-6, out=None):
+    y = input * torch.rsqrt(input.pow(2).mean(-1, keepdim=True) + eps) * weight
+    return y if out is None else out.copy_(y)
+
+
+def _decode(query, kv_cache, block_tables, scale=1.0, layout=Layout.HND, backend="auto"):
+    k, v = kv_cache
+    if backend == "boom":
+        raise ValueError(f"unsupported backend {backend!r} for {tuple(query.shape)}")
+    return (query * scale) @ k[0].t() @ v[0], block_tables.sum()
+
+
+def _fused(x, w):
+    return norm(x, w)  # an API call inside another: the outer one is the record
+
+
+_norm.__module__ = _decode.__module__ = _fused.__module__ = "stand_in.ops"
+norm = api_door(_norm, operation_name("stand_in", _norm))
+decode = api_door(_decode, operation_name("stand_in", _decode))
+fused = api_door(_fused, operation_name("stand_in", _fused))
+
+
+def record(tmp_path, work, **opts):
+    path = str(tmp_path / "doors.jsonl")
+    prof = ShapeProfiler(path, **opts)
+    with torch.inference_mode():
+        work()  # outside a pass: not recorded
+        prof.start_forward_pass("decode")
+        try:
+            out = work()
+        finally:
+            prof.end_forward_pass()
+            prof.close()
+    with open(str(tmp_path / "doors_summary.json")) as f:
+        return load(path), json.load(f), out
+
+
+def test_a_call_is_one_record_with_its_tensors_by_name_values_and_outputs(tmp_path):
+    q, k, v = torch.randn(2, 8), torch.randn(3, 4, 8), torch.randn(3, 4, 8)
+    tables = torch.zeros(2, 5, dtype=torch.int32)
+
+    def work():
+        return decode(q, (k, v), tables, scale=0.5, layout=Layout.NHD)
+    recs, summary, (out, total) = record(tmp_path, work)
+    assert [r["operation"] for r in recs] == ["stand_in:ops._decode"]  # none of its operators
+    r = recs[0]
+    assert r["inputs"] == {
+        "query": {"shape": list(q.shape), "dtype": "torch.float32"},
+        "kv_cache": [{"shape": list(k.shape), "dtype": "torch.float32"},
+                     {"shape": list(v.shape), "dtype": "torch.float32"}],
+        "block_tables": {"shape": list(tables.shape), "dtype": "torch.int32"}}
+    assert r["args"] == {"scale": 0.5, "layout": "Layout.NHD", "backend": "auto"}
+    assert r["outputs"] == [{"shape": list(out.shape), "dtype": str(out.dtype)},
+                            {"shape": list(total.shape), "dtype": str(total.dtype)}]
+    assert summary["operation_counts"] == {"stand_in:ops._decode": 1}
+
+
+def test_a_call_that_raises_is_recorded_with_its_exception_and_raises_as_it_was(tmp_path):
+    q, kv = torch.randn(2, 8), (torch.randn(3, 4, 8), torch.randn(3, 4, 8))
+    tables = torch.zeros(2, 5, dtype=torch.int32)
+    caught = []
+
+    def work():
+        try:
+            decode(q, kv, tables, backend="boom")
+        except ValueError as e:
+            caught.append(e)
+    recs, _, _ = record(tmp_path, work)
+    assert len(caught) == 2  # outside the pass and inside: the same exception
+    assert [r["operation"] for r in recs] == ["stand_in:ops._decode"]
+    assert recs[0]["error"] == {"error_type": "ValueError", "error_message": str(caught[1])}
+    assert recs[0]["args"]["backend"] == "boom"
+
+
+def test_the_outer_door_is_the_record_and_counts_are_true(tmp_path):
+    x, w = torch.randn(4, 16), torch.randn(16)
+
+    def work():
+        return [fused(x, w) for _ in range(3)] + [norm(x, w, out=torch.empty(4, 16))]
+    recs, summary, outs = record(tmp_path, work, dedupe=True)
+    assert all(torch.allclose(o, _norm(x, w)) for o in outs)  # same results with the door
+    ops = [r["operation"] for r in recs]
+    # torch.empty is the caller's, outside any door: it is recorded
+    assert ops == ["stand_in:ops._fused", "aten.empty.memory_format", "stand_in:ops._norm"]
+    assert summary["operation_counts"] == {"stand_in:ops._fused": 3, "aten.empty.memory_format": 1,
+                                          "stand_in:ops._norm": 1}
+    assert recs[2]["inputs"]["out"] == {"shape": [4, 16], "dtype": "torch.float32"}
+    assert recs[2]["outputs"] == {"shape": [4, 16], "dtype": "torch.float32"}
+
+
+def test_with_arguments_on_tensors_carry_their_layout(tmp_path):
+    x = torch.randn(16, 4).t()  # not contiguous
+    w = torch.randn(16)
+
+    def work():
+        return norm(x, w)
+    recs, _, _ = record(tmp_path, work, args=True)
+    assert recs[0]["inputs"]["input"] == {"shape": [4, 16], "dtype": "torch.float32",
+                                          "stride": [1, 4], "offset": 0, "device": "cpu"}
+
+
+def test_outside_logged_passes_the_library_runs_as_it_is(tmp_path):
+    x, w = torch.randn(4, 16), torch.randn(16)
+    assert torch.equal(norm(x, w), _norm(x, w))
+    assert norm.__name__ == "_norm" and norm.__wrapped__ is _norm
+    with pytest.raises(ValueError):
+        decode(x, (x, x), x, backend="boom")
