@@ -404,3 +404,37 @@ def test_diff_orders_ties_by_signature_not_by_hash(tmp_path):
         (100 + n for n in shapes), key=lambda n: str([n]))
     changed = diff(a, c).changed  # every count 1 -> 2: tied on the change
     assert [t[0].inputs["self"]["shape"][0] for t in changed] == by_text
+
+
+def test_records_past_the_summary_are_said(tmp_path):
+    """A process killed between a pass's records and the summary that follows
+    them (about 1 ms later; SGLang SIGKILLs its workers) leaves records past
+    the summary's records_bytes: analyze says how many, and that the
+    summary's counts stop before them. The oracle: the lines written after
+    the summary."""
+    path = str(tmp_path / "killed.jsonl")
+    prof = ShapeProfiler(path)
+    x = torch.ones(3)
+    prof.start_forward_pass("decode")
+    x.add(1)
+    prof.end_forward_pass()
+    prof.close()
+    later = [{"call_id": 2 + i, "forward_pass": 2, "phase": "decode", "operation": "aten.mul.Tensor",
+              "inputs": {"self": {"shape": [3], "dtype": "torch.float32"}},
+              "outputs": {"shape": [3], "dtype": "torch.float32"}} for i in range(3)]
+    with open(path, "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in later)
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", path], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"note: {len(later)} records written after its summary" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", path, "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert json.loads(r.stdout)["files"][0]["records_after_summary"] == len(later)
+    with open(path, "rb") as f:  # the summary's own file: nothing past it
+        size = f.seek(0, 2)
+    with open(path, "r+b") as f:
+        f.truncate(size - sum(len(json.dumps(r)) + 1 for r in later))
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", path, "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert json.loads(r.stdout)["files"][0]["records_after_summary"] == 0

@@ -133,7 +133,8 @@ def test_the_torch_layers_parts_compile_alone_and_once(tmp_path):
     parts = re.findall(r'^#include "(sp_\w+\.cpp)"$', unit, re.M)
     assert sorted(parts) == sorted(f for f in os.listdir(torch_dir)
                                    if f.endswith(".cpp") and f != "sp_torch.cpp")
-    flags = ["-std=c++17", "-fPIC", "-O0", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden",
+    # C++20: torch 2.14+ headers need it (BuildExtension adds it to the build)
+    flags = ["-std=c++20", "-fPIC", "-O0", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden",
              "-iquote", os.path.join(ROOT, "csrc"), "-isystem", sysconfig.get_paths()["include"]]
     for path in cpp_extension.include_paths():
         flags += ["-isystem", path]

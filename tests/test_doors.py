@@ -126,3 +126,22 @@ def test_outside_logged_passes_the_library_runs_as_it_is(tmp_path):
     assert norm.__name__ == "_norm" and norm.__wrapped__ is _norm
     with pytest.raises(ValueError):
         decode(x, (x, x), x, backend="boom")
+
+
+def _opts(x, *rest, scale=1.0, **opts):
+    return x * scale
+
+
+_opts.__module__ = "stand_in.ops"
+opts = api_door(_opts, operation_name("stand_in", _opts))
+
+
+def test_values_it_does_not_name_are_kept_as_text(tmp_path):
+    x = torch.randn(2, 3)
+
+    def work():
+        return opts(x, 7, scale=2.0, fancy="yes")
+    recs, _, out = record(tmp_path, work)
+    assert torch.equal(out, x * 2.0)
+    assert recs[0]["inputs"] == {"x": {"shape": [2, 3], "dtype": "torch.float32"}}
+    assert recs[0]["args"] == {"scale": 2.0, "other_args": "fancy='yes', 7"}

@@ -274,6 +274,283 @@ static int encode_output(sp_enc *e, PyObject *out) {
   return !e->failed;
 }
 
+/* ---- an API call described here, from its own arguments (doors.py) ----
+ * The types a value is told by, given once by door_types(): torch.Tensor,
+ * enum.Enum, torch.dtype, and the marker of a parameter without default. */
+static int dtype_code(int table, const char *name);
+static PyObject *g_tensor_type, *g_enum_type, *g_dtype_type, *g_missing;
+static PyObject *g_dtype_codes;  /* torch.dtype -> its code (an int; -1: none) */
+static PyObject *g_device_codes; /* device type str -> its code */
+static PyObject *s_dtype, *s_shape, *s_stride, *s_storage_offset, *s_device, *s_type, *s_index, *s_name;
+
+PyObject *sp_door_types(PyObject *m, PyObject *args) {
+  PyObject *tensor, *enum_type, *dtype, *missing;
+  (void)m;
+  if (!PyArg_ParseTuple(args, "O!O!O!O:door_types", &PyType_Type, &tensor, &PyType_Type, &enum_type,
+                        &PyType_Type, &dtype, &missing))
+    return NULL;
+  if (!g_dtype_codes && !(g_dtype_codes = PyDict_New())) return NULL;
+  if (!g_device_codes && !(g_device_codes = PyDict_New())) return NULL;
+#define INTERN(var, text) if (!var && !(var = PyUnicode_InternFromString(text))) return NULL
+  INTERN(s_dtype, "dtype");
+  INTERN(s_shape, "shape");
+  INTERN(s_stride, "stride");
+  INTERN(s_storage_offset, "storage_offset");
+  INTERN(s_device, "device");
+  INTERN(s_type, "type");
+  INTERN(s_index, "index");
+  INTERN(s_name, "name");
+#undef INTERN
+  PyObject *olds[] = {g_tensor_type, g_enum_type, g_dtype_type, g_missing};
+  Py_INCREF(tensor), Py_INCREF(enum_type), Py_INCREF(dtype), Py_INCREF(missing);
+  g_tensor_type = tensor, g_enum_type = enum_type, g_dtype_type = dtype, g_missing = missing;
+  for (int i = 0; i < 4; i++) Py_XDECREF(olds[i]);
+  Py_RETURN_NONE;
+}
+
+/* The code of o (a key of codes) by lookup(str(o)), cached; -1: none. */
+static int64_t cached_code(PyObject *codes, PyObject *o, int (*lookup)(int, const char *), int table) {
+  PyObject *c = PyDict_GetItemWithError(codes, o);
+  if (c) return PyLong_AsLongLong(c);
+  if (PyErr_Occurred()) return -2;
+  PyObject *text = PyObject_Str(o);
+  const char *name = text ? PyUnicode_AsUTF8(text) : NULL;
+  int64_t code = name ? lookup(table, name) : -2;
+  Py_XDECREF(text);
+  if (code == -2) return -2;
+  PyObject *v = PyLong_FromLongLong(code);
+  if (!v || PyDict_SetItem(codes, o, v) < 0) code = -2;
+  Py_XDECREF(v);
+  return code;
+}
+
+static int64_t attr_i64(PyObject *o, PyObject *name, int call, int *ok) {
+  PyObject *v = call ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name);
+  int64_t r = v && v != Py_None ? as_i64(v, ok) : -1;
+  if (!v) *ok = 0;
+  Py_XDECREF(v);
+  return r;
+}
+
+/* <tensor> of a torch.Tensor, strided when mode says arguments; 0 if it
+ * cannot be read (an unknown dtype: the caller writes its type's name). */
+static int put_tensor_obj(sp_enc *e, PyObject *t, long mode) {
+  PyObject *dtype = PyObject_GetAttr(t, s_dtype);
+  int64_t code = dtype ? cached_code(g_dtype_codes, dtype, dtype_code, 0) : -2;
+  Py_XDECREF(dtype);
+  PyObject *shape = code >= 0 ? PyObject_GetAttr(t, s_shape) : NULL;
+  if (!shape || !PyTuple_Check(shape)) {
+    Py_XDECREF(shape);
+    PyErr_Clear();
+    return 0;
+  }
+  Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+  int ok = 1;
+  PyObject *strides = NULL;
+  if (mode & SP_LOGGING_ARGS) {
+    strides = PyObject_CallMethodNoArgs(t, s_stride);
+    ok = strides && PyTuple_Check(strides) && PyTuple_GET_SIZE(strides) == nd;
+  }
+  if (ok) {
+    sp_enc_push(e, strides ? code | SP_ENC_STRIDED : code);
+    sp_enc_push(e, nd);
+    for (Py_ssize_t i = 0; i < nd; i++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(shape, i), &ok));
+  }
+  if (ok && strides) {
+    for (Py_ssize_t i = 0; i < nd; i++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(strides, i), &ok));
+    sp_enc_push(e, attr_i64(t, s_storage_offset, 1, &ok));
+    PyObject *device = PyObject_GetAttr(t, s_device);
+    PyObject *type = device ? PyObject_GetAttr(device, s_type) : NULL;
+    sp_enc_push(e, type ? cached_code(g_device_codes, type, sp_name_code, SP_NAMES_DEVICE) : -1);
+    sp_enc_push(e, device ? attr_i64(device, s_index, 0, &ok) : -1);
+    ok = ok && type;
+    Py_XDECREF(type);
+    Py_XDECREF(device);
+  }
+  Py_DECREF(shape);
+  Py_XDECREF(strides);
+  PyErr_Clear();
+  if (ok) e->tensors++;
+  return ok;
+}
+
+/* A list or tuple that holds a tensor and nothing but tensors and None. */
+static int tensor_seq(PyObject *v) {
+  if (!PyList_Check(v) && !PyTuple_Check(v)) return 0;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+  int any = 0;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *x = PySequence_Fast_GET_ITEM(v, i);
+    if (PyObject_TypeCheck(x, (PyTypeObject *)g_tensor_type)) any = 1;
+    else if (x != Py_None) return 0;
+  }
+  return any;
+}
+
+/* n, then each entry of a sequence of tensors and None; 0 if one cannot be read. */
+static int put_seq_obj(sp_enc *e, PyObject *v, long mode) {
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+  sp_enc_push(e, n);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *x = PySequence_Fast_GET_ITEM(v, i);
+    if (x == Py_None) sp_enc_push(e, -1);
+    else if (!put_tensor_obj(e, x, mode)) return 0;
+  }
+  return 1;
+}
+
+/* One parameter's value: a tensor, a sequence of tensors, or a value as
+ * put_value writes it (an enum by "Class.MEMBER", a dtype by name). */
+static void put_item_obj(sp_enc *e, int64_t arg, PyObject *v, long mode) {
+  size_t mark = e->n;
+  int tensors = e->tensors;
+  if (PyObject_TypeCheck(v, (PyTypeObject *)g_tensor_type)) {
+    sp_enc_push(e, SP_ENC_TENSOR);
+    sp_enc_push(e, arg);
+    if (put_tensor_obj(e, v, mode)) return;
+  } else if (tensor_seq(v)) {
+    sp_enc_push(e, SP_ENC_LIST);
+    sp_enc_push(e, arg);
+    if (put_seq_obj(e, v, mode)) return;
+  } else if (PyObject_TypeCheck(v, (PyTypeObject *)g_enum_type)) {
+    PyObject *name = PyObject_GetAttr(v, s_name);
+    PyObject *text = name ? PyUnicode_FromFormat("%s.%U", Py_TYPE(v)->tp_name, name) : NULL;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    if (text) {
+      put_value(e, arg, text);
+      Py_DECREF(text);
+      return;
+    }
+  } else if (Py_TYPE(v) == (PyTypeObject *)g_dtype_type) {
+    PyObject *text = PyObject_Str(v);
+    PyErr_Clear();
+    if (text) {
+      put_value(e, arg, text);
+      Py_DECREF(text);
+      return;
+    }
+  } else {
+    put_value(e, arg, v);
+    return;
+  }
+  e->n = mark; /* could not be read: its type's name */
+  e->tensors = tensors;
+  put_opaque(e, arg, v);
+}
+
+/* call_begin_args(key, operation, arg_names, defaults, index, positional,
+ * skip, args, kwargs, mode): binds args and kwargs to the parameters as
+ * Python would (defaults: per parameter its default or the missing marker;
+ * index: name -> position; positional: how many can be given by position;
+ * skip: leave the first positional out, a method's self) and
+ * begins the call as call_begin does. None when they do not bind so simply
+ * (a keyword the function does not name, more positionals than it has):
+ * the caller describes the call itself. */
+PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args) {
+  PyObject *key, *operation, *arg_names, *defaults, *index, *call_args, *call_kwargs;
+  Py_ssize_t positional;
+  int skip;
+  long mode;
+  (void)m;
+  if (!PyArg_ParseTuple(args, "OUO!O!O!npO!Ol:call_begin_args", &key, &operation, &PyTuple_Type,
+                        &arg_names, &PyTuple_Type, &defaults, &PyDict_Type, &index, &positional,
+                        &skip, &PyTuple_Type, &call_args, &call_kwargs, &mode))
+    return NULL;
+  if (!g_tensor_type) {
+    PyErr_SetString(PyExc_RuntimeError, "call_begin_args before door_types");
+    return NULL;
+  }
+  Py_ssize_t n = PyTuple_GET_SIZE(defaults), given = PyTuple_GET_SIZE(call_args) - (skip ? 1 : 0);
+  if (given > positional || positional > n || given < 0) Py_RETURN_NONE;
+  PyObject *small[64];
+  PyObject **values = n <= 64 ? small : PyMem_Malloc((size_t)n * sizeof *values);
+  if (!values) return PyErr_NoMemory();
+  for (Py_ssize_t i = 0; i < n; i++) values[i] = PyTuple_GET_ITEM(defaults, i);
+  for (Py_ssize_t i = 0; i < given; i++) values[i] = PyTuple_GET_ITEM(call_args, i + (skip ? 1 : 0));
+  PyObject *result = NULL;
+  if (call_kwargs != Py_None) {
+    if (!PyDict_Check(call_kwargs)) {
+      PyErr_SetString(PyExc_TypeError, "kwargs must be a dict or None");
+      goto done;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(call_kwargs, &pos, &k, &v)) {
+      PyObject *at = PyDict_GetItemWithError(index, k);
+      if (!at) {
+        if (PyErr_Occurred()) goto done;
+        result = Py_None; /* a keyword it does not name */
+        Py_INCREF(result);
+        goto done;
+      }
+      values[PyLong_AsSsize_t(at)] = v;
+    }
+  }
+  {
+    int recorded = 0;
+    sp_profiler *p = t_api_profiler ? NULL : sp_fallback_target();
+    sp_thread *t = p ? scratch() : NULL;
+    int id = t ? op_id(t, key, operation, arg_names, 1) : -1;
+    if (id >= 0) {
+      sp_enc *e = &sp_thread_enc(t)->in;
+      sp_enc_reset(e);
+      sp_enc_push(e, id);
+      for (Py_ssize_t i = 0; i < n; i++)
+        if (values[i] != g_missing) put_item_obj(e, i, values[i], mode);
+      if (!e->failed && sp_call_begin(p, t) != SP_CALL_SKIP) {
+        t_api_profiler = p;
+        recorded = 1;
+      }
+    }
+    PyErr_Clear();
+    result = PyBool_FromLong(recorded);
+  }
+done:
+  if (values != small) PyMem_Free(values);
+  return result;
+}
+
+/* call_end_obj(output): the call begun returned output (any object): a
+ * tensor, a tuple or list of them, or another value (null). */
+PyObject *sp_call_api_end_obj(PyObject *m, PyObject *output) {
+  (void)m;
+  sp_profiler *p = t_api_profiler;
+  sp_thread *t = p ? scratch() : NULL;
+  if (!t) Py_RETURN_FALSE;
+  t_api_profiler = NULL;
+  struct sp_thread_public *pub = sp_thread_enc(t);
+  sp_enc *e = &pub->out;
+  sp_enc_reset(e);
+  int ok = 1;
+  if (g_tensor_type && PyObject_TypeCheck(output, (PyTypeObject *)g_tensor_type)) {
+    sp_enc_push(e, SP_ENC_TENSOR);
+    ok = put_tensor_obj(e, output, 0);
+  } else if (g_tensor_type && (PyList_Check(output) || PyTuple_Check(output))) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(output);
+    int any = 0;
+    for (Py_ssize_t i = 0; i < n && !any; i++)
+      any = PyObject_TypeCheck(PySequence_Fast_GET_ITEM(output, i), (PyTypeObject *)g_tensor_type);
+    if (any) {
+      sp_enc_push(e, SP_ENC_LIST);
+      sp_enc_push(e, n);
+      for (Py_ssize_t i = 0; i < n && ok; i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(output, i);
+        if (PyObject_TypeCheck(x, (PyTypeObject *)g_tensor_type)) ok = put_tensor_obj(e, x, 0);
+        else sp_enc_push(e, -1);
+      }
+    } else {
+      sp_enc_push(e, SP_ENC_NONE);
+    }
+  } else {
+    sp_enc_push(e, SP_ENC_NONE);
+  }
+  PyErr_Clear();
+  if (!ok || e->failed) e->failed = 1; /* written with "outputs": null */
+  sp_call_end(p, t);
+  Py_RETURN_TRUE;
+}
+
 PyObject *sp_call_api_begin(PyObject *m, PyObject *args) {
   PyObject *key, *operation, *arg_names, *items;
   (void)m;

@@ -21,6 +21,15 @@ PyObject *sp_call_api_begin(PyObject *m, PyObject *args);
 /* call_end(output, error=None): the call begun returned output (a tensor
  * tuple, a list of entries, or () for no tensor), or raised error. */
 PyObject *sp_call_api_end(PyObject *m, PyObject *args);
+/* door_types(tensor_type, enum_type, dtype_type, missing): the types the
+ * two below tell values by, given once. */
+PyObject *sp_door_types(PyObject *m, PyObject *args);
+/* call_begin_args(key, operation, arg_names, defaults, index, positional,
+ * skip, args, kwargs, mode): call_begin, the call's own arguments bound and described
+ * here; None when they do not bind so simply (the caller describes them). */
+PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args);
+/* call_end_obj(output): call_end with the returned object as it is. */
+PyObject *sp_call_api_end_obj(PyObject *m, PyObject *output);
 /* dtype_code(name) / device_code(name): the core's code, or -1. */
 PyObject *sp_launch_dtype_code(PyObject *m, PyObject *arg);
 PyObject *sp_launch_device_code(PyObject *m, PyObject *arg);

@@ -30,6 +30,7 @@ _MISSING = object()
 _SKIPPED = ("self", "cls")  # a method's object: not a value of the call
 OTHER = "other_args"  # keywords the function does not name, as text
 _PLAIN = (bool, int, float, str, type(None))
+_types: list = []  # given to the native side once (door_types)
 _off = False  # recording an API call failed once: API calls are not recorded again
 _dtypes: dict = {}
 _devices: dict = {}
@@ -38,7 +39,8 @@ _devices: dict = {}
 class _Api:
     """An API function's parameters (their defaults its own) and the key its
     calls are filed under in the core."""
-    __slots__ = ("operation", "params", "index", "slots", "arg_names", "key", "skip_first")
+    __slots__ = ("operation", "params", "index", "slots", "defaults", "positional", "arg_names", "key",
+                 "skip_first")
 
     def __init__(self, fn: Callable, operation: str) -> None:
         params = []
@@ -50,9 +52,12 @@ class _Api:
         if self.skip_first:
             params = params[1:]
         self.params = tuple(p.name for p in params)
+        # how many can be given by position (keyword-only ones follow)
+        self.positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
         self.index = {name: i for i, name in enumerate(self.params)}
         self.slots = [_MISSING if p.default is inspect.Parameter.empty else p.default
                       for p in params]
+        self.defaults = tuple(self.slots)
         self.arg_names = self.params + (OTHER,)
         self.operation = operation
         self.key = object()  # kept alive here: the core holds its address
@@ -102,16 +107,25 @@ def api_door(fn: Callable, operation: str, described: Optional[Callable] = None)
 
 def _begin(native, mode: int, api: list, fn: Callable, operation: str, args: tuple,
            kwargs: dict) -> bool:
+    """Begins the call's record: its arguments bound and described natively
+    (call_begin_args), or here when they do not bind so simply."""
     global _off
     try:
         if not api:
+            if not _types:
+                _types.append(native.door_types(sys.modules["torch"].Tensor, enum.Enum,
+                                                sys.modules["torch"].dtype, _MISSING))
             api.append(_Api(fn, operation))
         a = api[0]
+        begun = native.call_begin_args(a.key, a.operation, a.arg_names, a.defaults, a.index,
+                                       a.positional, a.skip_first, args, kwargs or None, mode)
+        if begun is not None:
+            return begun
         values = a.slots.copy()
-        n = len(values)
+        n = a.positional
         if a.skip_first:
             args = args[1:]
-        values[:len(args)] = args[:n]
+        values[:min(len(args), n)] = args[:n]
         other = None
         for name, v in kwargs.items():
             i = a.index.get(name)
@@ -123,7 +137,7 @@ def _begin(native, mode: int, api: list, fn: Callable, operation: str, args: tup
         if len(args) > n:
             other = (other + ", " if other else "") + ", ".join(_text(v) for v in args[n:])
         if other:
-            items.append((n, other))
+            items.append((len(values), other))
         return bool(native.call_begin(a.key, a.operation, a.arg_names, tuple(items)))
     except Exception as e:
         _off = True
@@ -142,7 +156,7 @@ def _end(native, out, error: Optional[BaseException]) -> None:
                 message = f"<str() of {type(error).__name__} raised>"
             native.call_end((), (type(error).__name__, message.encode("utf-8", "surrogatepass")))
         else:
-            native.call_end(_output(out))
+            native.call_end_obj(out)
     except Exception as e:
         _off = True
         say_once("door-record", f"cannot record a kernel library's API call ({type(e).__name__}: "
@@ -212,13 +226,3 @@ def _value(v):
 def _text(v) -> str:
     v = _value(v)
     return repr(v) if isinstance(v, (type(None), bool, int, float, str, tuple)) else type(v).__name__
-
-
-def _output(out) -> object:
-    """The call's output as call_end takes it: a tensor's tuple, a list for
-    a tuple or list of tensors (None for what is not one), else ()."""
-    if _is_tensor(out):
-        return _tensor(out, 0) or ()
-    if isinstance(out, (tuple, list)) and any(_is_tensor(x) for x in out):
-        return [_tensor(x, 0) if _is_tensor(x) else None for x in out]
-    return ()

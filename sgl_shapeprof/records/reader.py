@@ -187,6 +187,26 @@ def _name(source: Union[PathLike, IO[bytes]]) -> str:
     return os.fspath(source) if isinstance(source, (str, os.PathLike)) else str(getattr(source, "name", source))
 
 
+def records_after_summary(path: PathLike, summary: Optional[dict]) -> int:
+    """Records a plain records file holds past its summary's `records_bytes`
+    (FORMAT.md: a summary agrees with the records up to there). More than 0
+    when the process was killed between a pass's records and the summary
+    that follows them (about 1 ms after the last pass end): the summary's
+    counts stop before these. 0 for a compressed file (its sizes are not
+    the records') or a summary without records_bytes."""
+    at = summary.get("records_bytes") if summary else None
+    if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+        return 0
+    try:
+        with open(path, "rb") as f:
+            if f.read(4).startswith((_GZIP, _ZSTD)):
+                return 0
+            f.seek(at)
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return 0
+
+
 def open_records(source: Union[PathLike, IO[bytes]], check: bool = True) -> IO[bytes]:
     """The records' bytes, decompressed if they are .gz or .zst (told by their
     first bytes, not the name): a path is opened, an open binary file is

@@ -19,7 +19,8 @@ from typing import IO, Callable, Dict, List, Optional
 
 from .filter import Filter
 from .graphs import graph_replays
-from .reader import InputError, LineParser, ReadReport, SummaryError, open_records, read_summary
+from .reader import (InputError, LineParser, ReadReport, SummaryError, open_records, read_summary,
+                     records_after_summary)
 from .signature import Signature, float_key, key_of, signature_of
 from .worker import Worker, rank_in_name
 
@@ -44,6 +45,7 @@ class Source:
     flt: Optional["Filter"] = None   # the filter it was scanned with (applied: not again)
     graphs: Dict[int, dict] = field(default_factory=dict)  # summary "graphs", by key
     worker: Optional[Worker] = None  # the summary's "worker": its place in the deployment
+    records_after_summary: int = 0   # records past the summary's records_bytes (killed before it caught up)
 
     @property
     def filtered(self) -> bool:
@@ -87,6 +89,7 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
                                 "deduplicated calls are not known (each record counts once)")
     src.flt = flt
     src.graphs = graph_replays(summary)
+    src.records_after_summary = records_after_summary(path, summary)
     f = open_records(path)
     try:
         _scan_lines(f, src, flt, counts, on_record, progress)

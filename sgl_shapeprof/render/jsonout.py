@@ -72,7 +72,7 @@ def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
                       "last_line_cut": s.report.cut_last_line,
                       "unreadable_lines": len(s.report.bad_lines),
                       "graphs": {str(k): g for k, g in s.graphs.items()},
-                      "doors": doors(s)})
+                      "doors": doors(s), "records_after_summary": s.records_after_summary})
     # Over several files (ranks of one run number their passes alike): pass
     # numbers, not rank x pass -- the most any file logged, the distinct
     # numbers with records.

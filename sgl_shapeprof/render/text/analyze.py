@@ -67,6 +67,12 @@ def _source_lines(src: Source, w) -> None:
     elif s and s.get("profiler_failed"):
         w("  WARNING: the profiler failed while recording (its log says why): "
           "the calls after its last record were not written\n")
+    if src.records_after_summary:
+        n = src.records_after_summary
+        w(f"  note: {_n(n)} record{'s' if n != 1 else ''} written after its summary (the process was killed "
+          f"within milliseconds of a pass end, before the summary caught up): the summary's counts stop "
+          f"before {'them' if n != 1 else 'it'}"
+          + ("; repeats of deduplicated calls after it are not counted\n" if src.deduplicated else "\n"))
     if src.truncated:
         w(f"  stopped after {_n(src.records)} records (--max-entries)\n")
     if src.summary_note and (src.deduplicated or src.summary is None):
