@@ -1,6 +1,7 @@
 """FlashInfer's door (integrations/flashinfer/; docs/kernels.md) on the real
 flashinfer-python 0.7.2, SGLang 0.5.23's pin, installed in SGLang's test
-environment (tests/sglang_env/setup.sh). Its public API is called with CPU
+environment (tests/sglang_env/setup.sh, in a folder of its own that only
+these tests put on their path). Its public API is called with CPU
 tensors in a logged pass, in a process with the start-up hook on, as a
 server's worker would have it: FlashInfer's kernels need a GPU, so each call
 raises, and its record must carry the call, its tensors by parameter name
@@ -13,10 +14,11 @@ import sys
 
 import pytest
 
-pytest.importorskip("flashinfer", reason="flashinfer-python is installed by tests/sglang_env/setup.sh")
+from helpers import load
+from sglang_engine_helpers import zero_edit_hook_installed
 
-from helpers import load  # noqa: E402
-from sglang_engine_helpers import zero_edit_hook_installed  # noqa: E402
+FLASHINFER_VERSION = "0.7.2"  # SGLang 0.5.23's pin
+FLASHINFER_DIR = os.path.join(sys.prefix, f"flashinfer-{FLASHINFER_VERSION}")  # setup.sh's
 
 CHILD = r'''
 import inspect, json, sys, torch
@@ -60,10 +62,13 @@ print(json.dumps(seen))
 
 @pytest.fixture(scope="module")
 def child(tmp_path_factory):
+    if not os.path.isfile(os.path.join(FLASHINFER_DIR, "flashinfer", "__init__.py")):
+        pytest.skip(f"flashinfer-python {FLASHINFER_VERSION} is not in {FLASHINFER_DIR} (tests/sglang_env/setup.sh)")
     if not zero_edit_hook_installed():
         pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
     out = tmp_path_factory.mktemp("flashinfer") / "shapes.jsonl"
-    env = dict(os.environ, SGLANG_PROFILE_SHAPES="1")  # the start-up hook on, as in a worker
+    env = dict(os.environ, SGLANG_PROFILE_SHAPES="1",  # the start-up hook on, as in a worker
+               PYTHONPATH=os.pathsep.join(filter(None, [FLASHINFER_DIR, os.environ.get("PYTHONPATH")])))
     r = subprocess.run([sys.executable, "-c", CHILD, str(out)], capture_output=True, text=True, env=env,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -46,11 +46,16 @@ if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('sglang')
   pip install --no-deps "sglang==$SGLANG_VERSION"
 fi
 # 1b. FlashInfer, SGLang's pin, for its door's tests (its real public API
-#     called on CPU tensors: it imports without a GPU, its kernels then raise);
-#     its declared CUDA dependencies (cuda-python, cutlass-dsl, cudnn, nccl)
-#     are left out as sglang's are; requirements.txt has the two it imports.
-if ! "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('flashinfer-python') != '$FLASHINFER_VERSION')" 2>/dev/null; then
-  pip install --no-deps "flashinfer-python==$FLASHINFER_VERSION"
+#     called on CPU tensors: it imports without a GPU, its kernels then
+#     raise), in a folder of its own that only those tests put on their
+#     path: SGLang imports FlashInfer whenever it can (half a second in each
+#     of its processes, every engine test's). Its declared CUDA dependencies
+#     (cuda-python, cutlass-dsl, cudnn, nccl) are left out as sglang's are,
+#     with the two it imports that the venv lacks.
+FLASHINFER_DIR="$VENV/flashinfer-$FLASHINFER_VERSION"
+if [ ! -f "$FLASHINFER_DIR/flashinfer/__init__.py" ]; then
+  pip install --no-deps --target "$FLASHINFER_DIR" "flashinfer-python==$FLASHINFER_VERSION" \
+    "tabulate==0.10.0" "nvidia-ml-py==13.615.71"
 fi
 # 2. torchvision matching torch (SGLang's multimodal code imports it); then
 #    what the CPU engine, HTTP server and diffusion runtime import, pinned;
@@ -70,8 +75,9 @@ from sglang.multimodal_gen import DiffGenerator
 import sglang.multimodal_gen.runtime.pipelines.diffusers_pipeline
 import sgl_kernel
 assert getattr(sgl_kernel, "__sgl_kernel_placeholder__", False)
-import flashinfer.norm, flashinfer.decode, flashinfer.fused_moe
 print("setup.sh: sglang", sglang.__version__, "torch", torch.__version__, "OK")
 PYEOF
+PYTHONPATH="$FLASHINFER_DIR" "$PY" -c "import flashinfer.norm, flashinfer.decode, flashinfer.fused_moe"
+
 echo "$want" > "$stamp"
 echo "setup.sh: done in $(( $(date +%s) - t0 ))s"
