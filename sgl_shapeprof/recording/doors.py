@@ -42,7 +42,9 @@ class _Api:
     __slots__ = ("operation", "params", "index", "slots", "defaults", "positional", "arg_names", "key",
                  "skip_first")
 
-    def __init__(self, fn: Callable, operation: str) -> None:
+    def __init__(self, fn: Optional[Callable], operation: str, n_positional: int = 0) -> None:
+        if fn is None:  # a compiled function: n_positional values, named by position
+            fn = _by_position(n_positional)
         params = []
         for p in inspect.signature(fn).parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -59,8 +61,35 @@ class _Api:
                       for p in params]
         self.defaults = tuple(self.slots)
         self.arg_names = self.params + (OTHER,)
-        self.operation = operation
-        self.key = object()  # kept alive here: the core holds its address
+        self.operation, self.key = _key(operation, self.arg_names)
+
+
+# operation name -> (its values' names, its key: kept alive here, the core
+# holds its address). One key per name: the summary counts by name.
+_keys: Dict[str, Tuple[tuple, object]] = {}
+
+
+def _key(operation: str, arg_names: tuple) -> Tuple[str, object]:
+    """The operation's name and key; another function of the same name with
+    other parameters is another operation, "<name>#2" and on."""
+    name, n = operation, 2
+    while name in _keys and _keys[name][0] != arg_names:
+        name = f"{operation}#{n}"
+        n += 1
+    if name not in _keys:
+        _keys[name] = (arg_names, object())
+    return name, _keys[name][1]
+
+
+def _by_position(n: int) -> Callable:
+    """A function of n positional parameters arg0 ... arg<n-1>: what a
+    compiled function without parameter names is described by."""
+    params = [inspect.Parameter(f"arg{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(n)]
+
+    def by_position(*args):
+        pass
+    by_position.__signature__ = inspect.Signature(params)
+    return by_position
 
 
 def operation_name(library: str, fn: Callable, package: Optional[str] = None) -> str:
@@ -85,38 +114,81 @@ def api_door(fn: Callable, operation: str, described: Optional[Callable] = None)
         mode = 0 if native is None or _off else native.launch_mode()
         if not mode:
             return fn(*args, **kwargs)
-        begun = _begin(native, mode, api, described or fn, operation, args, kwargs)
-        if not begun:
-            return fn(*args, **kwargs)
-        paused = native.pause_thread()  # its own work is not recorded apart
-        try:
-            out = fn(*args, **kwargs)
-        except BaseException as e:
-            if paused:
-                native.resume_thread()
-            _end(native, None, e)
-            raise
-        if paused:
-            native.resume_thread()
-        _end(native, out, None)
-        return out
+        if not api:
+            a = _api(native, described or fn, operation)
+            if a is None:
+                return fn(*args, **kwargs)
+            api.append(a)
+        return _call(native, mode, api[0], fn, args, kwargs)
 
     door._shapeprof_door = operation
     return door
 
 
-def _begin(native, mode: int, api: list, fn: Callable, operation: str, args: tuple,
-           kwargs: dict) -> bool:
+def positional_door(fn: Callable, operation: str) -> Callable:
+    """fn, a compiled function whose parameters have no names (a tvm-ffi
+    Function), recorded as `operation` when called in a logged pass: its
+    values named by position, arg0, arg1, ... A call with another number of
+    values is another operation, "<operation>#2" and on (_key)."""
+    apis: Dict[int, _Api] = {}
+
+    def door(*args, **kwargs):
+        native = sys.modules.get("sgl_shapeprof._C")
+        mode = 0 if native is None or _off else native.launch_mode()
+        if not mode:
+            return fn(*args, **kwargs)
+        a = apis.get(len(args))
+        if a is None:
+            a = _api(native, None, operation, len(args))
+            if a is None:
+                return fn(*args, **kwargs)
+            apis[len(args)] = a
+        return _call(native, mode, a, fn, args, kwargs)
+
+    door._shapeprof_door = operation
+    door.__wrapped__ = fn
+    return door
+
+
+def _api(native, fn: Optional[Callable], operation: str, n_positional: int = 0) -> Optional[_Api]:
+    """The function's _Api, or None (said once; doors record no more) when
+    it cannot be made (a signature inspect cannot read)."""
+    global _off
+    try:
+        if not _types:
+            torch = sys.modules["torch"]
+            _types.append(native.door_types(torch.Tensor, enum.Enum, torch.dtype, _MISSING))
+        return _Api(fn, operation, n_positional)
+    except Exception as e:
+        _off = True
+        say_once("door-record", f"cannot record a kernel library's API call ({type(e).__name__}: "
+                                f"{e}); such calls are recorded no further")
+        return None
+
+
+def _call(native, mode: int, a: _Api, fn: Callable, args: tuple, kwargs: dict):
+    """fn(*args, **kwargs), its record begun before and ended after."""
+    if not _begin(native, mode, a, args, kwargs):
+        return fn(*args, **kwargs)
+    paused = native.pause_thread()  # its own work is not recorded apart
+    try:
+        out = fn(*args, **kwargs)
+    except BaseException as e:
+        if paused:
+            native.resume_thread()
+        _end(native, None, e)
+        raise
+    if paused:
+        native.resume_thread()
+    _end(native, out, None)
+    return out
+
+
+def _begin(native, mode: int, a: _Api, args: tuple, kwargs: dict) -> bool:
     """Begins the call's record: its arguments bound and described natively
     (call_begin_args), or here when they do not bind so simply."""
     global _off
     try:
-        if not api:
-            if not _types:
-                _types.append(native.door_types(sys.modules["torch"].Tensor, enum.Enum,
-                                                sys.modules["torch"].dtype, _MISSING))
-            api.append(_Api(fn, operation))
-        a = api[0]
         begun = native.call_begin_args(a.key, a.operation, a.arg_names, a.defaults, a.index,
                                        a.positional, a.skip_first, args, kwargs or None, mode)
         if begun is not None:

@@ -1,0 +1,53 @@
+"""tvm-ffi modules' functions as records: Module.get_function hands back
+each function in a door (recording/doors.py's positional_door): a call in
+a logged pass is one record, "tvm_ffi:<library>.<function>", its values by
+position (arg0, arg1, ...: a compiled function's parameters have no names);
+<library> is the loaded file's name without its extension. Inside another
+door (FlashInfer's API) it is that call's work, not a record of its own."""
+from __future__ import annotations
+
+import functools
+import os
+
+from ...recording.doors import positional_door
+
+LIBRARY = "tvm_ffi"
+_NAME = "_shapeprof_library"  # set on a module by load_module: its file's name
+_DOORS = "_shapeprof_doors"  # a module's doors, by function name
+
+
+def patch_module_module(module) -> None:
+    """tvm_ffi.module was just imported: its loader tags the modules it
+    loads, and their functions come in doors."""
+    cls = getattr(module, "Module", None)
+    load = getattr(module, "load_module", None)
+    if cls is None or load is None or getattr(cls.get_function, "_shapeprof_original", None):
+        return
+    original_get = cls.get_function
+
+    @functools.wraps(original_get)
+    def get_function(self, name, *args, **kwargs):
+        func = original_get(self, name, *args, **kwargs)
+        try:
+            own = self.__dict__
+        except AttributeError:  # a module without a __dict__
+            own = {}
+        doors = own.setdefault(_DOORS, {})
+        door = doors.get(name)
+        if door is None or door.__wrapped__ is not func:  # one door a function
+            door = doors[name] = positional_door(func, f"{LIBRARY}:{own.get(_NAME) or 'module'}.{name}")
+        return door
+
+    @functools.wraps(load)
+    def load_module(path, *args, **kwargs):
+        mod = load(path, *args, **kwargs)
+        try:
+            mod.__dict__[_NAME] = os.path.splitext(os.path.basename(os.fspath(path)))[0]
+        except Exception:  # a module without a __dict__: named "module"
+            pass
+        return mod
+
+    get_function._shapeprof_original = original_get
+    load_module._shapeprof_original = load
+    cls.get_function = get_function
+    module.load_module = load_module

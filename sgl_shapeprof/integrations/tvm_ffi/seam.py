@@ -1,0 +1,17 @@
+"""tvm-ffi's seam: what the rest of sgl_shapeprof needs to know of tvm-ffi
+(registry.py lists it). Standard library only, nothing imported: the
+start-up hook reads it at Python start-up.
+
+Kernels compiled as tvm-ffi modules (SGLang's JIT kernels, loaded with
+tvm_ffi.load_module; FlashInfer's, behind its own API door) never reach the
+dispatcher. Every function of such a module is fetched through one method,
+Module.get_function (attribute and item access go through it), defined in
+tvm_ffi.module with load_module: the door patches both there, before
+tvm_ffi's package binds them.
+"""
+MODULE = "tvm_ffi.module"
+
+_HERE = __package__
+
+HOOKS = {MODULE: (f"{_HERE}.door", "patch_module_module")}
+UNARMED_HOOKS: dict = {}
