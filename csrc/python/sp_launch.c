@@ -123,62 +123,33 @@ static void put_value(sp_enc *e, int64_t arg, PyObject *v) {
   }
 }
 
-/* <tensor> from item[at:]: (dtype, sizes) or (dtype, sizes, strides,
- * offset, device type, device index). */
-static int put_tensor_body(sp_enc *e, PyObject *item, Py_ssize_t at) {
-  Py_ssize_t n = PyTuple_Check(item) ? PyTuple_GET_SIZE(item) - at : 0;
-  if (n != 2 && n != 6) return 0;
+/* (arg, dtype, sizes) or (arg, dtype, sizes, strides, offset, device type,
+ * device index): a tensor. */
+static int put_tensor(sp_enc *e, int64_t arg, PyObject *item, Py_ssize_t n) {
   int ok = 1;
-  int64_t dtype = as_i64(PyTuple_GET_ITEM(item, at), &ok);
-  PyObject *sizes = PyTuple_GET_ITEM(item, at + 1);
-  /* a negative dtype would read as another tag (sp_format.c's tensor_end) */
+  int64_t dtype = as_i64(PyTuple_GET_ITEM(item, 1), &ok);
+  PyObject *sizes = PyTuple_GET_ITEM(item, 2);
+  /* a negative dtype would read as another tag (sp_record.c's tensor_end) */
   if (!ok || dtype < 0 || dtype >= SP_ENC_STRIDED || !PyTuple_Check(sizes)) return 0;
   Py_ssize_t nd = PyTuple_GET_SIZE(sizes);
-  if (n == 2) {
+  sp_enc_push(e, SP_ENC_TENSOR);
+  sp_enc_push(e, arg);
+  if (n == 3) {
     sp_enc_push(e, dtype);
     sp_enc_push(e, nd);
     for (Py_ssize_t i = 0; i < nd; i++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(sizes, i), &ok));
     e->tensors++;
     return ok;
   }
-  PyObject *strides = PyTuple_GET_ITEM(item, at + 2);
+  PyObject *strides = PyTuple_GET_ITEM(item, 3);
   if (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != nd) return 0;
   sp_enc_push(e, dtype | SP_ENC_STRIDED);
   sp_enc_push(e, nd);
   for (Py_ssize_t i = 0; i < nd; i++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(sizes, i), &ok));
   for (Py_ssize_t i = 0; i < nd; i++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(strides, i), &ok));
-  for (Py_ssize_t k = at + 3; k < at + 6; k++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(item, k), &ok));
+  for (int k = 4; k < 7; k++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(item, k), &ok));
   e->tensors++;
   return ok;
-}
-
-/* n, then each entry of a list of tensors: a tensor tuple (put_tensor_body's)
- * or None (-1). */
-static int put_list_body(sp_enc *e, PyObject *list) {
-  Py_ssize_t n = PyList_GET_SIZE(list);
-  sp_enc_push(e, n);
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *x = PyList_GET_ITEM(list, i);
-    if (x == Py_None) sp_enc_push(e, -1);
-    else if (!put_tensor_body(e, x, 0)) return 0;
-  }
-  return 1;
-}
-
-/* (arg, dtype, sizes) or (arg, dtype, sizes, strides, offset, device type,
- * device index): a tensor; (arg, None, [entries]): a list of tensors. */
-static int put_tensor(sp_enc *e, int64_t arg, PyObject *item, Py_ssize_t n) {
-  PyObject *second = PyTuple_GET_ITEM(item, 1);
-  if (n == 3 && second == Py_None) {
-    PyObject *list = PyTuple_GET_ITEM(item, 2);
-    if (!PyList_Check(list)) return 0;
-    sp_enc_push(e, SP_ENC_LIST);
-    sp_enc_push(e, arg);
-    return put_list_body(e, list);
-  }
-  sp_enc_push(e, SP_ENC_TENSOR);
-  sp_enc_push(e, arg);
-  return put_tensor_body(e, item, 1);
 }
 
 static int encode(sp_enc *e, int id, PyObject *items) {
@@ -220,7 +191,7 @@ static int op_id(sp_thread *t, PyObject *key, PyObject *operation, PyObject *arg
   return id;
 }
 
-/* The API call begun on this thread (sp_call_api_begin), until it ends. */
+/* The API call begun on this thread (sp_call_api_begin_args), until it ends. */
 static _Thread_local sp_profiler *t_api_profiler;
 
 /* error: (type name, str(exception) as UTF-8 "surrogatepass" bytes). */
@@ -256,22 +227,6 @@ PyObject *sp_launch(PyObject *m, PyObject *args) {
   sp_enc_reset(&sp_thread_enc(t)->out); /* no outputs: a repeat's are its signature's */
   sp_call_end(p, t);
   Py_RETURN_TRUE;
-}
-
-/* An API call's one output: a tensor tuple, a list of entries (a tuple of
- * tensors returned), or () for anything else (null). */
-static int encode_output(sp_enc *e, PyObject *out) {
-  sp_enc_reset(e);
-  if (PyList_Check(out)) {
-    sp_enc_push(e, SP_ENC_LIST);
-    return put_list_body(e, out) && !e->failed;
-  }
-  if (PyTuple_Check(out) && PyTuple_GET_SIZE(out) > 0) {
-    sp_enc_push(e, SP_ENC_TENSOR);
-    return put_tensor_body(e, out, 0) && !e->failed;
-  }
-  sp_enc_push(e, SP_ENC_NONE);
-  return !e->failed;
 }
 
 /* ---- an API call described here, from its own arguments (doors.py) ----
@@ -444,18 +399,22 @@ static void put_item_obj(sp_enc *e, int64_t arg, PyObject *v, long mode) {
  * Python would (defaults: per parameter its default or the missing marker;
  * index: name -> position; positional: how many can be given by position;
  * skip: leave the first positional out, a method's self) and
- * begins the call as call_begin does. None when they do not bind so simply
- * (a keyword the function does not name, more positionals than it has):
- * the caller describes the call itself. */
+ * begins the call: its record filed as an operator call's, and the thread's
+ * API call open until call_end_obj (one at a time per thread: the outer
+ * call is the record). True if it is recorded; False when it is not
+ * (nothing logs, or an API call is already open on this thread); None when
+ * the values do not bind so simply (a keyword the function does not name,
+ * more positionals than it has): the caller binds what it names and gives
+ * the rest as other, text written as the last parameter's value. */
 PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args) {
-  PyObject *key, *operation, *arg_names, *defaults, *index, *call_args, *call_kwargs;
+  PyObject *key, *operation, *arg_names, *defaults, *index, *call_args, *call_kwargs, *other = Py_None;
   Py_ssize_t positional;
   int skip;
   long mode;
   (void)m;
-  if (!PyArg_ParseTuple(args, "OUO!O!O!npO!Ol:call_begin_args", &key, &operation, &PyTuple_Type,
+  if (!PyArg_ParseTuple(args, "OUO!O!O!npO!Ol|O:call_begin_args", &key, &operation, &PyTuple_Type,
                         &arg_names, &PyTuple_Type, &defaults, &PyDict_Type, &index, &positional,
-                        &skip, &PyTuple_Type, &call_args, &call_kwargs, &mode))
+                        &skip, &PyTuple_Type, &call_args, &call_kwargs, &mode, &other))
     return NULL;
   if (!g_tensor_type) {
     PyErr_SetString(PyExc_RuntimeError, "call_begin_args before door_types");
@@ -498,6 +457,7 @@ PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args) {
       sp_enc_push(e, id);
       for (Py_ssize_t i = 0; i < n; i++)
         if (values[i] != g_missing) put_item_obj(e, i, values[i], mode);
+      if (other != Py_None) put_value(e, n, other); /* what it does not name, as text */
       if (!e->failed && sp_call_begin(p, t) != SP_CALL_SKIP) {
         t_api_profiler = p;
         recorded = 1;
@@ -511,14 +471,21 @@ done:
   return result;
 }
 
-/* call_end_obj(output): the call begun returned output (any object): a
- * tensor, a tuple or list of them, or another value (null). */
-PyObject *sp_call_api_end_obj(PyObject *m, PyObject *output) {
+/* call_end_obj(output, error=None): the call begun returned output (any
+ * object: a tensor, a tuple or list of them, or another value, null), or
+ * raised error. */
+PyObject *sp_call_api_end_obj(PyObject *m, PyObject *args) {
+  PyObject *output, *error = Py_None;
   (void)m;
+  if (!PyArg_ParseTuple(args, "O|O:call_end_obj", &output, &error)) return NULL;
   sp_profiler *p = t_api_profiler;
   sp_thread *t = p ? scratch() : NULL;
   if (!t) Py_RETURN_FALSE;
   t_api_profiler = NULL;
+  if (error != Py_None) {
+    fail(p, t, error);
+    Py_RETURN_TRUE;
+  }
   struct sp_thread_public *pub = sp_thread_enc(t);
   sp_enc *e = &pub->out;
   sp_enc_reset(e);
@@ -547,41 +514,6 @@ PyObject *sp_call_api_end_obj(PyObject *m, PyObject *output) {
   }
   PyErr_Clear();
   if (!ok || e->failed) e->failed = 1; /* written with "outputs": null */
-  sp_call_end(p, t);
-  Py_RETURN_TRUE;
-}
-
-PyObject *sp_call_api_begin(PyObject *m, PyObject *args) {
-  PyObject *key, *operation, *arg_names, *items;
-  (void)m;
-  if (!PyArg_ParseTuple(args, "OUO!O!:call_begin", &key, &operation, &PyTuple_Type, &arg_names,
-                        &PyTuple_Type, &items))
-    return NULL;
-  if (t_api_profiler) Py_RETURN_FALSE; /* one at a time per thread: the outer call is the record */
-  sp_profiler *p = sp_fallback_target();
-  sp_thread *t = p ? scratch() : NULL;
-  if (!t) Py_RETURN_FALSE;
-  int id = op_id(t, key, operation, arg_names, 1);
-  if (id < 0 || !encode(&sp_thread_enc(t)->in, id, items)) Py_RETURN_FALSE;
-  if (sp_call_begin(p, t) == SP_CALL_SKIP) Py_RETURN_FALSE;
-  t_api_profiler = p;
-  Py_RETURN_TRUE;
-}
-
-PyObject *sp_call_api_end(PyObject *m, PyObject *args) {
-  PyObject *output, *error = Py_None;
-  (void)m;
-  if (!PyArg_ParseTuple(args, "O|O:call_end", &output, &error)) return NULL;
-  sp_profiler *p = t_api_profiler;
-  sp_thread *t = p ? scratch() : NULL;
-  if (!t) Py_RETURN_FALSE;
-  t_api_profiler = NULL;
-  if (error != Py_None) {
-    fail(p, t, error);
-    Py_RETURN_TRUE;
-  }
-  struct sp_thread_public *pub = sp_thread_enc(t);
-  if (!encode_output(&pub->out, output)) pub->out.failed = 1; /* written with "outputs": null */
   sp_call_end(p, t);
   Py_RETURN_TRUE;
 }

@@ -325,20 +325,14 @@ static PyMethodDef module_methods[] = {
     {"launch", sp_launch, METH_VARARGS,
      "launch($module, key, operation, arg_names, items, error=None, /)\n--\n\n"
      "Record one kernel launch (recording/triton.py); True if it was filed."},
-    {"call_begin", sp_call_api_begin, METH_VARARGS,
-     "call_begin($module, key, operation, arg_names, items, /)\n--\n\n"
-     "A kernel library's API call begins (recording/doors.py); True if recorded: call_end follows."},
     {"door_types", sp_door_types, METH_VARARGS,
      "door_types($module, tensor_type, enum_type, dtype_type, missing, /)\n--\n\n"
      "The types call_begin_args tells values by (recording/doors.py), given once."},
     {"call_begin_args", sp_call_api_begin_args, METH_VARARGS,
-     "call_begin_args($module, key, operation, arg_names, defaults, index, positional, skip, args, kwargs, mode, /)\n--\n\n"
-     "call_begin with the call's own arguments bound and described natively; None: describe them in Python."},
-    {"call_end_obj", sp_call_api_end_obj, METH_O,
-     "call_end_obj($module, output, /)\n--\n\n"
-     "call_end with the returned object as it is."},
-    {"call_end", sp_call_api_end, METH_VARARGS,
-     "call_end($module, output, error=None, /)\n--\n\n"
+     "call_begin_args($module, key, operation, arg_names, defaults, index, positional, skip, args, kwargs, mode, other=None, /)\n--\n\n"
+     "A kernel library's API call begins (recording/doors.py); True if recorded (call_end_obj follows); None: bind what it names, the rest as other."},
+    {"call_end_obj", sp_call_api_end_obj, METH_VARARGS,
+     "call_end_obj($module, output, error=None, /)\n--\n\n"
      "The API call begun on this thread returned output, or raised error."},
     {"dtype_code", sp_launch_dtype_code, METH_O,
      "dtype_code($module, name, /)\n--\n\nThe core's code of a dtype name, or -1."},

@@ -32,14 +32,12 @@ OTHER = "other_args"  # keywords the function does not name, as text
 _PLAIN = (bool, int, float, str, type(None))
 _types: list = []  # given to the native side once (door_types)
 _off = False  # recording an API call failed once: API calls are not recorded again
-_dtypes: dict = {}
-_devices: dict = {}
 
 
 class _Api:
     """An API function's parameters (their defaults its own) and the key its
     calls are filed under in the core."""
-    __slots__ = ("operation", "params", "index", "slots", "defaults", "positional", "arg_names", "key",
+    __slots__ = ("operation", "params", "index", "defaults", "positional", "arg_names", "key",
                  "skip_first")
 
     def __init__(self, fn: Optional[Callable], operation: str, n_positional: int = 0) -> None:
@@ -57,9 +55,8 @@ class _Api:
         # how many can be given by position (keyword-only ones follow)
         self.positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
         self.index = {name: i for i, name in enumerate(self.params)}
-        self.slots = [_MISSING if p.default is inspect.Parameter.empty else p.default
-                      for p in params]
-        self.defaults = tuple(self.slots)
+        self.defaults = tuple(_MISSING if p.default is inspect.Parameter.empty else p.default
+                              for p in params)
         self.arg_names = self.params + (OTHER,)
         self.operation, self.key = _key(operation, self.arg_names)
 
@@ -185,32 +182,22 @@ def _call(native, mode: int, a: _Api, fn: Callable, args: tuple, kwargs: dict):
 
 
 def _begin(native, mode: int, a: _Api, args: tuple, kwargs: dict) -> bool:
-    """Begins the call's record: its arguments bound and described natively
-    (call_begin_args), or here when they do not bind so simply."""
+    """Begins the call's record, its values bound to the parameters and read
+    natively (call_begin_args). Keywords the function does not name and
+    positionals past its parameters are written as text, in other_args."""
     global _off
     try:
         begun = native.call_begin_args(a.key, a.operation, a.arg_names, a.defaults, a.index,
                                        a.positional, a.skip_first, args, kwargs or None, mode)
-        if begun is not None:
-            return begun
-        values = a.slots.copy()
-        n = a.positional
-        if a.skip_first:
-            args = args[1:]
-        values[:min(len(args), n)] = args[:n]
-        other = None
-        for name, v in kwargs.items():
-            i = a.index.get(name)
-            if i is not None:
-                values[i] = v
-            else:
-                other = (other + ", " if other else "") + f"{name}={_text(v)}"
-        items = [_item(i, v, mode) for i, v in enumerate(values) if v is not _MISSING]
-        if len(args) > n:
-            other = (other + ", " if other else "") + ", ".join(_text(v) for v in args[n:])
-        if other:
-            items.append((len(values), other))
-        return bool(native.call_begin(a.key, a.operation, a.arg_names, tuple(items)))
+        if begun is None:  # they do not bind so simply: what it names, and the rest as text
+            n = a.positional + a.skip_first
+            named = {k: v for k, v in kwargs.items() if k in a.index}
+            other = [f"{k}={_text(v)}" for k, v in kwargs.items() if k not in a.index]
+            other += [_text(v) for v in args[n:]]
+            begun = native.call_begin_args(a.key, a.operation, a.arg_names, a.defaults, a.index,
+                                           a.positional, a.skip_first, args[:n], named or None, mode,
+                                           ", ".join(other))
+        return bool(begun)
     except Exception as e:
         _off = True
         say_once("door-record", f"cannot record a kernel library's API call ({type(e).__name__}: "
@@ -226,7 +213,7 @@ def _end(native, out, error: Optional[BaseException]) -> None:
                 message = str(error)
             except Exception:
                 message = f"<str() of {type(error).__name__} raised>"
-            native.call_end((), (type(error).__name__, message.encode("utf-8", "surrogatepass")))
+            native.call_end_obj(None, (type(error).__name__, message.encode("utf-8", "surrogatepass")))
         else:
             native.call_end_obj(out)
     except Exception as e:
@@ -234,46 +221,9 @@ def _end(native, out, error: Optional[BaseException]) -> None:
         say_once("door-record", f"cannot record a kernel library's API call ({type(e).__name__}: "
                                 f"{e}); such calls are recorded no further")
         try:
-            native.call_end(())  # the call begun is ended all the same
+            native.call_end_obj(None)  # the call begun is ended all the same
         except Exception:
             pass
-
-
-def _tensor(t, mode: int) -> Optional[tuple]:
-    """(dtype code, shape), or strided with arguments on; None when the
-    core has no name for its dtype."""
-    native = sys.modules["sgl_shapeprof._C"]
-    code = _dtypes.get(t.dtype)
-    if code is None:
-        code = _dtypes[t.dtype] = native.dtype_code(str(t.dtype))
-    if code < 0:
-        return None
-    if not mode & 2:
-        return (code, tuple(t.shape))
-    device = t.device
-    dev = _devices.get(device.type)
-    if dev is None:
-        dev = _devices[device.type] = native.device_code(device.type)
-    return (code, tuple(t.shape), tuple(t.stride()), t.storage_offset(), dev,
-            -1 if device.index is None else device.index)
-
-
-def _is_tensor(v) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(v, torch.Tensor)
-
-
-def _item(i: int, v, mode: int) -> tuple:
-    """One parameter's value as the native side takes it (sp_launch.c)."""
-    if _is_tensor(v):
-        t = _tensor(v, mode)
-        return (i, v) if t is None else (i, *t)
-    if isinstance(v, (list, tuple)) and v and any(_is_tensor(x) for x in v) and \
-            all(x is None or _is_tensor(x) for x in v):
-        entries = [None if x is None else _tensor(x, mode) for x in v]
-        if all(x is None or e is not None for x, e in zip(v, entries)):
-            return (i, None, entries)  # a list of tensors (a paged KV cache's pair, say)
-    return (i, _value(v))
 
 
 def _value(v):
