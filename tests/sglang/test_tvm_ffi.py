@@ -50,7 +50,8 @@ except Exception as e:
 prof.end_forward_pass()
 prof.close()
 ok = torch.equal(y, x * 2.0) and torch.equal(z, x * 0.5)
-print(json.dumps({"ok": ok, "error": error, "door": getattr(mod.scale_into, "_shapeprof_door", None)}))
+same = mod["scale_into"] is mod["scale_into"]  # tvm-ffi makes a new Function each time
+print(json.dumps({"ok": ok, "same": same, "error": error, "door": getattr(mod.scale_into, "_shapeprof_door", None)}))
 '''
 
 
@@ -72,6 +73,7 @@ def test_each_call_of_a_loaded_modules_function_is_one_record(child):
     assert seen["ok"], "the function's result changed under the profiler"
     op = "tvm_ffi:scale_mod.scale_into"
     assert seen["door"] == op
+    assert seen["same"], "each item access made a door of its own"
     recs = load(path)
     assert [r["operation"] for r in recs] == [op] * 3
     f32 = "torch.float32"

@@ -27,15 +27,18 @@ def patch_module_module(module) -> None:
 
     @functools.wraps(original_get)
     def get_function(self, name, *args, **kwargs):
-        func = original_get(self, name, *args, **kwargs)
+        func = original_get(self, name, *args, **kwargs)  # raises for a name it does not have
         try:
             own = self.__dict__
         except AttributeError:  # a module without a __dict__
             own = {}
+        # one door a function: tvm-ffi hands back a new Function object each
+        # time it is asked (item access: module["f"]), so by what was asked
         doors = own.setdefault(_DOORS, {})
-        door = doors.get(name)
-        if door is None or door.__wrapped__ is not func:  # one door a function
-            door = doors[name] = positional_door(func, f"{LIBRARY}:{own.get(_NAME) or 'module'}.{name}")
+        asked = (name, *args, *sorted(kwargs.items()))  # query_imports may find another
+        door = doors.get(asked)
+        if door is None:
+            door = doors[asked] = positional_door(func, f"{LIBRARY}:{own.get(_NAME) or 'module'}.{name}")
         return door
 
     @functools.wraps(load)
