@@ -3,7 +3,9 @@ docs/FORMAT.md, "Kernel library calls"), with a stand-in library of our own
 here: its functions run torch operators and call each other, as FlashInfer's
 do. The real FlashInfer's door is tested in tests/sglang/test_flashinfer.py.
 The oracle is what each test passed in and got back, never our records."""
+import contextlib
 import enum
+import io
 import json
 
 import pytest
@@ -11,6 +13,9 @@ import torch
 from helpers import load
 
 from sgl_shapeprof import ShapeProfiler
+from sgl_shapeprof.analysis.analyze import analyze_file
+from sgl_shapeprof.analysis.cost import GPUS, WITHIN, costs
+from sgl_shapeprof.cli.main import main
 from sgl_shapeprof.recording.doors import api_door, operation_name
 
 
@@ -145,3 +150,43 @@ def test_values_it_does_not_name_are_kept_as_text(tmp_path):
     assert torch.equal(out, x * 2.0)
     assert recs[0]["inputs"] == {"x": {"shape": [2, 3], "dtype": "torch.float32"}}
     assert recs[0]["args"] == {"scale": 2.0, "other_args": "fancy='yes', 7"}
+
+
+def test_a_call_inside_a_custom_ops_kernel_is_marked_within_it(tmp_path):
+    # A custom op (a dispatcher record) whose kernel calls a library's API, as
+    # an SGLang op calling FlashInfer: both are recorded, the inner one marked
+    # with the op it ran in, so that no reader counts the work twice. The same
+    # call made outside the op is another signature, unmarked.
+    lib = torch.library.Library("shapeprof_within", "DEF")
+    lib.define("outer(Tensor x, Tensor w) -> Tensor")
+    lib.impl("outer", lambda x, w: norm(x, w), "CompositeExplicitAutograd")
+    x, w = torch.randn(3, 16), torch.randn(16)
+
+    def work():
+        a = torch.ops.shapeprof_within.outer(x, w)
+        b = torch.ops.shapeprof_within.outer(x, w)  # a repeat: counted, not written again
+        return a, b, norm(x, w)
+    recs, summary, (a, b, c) = record(tmp_path, work, dedupe=True)
+    torch.testing.assert_close(a, c)
+    by_op = [(r["operation"], r.get("within")) for r in recs]
+    assert by_op == [("stand_in:ops._norm", "shapeprof_within.outer.default"),
+                     ("shapeprof_within.outer.default", None),
+                     ("stand_in:ops._norm", None)]
+    assert summary["operation_counts"] == {"shapeprof_within.outer.default": 2, "stand_in:ops._norm": 3}
+    inner = recs[0]
+    assert inner["inputs"] == {"input": {"shape": [3, 16], "dtype": "torch.float32"},
+                               "weight": {"shape": [16], "dtype": "torch.float32"}}
+    # readers: the ledger says which calls ran within others; cost counts
+    # the op's work once, as the calls within it
+    path = str(tmp_path / "doors.jsonl")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["analyze", path, "--json"]) == 0
+    f = json.loads(buf.getvalue())["files"][0]
+    assert f["doors"] == {"custom_ops": 2, "stand_in": 3}
+    assert f["doors_within"] == {"stand_in": 2}
+    cs = {(c.sig.operation, c.sig.within): c for c in costs(analyze_file(path).signatures, GPUS["h100"])}
+    outer = cs[("shapeprof_within.outer.default", None)]
+    assert (outer.bytes, outer.seconds, outer.bound) == (0, 0.0, WITHIN)
+    inner = cs[("stand_in:ops._norm", "shapeprof_within.outer.default")]
+    assert inner.bytes == (3 * 16 + 16 + 3 * 16) * 4 and inner.sig.count == 2 and inner.seconds > 0

@@ -111,8 +111,8 @@ def test_an_unknown_object_is_written_by_its_type_never_str(monkeypatch):
             raise AssertionError("str() called")
         __repr__ = __str__
     d = Descriptor()
-    assert hook._value(d) is d
-    assert hook._value((1, 2)) == (1, 2) and hook._value(3.5) == 3.5
+    assert hook.launch_value(d) is d
+    assert hook.launch_value((1, 2)) == (1, 2) and hook.launch_value(3.5) == 3.5
 
 
 def test_a_launch_that_raised_is_recorded_with_its_error(child):

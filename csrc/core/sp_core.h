@@ -218,6 +218,11 @@ typedef struct sp_enc {
 
 struct sp_thread_public {
   sp_enc in, out;
+  /* Set before sp_call_begin by a caller whose call runs inside another
+   * one's record on this thread (a kernel launched by a custom op's kernel):
+   * that call's op id + 1, else 0. Written as "within"; part of the
+   * signature. */
+  int within;
   /* After sp_call_begin returned SP_CALL_COUNTED: the words the outputs
    * must encode to for the call to be the repeat it was counted as. */
   const int64_t *expect;

@@ -236,14 +236,26 @@ static char *put_items(char *o, const sp_op *op, const sp_enc *in, int tensors, 
   return o;
 }
 
+/* The op whose record t's call runs inside (sp_thread_public.within), or
+ * NULL. */
+static inline const sp_op *within_op(const sp_thread *t) {
+  return t->pub.within ? registry_op(t->pub.within - 1) : NULL;
+}
+
+/* The JSON-quoted name in an op's head ('"operation": "NAME", "inputs": {'). */
+#define HEAD_NAME_AT (sizeof "\"operation\": " - 1)
+#define HEAD_NAME_TAIL (sizeof ", \"inputs\": {" - 1)
+
 /* The record up to the inputs' closing brace (or the args' one, when
- * arguments are recorded), call_id included. */
+ * arguments are recorded; then '"within": "NAME"' for a call inside
+ * another's record), call_id included. */
 static int fmt_prefix(sp_profiler *p, sp_thread *t) {
   sp_buf *b = &t->prefix;
   const sp_enc *in = &t->pub.in;
-  const sp_op *op = t->op;
+  const sp_op *op = t->op, *within = within_op(t);
   b->n = 0;
-  if (!buf_reserve(b, 48 + call_header(p, t)->n + op->head_len + op->keys_len + enc_bound(in)))
+  if (!buf_reserve(b, 48 + call_header(p, t)->n + op->head_len + op->keys_len + enc_bound(in) +
+                          (within ? within->head_len : 0)))
     return 0;
   char *o = put_record_head(p, t);
   memcpy(o, op->json_head, op->head_len);
@@ -255,6 +267,12 @@ static int fmt_prefix(sp_profiler *p, sp_thread *t) {
     o = PUT_LIT(o, ", \"args\": {");
     o = put_items(o, op, in, 0, &tensors);
     *o++ = '}';
+  }
+  if (within) {
+    o = PUT_LIT(o, ", \"within\": ");
+    size_t n = within->head_len - HEAD_NAME_AT - HEAD_NAME_TAIL;
+    memcpy(o, within->json_head + HEAD_NAME_AT, n);
+    o += n;
   }
   b->n = (size_t)(o - b->p);
   return 1;
@@ -319,6 +337,7 @@ SP_PRIVATE int format_outputs(sp_thread *t) {
 /* Upper bound on what writing t's record takes in the file. */
 SP_PRIVATE inline size_t format_record_bound(const sp_profiler *p, const sp_thread *t,
                                              size_t extra) {
+  const sp_op *within = within_op(t);
   return 96 + call_header(p, t)->n + t->op->head_len + t->op->keys_len + enc_bound(&t->pub.in) +
-         enc_bound(&t->pub.out) + extra;
+         enc_bound(&t->pub.out) + (within ? within->head_len : 0) + extra;
 }

@@ -155,6 +155,8 @@ static inline int call_begin(sp_profiler *p, sp_thread *t) {
     lock_release(&p->lock);
     return 0;
   }
+  if (__builtin_expect(t->pub.within != 0, 0)) /* inside another call: another signature */
+    t->salt ^= ((uint64_t)t->pub.within * 0xA24BAED4963EE407ULL) | 1;
   t->prim = sig_lookup(&p->sigs, guess_of(p, t), t->salt, t->key, t->key_n, &t->sig_hash);
   if (t->prim < 0 && in->tensors > 0) {
     /* Tensor inputs: this call will be logged, so its inputs can be

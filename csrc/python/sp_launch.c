@@ -123,52 +123,6 @@ static void put_value(sp_enc *e, int64_t arg, PyObject *v) {
   }
 }
 
-/* (arg, dtype, sizes) or (arg, dtype, sizes, strides, offset, device type,
- * device index): a tensor. */
-static int put_tensor(sp_enc *e, int64_t arg, PyObject *item, Py_ssize_t n) {
-  int ok = 1;
-  int64_t dtype = as_i64(PyTuple_GET_ITEM(item, 1), &ok);
-  PyObject *sizes = PyTuple_GET_ITEM(item, 2);
-  /* a negative dtype would read as another tag (sp_record.c's tensor_end) */
-  if (!ok || dtype < 0 || dtype >= SP_ENC_STRIDED || !PyTuple_Check(sizes)) return 0;
-  Py_ssize_t nd = PyTuple_GET_SIZE(sizes);
-  sp_enc_push(e, SP_ENC_TENSOR);
-  sp_enc_push(e, arg);
-  if (n == 3) {
-    sp_enc_push(e, dtype);
-    sp_enc_push(e, nd);
-    for (Py_ssize_t i = 0; i < nd; i++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(sizes, i), &ok));
-    e->tensors++;
-    return ok;
-  }
-  PyObject *strides = PyTuple_GET_ITEM(item, 3);
-  if (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != nd) return 0;
-  sp_enc_push(e, dtype | SP_ENC_STRIDED);
-  sp_enc_push(e, nd);
-  for (Py_ssize_t i = 0; i < nd; i++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(sizes, i), &ok));
-  for (Py_ssize_t i = 0; i < nd; i++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(strides, i), &ok));
-  for (int k = 4; k < 7; k++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(item, k), &ok));
-  e->tensors++;
-  return ok;
-}
-
-static int encode(sp_enc *e, int id, PyObject *items) {
-  sp_enc_reset(e);
-  sp_enc_push(e, id);
-  Py_ssize_t n = PyTuple_GET_SIZE(items);
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item = PyTuple_GET_ITEM(items, i);
-    Py_ssize_t k = PyTuple_Check(item) ? PyTuple_GET_SIZE(item) : 0;
-    if (k != 2 && k != 3 && k != 7) return 0;
-    int ok = 1;
-    int64_t arg = as_i64(PyTuple_GET_ITEM(item, 0), &ok);
-    if (!ok) return 0;
-    if (k == 2) put_value(e, arg, PyTuple_GET_ITEM(item, 1));
-    else if (!put_tensor(e, arg, item, k)) return 0;
-  }
-  return !e->failed;
-}
-
 /* The kernel's operator id: interned once per key (kept alive by the
  * caller), with n_returns outputs (a launch none, an API call one). */
 static int op_id(sp_thread *t, PyObject *key, PyObject *operation, PyObject *arg_names,
@@ -204,29 +158,6 @@ static void fail(sp_profiler *p, sp_thread *t, PyObject *error) {
   int bytes = msg && PyBytes_Check(msg);
   sp_call_fail_n(p, t, ts, ts ? (size_t)tn : 0, bytes ? PyBytes_AS_STRING(msg) : NULL,
                  bytes ? (size_t)PyBytes_GET_SIZE(msg) : 0);
-}
-
-PyObject *sp_launch(PyObject *m, PyObject *args) {
-  PyObject *key, *operation, *arg_names, *items, *error = Py_None;
-  (void)m;
-  if (!PyArg_ParseTuple(args, "OUO!O!|O:launch", &key, &operation, &PyTuple_Type, &arg_names,
-                        &PyTuple_Type, &items, &error))
-    return NULL;
-  sp_profiler *p = t_api_profiler ? NULL : sp_fallback_target(); /* inside an API call: its part */
-  sp_thread *t = p ? scratch() : NULL;
-  if (!t) Py_RETURN_FALSE;
-  int id = op_id(t, key, operation, arg_names, 0);
-  sp_enc *in = &sp_thread_enc(t)->in;
-  if (id < 0 || !encode(in, id, items)) Py_RETURN_FALSE;
-  int state = sp_call_begin(p, t);
-  if (state == SP_CALL_SKIP) Py_RETURN_FALSE;
-  if (error != Py_None) {
-    fail(p, t, error);
-    Py_RETURN_TRUE;
-  }
-  sp_enc_reset(&sp_thread_enc(t)->out); /* no outputs: a repeat's are its signature's */
-  sp_call_end(p, t);
-  Py_RETURN_TRUE;
 }
 
 /* ---- an API call described here, from its own arguments (doors.py) ----
@@ -458,6 +389,7 @@ PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args) {
       for (Py_ssize_t i = 0; i < n; i++)
         if (values[i] != g_missing) put_item_obj(e, i, values[i], mode);
       if (other != Py_None) put_value(e, n, other); /* what it does not name, as text */
+      sp_thread_enc(t)->within = sp_fallback_open_op(); /* a custom op's kernel calling */
       if (!e->failed && sp_call_begin(p, t) != SP_CALL_SKIP) {
         t_api_profiler = p;
         recorded = 1;
@@ -518,27 +450,65 @@ PyObject *sp_call_api_end_obj(PyObject *m, PyObject *args) {
   Py_RETURN_TRUE;
 }
 
-/* The code that lookup gives a str's name, or -1 (not a str, or no code). */
-static PyObject *code_of(PyObject *arg, int (*lookup)(int, const char *), int table) {
-  const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
-  if (!name) {
-    PyErr_Clear();
-    return PyLong_FromLong(-1);
-  }
-  return PyLong_FromLong(lookup(table, name));
-}
-
 static int dtype_code(int table, const char *name) {
   (void)table;
   return sp_dtype_code(name);
 }
 
-PyObject *sp_launch_dtype_code(PyObject *m, PyObject *arg) {
+/* launch(key, operation, arg_names, values, mode, error=None, convert=None):
+ * one kernel launch, recorded whole once it returned or raised: values, one
+ * per name (the missing marker: not given), described here as an API
+ * call's are; convert(v) gives what a value that is not a tensor, a
+ * sequence of tensors or a plain value is written as (a Triton dtype by its
+ * name, a constexpr by its value). True if it was filed. */
+PyObject *sp_launch(PyObject *m, PyObject *args) {
+  PyObject *key, *operation, *arg_names, *values, *error = Py_None, *convert = Py_None;
+  long mode;
   (void)m;
-  return code_of(arg, dtype_code, 0);
-}
-
-PyObject *sp_launch_device_code(PyObject *m, PyObject *arg) {
-  (void)m;
-  return code_of(arg, sp_name_code, SP_NAMES_DEVICE);
+  if (!PyArg_ParseTuple(args, "OUO!O!l|OO:launch", &key, &operation, &PyTuple_Type, &arg_names,
+                        &PyTuple_Type, &values, &mode, &error, &convert))
+    return NULL;
+  if (!g_tensor_type) {
+    PyErr_SetString(PyExc_RuntimeError, "launch: door_types() was not given");
+    return NULL;
+  }
+  sp_profiler *p = t_api_profiler ? NULL : sp_fallback_target(); /* inside an API call: its part */
+  sp_thread *t = p ? scratch() : NULL;
+  int id = t ? op_id(t, key, operation, arg_names, 0) : -1;
+  if (id < 0) Py_RETURN_FALSE;
+  sp_enc *e = &sp_thread_enc(t)->in;
+  sp_enc_reset(e);
+  sp_enc_push(e, id);
+  Py_ssize_t n = PyTuple_GET_SIZE(values);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *v = PyTuple_GET_ITEM(values, i);
+    if (v == g_missing) continue;
+    PyTypeObject *type = Py_TYPE(v);
+    int plain = v == Py_None || type == &PyLong_Type || type == &PyFloat_Type || type == &PyBool_Type ||
+                type == &PyUnicode_Type || PyObject_TypeCheck(v, (PyTypeObject *)g_tensor_type);
+    if (plain || convert == Py_None || tensor_seq(v)) {
+      put_item_obj(e, i, v, mode);
+      continue;
+    }
+    PyObject *c = PyObject_CallOneArg(convert, v);
+    if (!c) {
+      PyErr_Clear();
+      put_opaque(e, i, v);
+      continue;
+    }
+    put_item_obj(e, i, c, mode);
+    Py_DECREF(c);
+  }
+  PyErr_Clear();
+  if (e->failed) Py_RETURN_FALSE;
+  sp_thread_enc(t)->within = sp_fallback_open_op(); /* a custom op's kernel launching */
+  int state = sp_call_begin(p, t);
+  if (state == SP_CALL_SKIP) Py_RETURN_FALSE;
+  if (error != Py_None) {
+    fail(p, t, error);
+    Py_RETURN_TRUE;
+  }
+  sp_enc_reset(&sp_thread_enc(t)->out); /* no outputs: a repeat's are its signature's */
+  sp_call_end(p, t);
+  Py_RETURN_TRUE;
 }

@@ -9,11 +9,11 @@
 /* launch_mode(): sp_logging() of the profiler this thread's calls go to, 0
  * when none (or this thread is paused). */
 PyObject *sp_launch_mode(PyObject *m, PyObject *noargs);
-/* launch(key, operation, arg_names, items, error=None): records one launch;
- * True if it was filed. */
+/* launch(key, operation, arg_names, values, mode, error=None, convert=None):
+ * records one launch, its values described here; True if it was filed. */
 PyObject *sp_launch(PyObject *m, PyObject *args);
-/* door_types(tensor_type, enum_type, dtype_type, missing): the types the
- * two below tell values by, given once. */
+/* door_types(tensor_type, enum_type, dtype_type, missing): the types launch
+ * and the two below tell values by, given once. */
 PyObject *sp_door_types(PyObject *m, PyObject *args);
 /* call_begin_args(key, operation, arg_names, defaults, index, positional,
  * skip, args, kwargs, mode, other=None): a kernel library's API call begins
@@ -25,8 +25,5 @@ PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args);
 /* call_end_obj(output, error=None): the call begun returned output, or
  * raised error ((type name, str() as UTF-8 "surrogatepass" bytes)). */
 PyObject *sp_call_api_end_obj(PyObject *m, PyObject *args);
-/* dtype_code(name) / device_code(name): the core's code, or -1. */
-PyObject *sp_launch_dtype_code(PyObject *m, PyObject *arg);
-PyObject *sp_launch_device_code(PyObject *m, PyObject *arg);
 
 #endif /* SP_LAUNCH_H */

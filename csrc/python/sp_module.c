@@ -323,8 +323,8 @@ static PyMethodDef module_methods[] = {
      "launch_mode($module, /)\n--\n\n"
      "How a kernel launch on this thread is recorded now: 0 not, 1 plain, 3 with arguments."},
     {"launch", sp_launch, METH_VARARGS,
-     "launch($module, key, operation, arg_names, items, error=None, /)\n--\n\n"
-     "Record one kernel launch (recording/triton.py); True if it was filed."},
+     "launch($module, key, operation, arg_names, values, mode, error=None, convert=None, /)\n--\n\n"
+     "Record one kernel launch (recording/triton.py), a value per name; True if it was filed."},
     {"door_types", sp_door_types, METH_VARARGS,
      "door_types($module, tensor_type, enum_type, dtype_type, missing, /)\n--\n\n"
      "The types call_begin_args tells values by (recording/doors.py), given once."},
@@ -334,10 +334,6 @@ static PyMethodDef module_methods[] = {
     {"call_end_obj", sp_call_api_end_obj, METH_VARARGS,
      "call_end_obj($module, output, error=None, /)\n--\n\n"
      "The API call begun on this thread returned output, or raised error."},
-    {"dtype_code", sp_launch_dtype_code, METH_O,
-     "dtype_code($module, name, /)\n--\n\nThe core's code of a dtype name, or -1."},
-    {"device_code", sp_launch_device_code, METH_O,
-     "device_code($module, name, /)\n--\n\nThe core's code of a device type name, or -1."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {

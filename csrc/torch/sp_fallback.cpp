@@ -187,6 +187,16 @@ static void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
 }
 
+// Marks the thread's recorded call as running for a scope (ThreadState::open_op).
+struct OpenOp {
+  ThreadState& ts;
+  int outer;
+  OpenOp(ThreadState& s, int op) : ts(s), outer(s.open_op) { ts.open_op = op; }
+  ~OpenOp() { ts.open_op = outer; }
+  OpenOp(const OpenOp&) = delete;
+  OpenOp& operator=(const OpenOp&) = delete;
+};
+
 static void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                      torch::jit::Stack* stack) {
   int mode;
@@ -233,12 +243,17 @@ static void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     size_t n_args = op.schema().arguments().size();
     if (stack->size() >= n_args) device = device_of(stack->data() + stack->size() - n_args, n_args);
   }
-  try {
-    redispatch(op, ks, stack);
-    if (C10_UNLIKELY(ts.sync)) synchronize(device, stack, op.schema().returns().size());
-  } catch (...) {
-    record_exception(p, t, std::current_exception());
-    throw;
+  {
+    // While it runs, calls that do not pass the dispatcher (a Triton launch,
+    // a kernel library's call from the op's Python kernel) are its work.
+    OpenOp open(ts, static_cast<int>(sp_thread_enc(t)->in.w[0]) + 1);
+    try {
+      redispatch(op, ks, stack);
+      if (C10_UNLIKELY(ts.sync)) synchronize(device, stack, op.schema().returns().size());
+    } catch (...) {
+      record_exception(p, t, std::current_exception());
+      throw;
+    }
   }
   // A deduplicated repeat (SP_CALL_COUNTED) too: its outputs say whether it
   // is one. They are compared in place first; if they differ, or cannot be
@@ -345,6 +360,8 @@ sp_profiler* sp_fallback_target(void) {
   sp_profiler* p = sp_thread_profiler(&mode);
   return mode ? p : nullptr;
 }
+
+int sp_fallback_open_op(void) { return t_state.open_op; }
 
 int sp_fallback_thread_enabled(void) {
   return c10::impl::tls_is_dispatch_key_included(kKey) ? 1 : 0;

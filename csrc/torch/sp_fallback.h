@@ -54,6 +54,10 @@ void sp_fallback_resume(void);
  * holds what keeps the profiler (the interpreter lock, for the Python
  * module). */
 sp_profiler *sp_fallback_target(void);
+/* The op id + 1 of the recorded call running on the calling thread (its
+ * kernel runs now), else 0: a call recorded from inside it is its work
+ * (sp_thread_public.within). */
+int sp_fallback_open_op(void);
 /* Whether the key is in the calling thread's TLS (for tests). */
 int sp_fallback_thread_enabled(void);
 

@@ -87,6 +87,8 @@ struct ThreadState {
   bool saw_meta;          // the call being described has a meta tensor
   bool allow_meta;        // ...and is described anyway: it raised
   bool sync;              // synchronise the device after each recorded call (sp_fallback_sync)
+  int open_op;            // op id + 1 of the recorded call running on this thread, else 0:
+                          // what a launch inside it runs within (sp_fallback_open_op)
 };
 #ifdef SP_TORCH_AMALGAMATION
 static thread_local ThreadState t_state;

@@ -67,7 +67,7 @@ def build(sources: List[Source]) -> Analysis:
                 m = merged[k] = Signature(sig.operation, sig.inputs, sig.outputs, sig.error,
                                           sig.phase, sig.incomplete, first_call=sig.first_call,
                                           out_elements=sig.out_elements, args=sig.args,
-                                          graph=sig.graph)
+                                          graph=sig.graph, within=sig.within)
             m.count += sig.count
             m.records += sig.records
             o = ops.get(sig.operation)
@@ -96,6 +96,18 @@ def doors(src: Source) -> Dict[str, int]:
     first = [d for d in (DISPATCHER, CUSTOM_OPS) if d in out]
     rest = sorted((d for d in out if d not in first), key=lambda d: (-out[d], d))
     return {d: out[d] for d in first + rest}
+
+
+def doors_within(src: Source) -> Dict[str, int]:
+    """Of the ledger's calls, those that ran inside another call's record
+    (a custom op's kernel launching Triton, calling FlashInfer: "within"),
+    by door: they are that call's work, counted once by readers of cost."""
+    out: Dict[str, int] = {}
+    for sig in src.signatures.values():
+        if sig.within:
+            d = door_of(sig.operation)
+            out[d] = out.get(d, 0) + sig.count
+    return dict(sorted(out.items(), key=lambda x: (-x[1], x[0])))
 
 
 def analyze_file(paths, flt: Optional[Filter] = None) -> Analysis:

@@ -219,9 +219,20 @@ def is_view(op: str) -> bool:
     return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
 
 
+WITHIN = "within"  # a Cost's bound: its work is the recorded calls within it
+
+
 def costs(signatures: List[Signature], dev: Optional[Device]) -> List[Cost]:
+    """Each signature's cost. An operation whose calls ran recorded calls
+    inside them (a custom op launching Triton GEMMs: FORMAT.md, "within")
+    is costed by those calls, which say what ran; its own rows cost nothing,
+    bound WITHIN, so that no work counts twice."""
+    outer = {s.within for s in signatures if s.within}
     out = []
     for s in signatures:
+        if s.operation in outer:
+            out.append(Cost(s, None, 0, 0.0 if dev is not None else None, WITHIN if dev is not None else ""))
+            continue
         fl = flops(s)
         by = 0 if is_view(s.operation) else nbytes(list(s.inputs.values())) + nbytes(s.outputs)
         c = Cost(s, fl, by)

@@ -35,7 +35,8 @@ def _index(srcs: List[Source], by_phase: bool, with_outputs: bool) -> Dict[tuple
         m = out.get(k)
         if m is None:
             out[k] = Signature(s.operation, s.inputs, s.outputs, s.error, s.phase if by_phase else None,
-                               s.incomplete, s.count, s.records, s.first_call, s.out_elements)
+                               s.incomplete, s.count, s.records, s.first_call, s.out_elements,
+                               within=s.within)
         else:
             m.count += s.count
             m.records += s.records

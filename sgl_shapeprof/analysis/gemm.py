@@ -174,10 +174,13 @@ def _stride(t: dict) -> Optional[List[int]]:
 
 
 def gemms(signatures: List[Signature], custom: Optional[Dict] = None) -> List[Gemm]:
-    """GEMMs merged by (operation, M, N, K, batch, dtypes, layout), most FLOPs first."""
+    """GEMMs merged by (operation, M, N, K, batch, dtypes, layout), most FLOPs
+    first. An operation whose calls ran recorded calls inside them is read
+    through those (FORMAT.md, "within"): its own records are not GEMMs again."""
     merged: Dict[tuple, Gemm] = {}
+    outer = {s.within for s in signatures if s.within}
     for s in signatures:
-        g = gemm_of(s, custom or {})
+        g = gemm_of(s, custom or {}) if s.operation not in outer else None
         if g is None:
             continue
         key = (g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.b_layout, g.bias,

@@ -13,7 +13,7 @@ import importlib
 from types import ModuleType
 from typing import Dict, List, Tuple
 
-INTEGRATIONS = ("sglang", "vllm", "flashinfer", "tvm_ffi")
+INTEGRATIONS = ("sglang", "vllm", "flashinfer", "tvm_ffi", "cute_dsl", "inductor")
 
 
 def seam(name: str) -> ModuleType:

@@ -26,11 +26,11 @@ from typing import Callable, Dict, Optional, Tuple
 
 from .messages import say_once
 
-_MISSING = object()
+MISSING = object()  # a parameter not given, without default (the native side knows it)
 _SKIPPED = ("self", "cls")  # a method's object: not a value of the call
 OTHER = "other_args"  # keywords the function does not name, as text
 _PLAIN = (bool, int, float, str, type(None))
-_types: list = []  # given to the native side once (door_types)
+_types: list = []  # given to the native side once (native_types)
 _off = False  # recording an API call failed once: API calls are not recorded again
 
 
@@ -55,10 +55,10 @@ class _Api:
         # how many can be given by position (keyword-only ones follow)
         self.positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
         self.index = {name: i for i, name in enumerate(self.params)}
-        self.defaults = tuple(_MISSING if p.default is inspect.Parameter.empty else p.default
+        self.defaults = tuple(MISSING if p.default is inspect.Parameter.empty else p.default
                               for p in params)
         self.arg_names = self.params + (OTHER,)
-        self.operation, self.key = _key(operation, self.arg_names)
+        self.operation, self.key = operation_key(operation, self.arg_names)
 
 
 # operation name -> (its values' names, its key: kept alive here, the core
@@ -66,7 +66,7 @@ class _Api:
 _keys: Dict[str, Tuple[tuple, object]] = {}
 
 
-def _key(operation: str, arg_names: tuple) -> Tuple[str, object]:
+def operation_key(operation: str, arg_names: tuple) -> Tuple[str, object]:
     """The operation's name and key; another function of the same name with
     other parameters is another operation, "<name>#2" and on."""
     name, n = operation, 2
@@ -126,7 +126,7 @@ def positional_door(fn: Callable, operation: str) -> Callable:
     """fn, a compiled function whose parameters have no names (a tvm-ffi
     Function), recorded as `operation` when called in a logged pass: its
     values named by position, arg0, arg1, ... A call with another number of
-    values is another operation, "<operation>#2" and on (_key)."""
+    values is another operation, "<operation>#2" and on (operation_key)."""
     apis: Dict[int, _Api] = {}
 
     def door(*args, **kwargs):
@@ -147,14 +147,20 @@ def positional_door(fn: Callable, operation: str) -> Callable:
     return door
 
 
+def native_types(native) -> None:
+    """The types values are told by natively (door_types), given once:
+    before any call is described there (an API call's, a launch's)."""
+    if not _types:
+        torch = sys.modules["torch"]
+        _types.append(native.door_types(torch.Tensor, enum.Enum, torch.dtype, MISSING))
+
+
 def _api(native, fn: Optional[Callable], operation: str, n_positional: int = 0) -> Optional[_Api]:
     """The function's _Api, or None (said once; doors record no more) when
     it cannot be made (a signature inspect cannot read)."""
     global _off
     try:
-        if not _types:
-            torch = sys.modules["torch"]
-            _types.append(native.door_types(torch.Tensor, enum.Enum, torch.dtype, _MISSING))
+        native_types(native)
         return _Api(fn, operation, n_positional)
     except Exception as e:
         _off = True

@@ -27,6 +27,7 @@ import weakref
 from typing import Callable, Dict, Optional, Tuple
 
 from ..on_import import PatchingFinder, install_finder
+from .doors import MISSING, native_types
 from .messages import say_once
 from .pauses import pause_thread, resume_thread
 
@@ -42,11 +43,8 @@ _local = threading.local()  # .bench: this thread is inside the autotuner's benc
 # id(kernel object) -> (a weak reference to it, its _Kernel): by identity, as
 # hashing a JITFunction hashes its source's cache key
 _kernels: Dict[int, Tuple["weakref.ref", "_Kernel"]] = {}
-_dtypes: dict = {}
-_devices: dict = {}
 _C = None
 _Tensor = None
-_MISSING = object()
 _tl_dtype = None  # triton.language.dtype
 _off = False  # recording a launch failed once: launches are not recorded again
 
@@ -84,6 +82,7 @@ def enter() -> None:
                 import torch
 
                 from .. import _C as native
+                native_types(native)
                 _C, _Tensor = native, torch.Tensor
             if _tl_dtype is None:
                 tl = sys.modules.get("triton.language")
@@ -203,9 +202,9 @@ class _Kernel:
         sig = inspect.signature(fn)
         self.params = tuple(sig.parameters)
         self.index = {name: i for i, name in enumerate(self.params)}
-        # per parameter, its default, or _MISSING: a launch's values start from these
-        self.slots = [_MISSING if p.default is inspect.Parameter.empty else p.default
-                      for p in sig.parameters.values()]
+        # per parameter, its default, or MISSING: a launch's values start from these
+        self.slots = [MISSING if p.default is inspect.Parameter.empty else p.default
+                      for p in sig.parameters.values()] + [MISSING] * len(OPTIONS)
         self.arg_names = self.params + OPTIONS
         module = getattr(fn, "__module__", None) or "?"
         self.operation = f"{PREFIX}{module}.{getattr(fn, '__qualname__', None) or fn.__name__}"
@@ -233,29 +232,10 @@ def _kernel(obj) -> _Kernel:
     return k
 
 
-def _tensor(i: int, t, mode: int) -> tuple:
-    code = _dtypes.get(t.dtype)
-    if code is None:
-        code = _dtypes[t.dtype] = _C.dtype_code(str(t.dtype))
-    if code < 0:  # a dtype the core has no name for: the argument is written by its type's name
-        say_once(f"triton-dtype-{t.dtype}", f"a Triton launch's tensor of {t.dtype}: no name for it, "
-                                             f"its shape is not recorded")
-        return (i, t)
-    if not mode & 2:
-        return (i, code, tuple(t.shape))
-    device = t.device
-    dev = _devices.get(device.type)
-    if dev is None:
-        dev = _devices[device.type] = _C.device_code(device.type)
-    index = device.index
-    return (i, code, tuple(t.shape), tuple(t.stride()), t.storage_offset(), dev,
-            -1 if index is None else index)
-
-
 _PLAIN = (int, float, bool, str, type(None))
 
 
-def _value(v):
+def launch_value(v):
     """A non-tensor value as the core takes it: None, bool, int, float, str,
     a tuple of ints; Triton's constexpr by its value, its dtypes (and
     torch's) by name ("bf16"); anything else is written as its type's name
@@ -267,7 +247,7 @@ def _value(v):
         return str(v)
     cls = type(v)
     if cls.__name__ == "constexpr" and (cls.__module__ or "").startswith("triton"):
-        return _value(v.value)
+        return launch_value(v.value)
     if isinstance(v, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         return tuple(int(x) for x in v)
     if _Tensor is not None and cls.__name__ == "dtype" and cls.__module__ == "torch":
@@ -277,12 +257,13 @@ def _value(v):
 
 def _file_launch(obj, args, kwargs, grid, kernel, mode: int, error: Optional[BaseException]) -> None:
     """Files one launch; never raises into the launch. Per launch (the hot
-    path of this file): list and tuple work only, no per-launch dicts."""
+    path of this file): a list of its values, one per parameter and launch
+    option, described natively (_C.launch)."""
     global _off
     try:
         k = _kernel(obj)
-        values = k.slots.copy()
-        n = len(values)
+        values = k.slots.copy()  # the parameters' defaults, then the options, missing
+        n = len(k.params)
         values[:len(args)] = args[:n]
         extra = None
         if kwargs:
@@ -295,13 +276,9 @@ def _file_launch(obj, args, kwargs, grid, kernel, mode: int, error: Optional[Bas
                     extra = {name: v}
                 else:
                     extra[name] = v
-        Tensor = _Tensor
-        items = [_tensor(i, v, mode) if isinstance(v, Tensor)
-                 else (i, v if v.__class__ in _PLAIN else _value(v))
-                 for i, v in enumerate(values) if v is not _MISSING]
         if grid:  # [the grid launched], or [] when Triton computed none (it raised first)
             try:
-                items.append((n, tuple(int(g) for g in grid[-1])))
+                values[n] = tuple(int(g) for g in grid[-1])
             except (TypeError, ValueError):
                 pass
         meta = getattr(kernel, "metadata", None)  # the compiled kernel's (not the interpreter's)
@@ -312,13 +289,13 @@ def _file_launch(obj, args, kwargs, grid, kernel, mode: int, error: Optional[Bas
                 if v is None and meta is not None:
                     v = getattr(meta, name, None)
                 if v is not None:
-                    items.append((n + j, _value(v)))
+                    values[n + j] = v
             if extra:
-                items.append((n + 5, ", ".join(f"{name}={v!r}" for name, v in sorted(extra.items()))))
+                values[n + 5] = ", ".join(f"{name}={v!r}" for name, v in sorted(extra.items()))
         err = None
         if error is not None:
             err = (type(error).__name__, str(error).encode("utf-8", "surrogatepass"))
-        _C.launch(k.key, k.operation, k.arg_names, tuple(items), err)
+        _C.launch(k.key, k.operation, k.arg_names, tuple(values), mode, err, launch_value)
     except Exception as e:
         say_once("triton-record", f"cannot record a Triton launch ({type(e).__name__}: {e}); "
                                   f"launches are recorded no further")

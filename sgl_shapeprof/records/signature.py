@@ -30,18 +30,21 @@ class Signature:
     out_elements: int = 0
     args: Optional[dict] = None   # the other arguments, when recorded (FORMAT.md)
     graph: Optional[int] = None   # the graph a capture's record belongs to
+    within: Optional[str] = None  # the operation whose call this one ran inside (FORMAT.md)
 
     @property
     def text(self) -> str:
         """inputs -> outputs, for people."""
         return format_inputs(self.inputs) + " -> " + (
-            format_value(self.outputs) if self.outputs is not None else "None")
+            format_value(self.outputs) if self.outputs is not None else "None") + (
+            f"  (within {self.within})" if self.within else "")
 
     @property
     def key(self) -> Tuple[str, str, str]:
         """What makes two signatures the same across files (phase aside)."""
         return (self.operation, json.dumps(self.inputs, sort_keys=False) + (
-                    json.dumps(mask_floats(self.args)) if self.args is not None else ""),
+                    json.dumps(mask_floats(self.args)) if self.args is not None else "") + (
+                    " within " + self.within if self.within else ""),
                 json.dumps(self.outputs) if self.error is None else "error")
 
 
@@ -87,7 +90,8 @@ def signature_of(rec: dict) -> Signature:
         outputs=out, error=rec.get("error"), phase=rec.get("phase"),
         incomplete=bool(rec.get("incomplete")), out_elements=elements(out),
         args=rec.get("args") if isinstance(rec.get("args"), dict) else None,
-        graph=rec.get("graph") if isinstance(rec.get("graph"), int) else None)
+        graph=rec.get("graph") if isinstance(rec.get("graph"), int) else None,
+        within=rec.get("within") if isinstance(rec.get("within"), str) else None)
 
 
 def key_of(rec: dict) -> bytes:

@@ -8,7 +8,7 @@ import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, TextIO
 
-from ..analysis.analyze import Analysis, doors, passes_of
+from ..analysis.analyze import Analysis, doors, doors_within, passes_of
 from ..analysis.cost import Device
 from ..analysis.deployment import inventory
 from ..analysis.diff import Diff
@@ -72,7 +72,7 @@ def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
                       "last_line_cut": s.report.cut_last_line,
                       "unreadable_lines": len(s.report.bad_lines),
                       "graphs": {str(k): g for k, g in s.graphs.items()},
-                      "doors": doors(s), "records_after_summary": s.records_after_summary})
+                      "doors": doors(s), "doors_within": doors_within(s), "records_after_summary": s.records_after_summary})
     # Over several files (ranks of one run number their passes alike): pass
     # numbers, not rank x pass -- the most any file logged, the distinct
     # numbers with records.

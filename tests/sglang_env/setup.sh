@@ -14,6 +14,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PY="$VENV/bin/python"
 SGLANG_VERSION=0.5.23
 FLASHINFER_VERSION=0.7.2  # SGLang 0.5.23's pin
+CUTE_DSL_VERSION=4.8.0  # nvidia-cutlass-dsl[cu13], SGLang 0.5.23's pin
 [ -x "$PY" ] || { echo "setup.sh: no python at $PY" >&2; exit 2; }
 t0=$(date +%s)
 
@@ -57,6 +58,17 @@ if [ ! -f "$FLASHINFER_DIR/flashinfer/__init__.py" ]; then
   pip install --no-deps --target "$FLASHINFER_DIR" "flashinfer-python==$FLASHINFER_VERSION" \
     "tabulate==0.10.0" "nvidia-ml-py==13.615.71"
 fi
+# 1c. CuTe DSL, SGLang's pin, for its door's tests (a host function that
+#     `cute.compile` compiles and runs on the CPU), in a folder of its own
+#     for the same reason. nvidia-cutlass-dsl itself is an empty wheel whose
+#     .pth names dsl_packages: its three parts are installed in one go (a
+#     second --target install skips folders already there), and the tests
+#     put dsl_packages and the folder on their path.
+CUTE_DSL_DIR="$VENV/cutlass-dsl-$CUTE_DSL_VERSION"
+if [ ! -d "$CUTE_DSL_DIR/nvidia_cutlass_dsl/dsl_packages/cutlass" ]; then
+  pip install --no-deps --target "$CUTE_DSL_DIR" "nvidia-cutlass-dsl-libs-base==$CUTE_DSL_VERSION" \
+    "nvidia-cutlass-dsl-libs-core==$CUTE_DSL_VERSION" "nvidia-cutlass-dsl-libs-cu13==$CUTE_DSL_VERSION"
+fi
 # 2. torchvision matching torch (SGLang's multimodal code imports it); then
 #    what the CPU engine, HTTP server and diffusion runtime import, pinned;
 #    constraints.txt keeps torch/torchvision where they are.
@@ -78,6 +90,7 @@ assert getattr(sgl_kernel, "__sgl_kernel_placeholder__", False)
 print("setup.sh: sglang", sglang.__version__, "torch", torch.__version__, "OK")
 PYEOF
 PYTHONPATH="$FLASHINFER_DIR" "$PY" -c "import flashinfer.norm, flashinfer.decode, flashinfer.fused_moe"
+PYTHONPATH="$CUTE_DSL_DIR/nvidia_cutlass_dsl/dsl_packages:$CUTE_DSL_DIR" "$PY" -c "import cutlass.cute"
 
 echo "$want" > "$stamp"
 echo "setup.sh: done in $(( $(date +%s) - t0 ))s"

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Dict, List, Optional, TextIO
 
-from ...analysis.analyze import Analysis, OpView, doors, filters_text
+from ...analysis.analyze import Analysis, OpView, doors, doors_within, filters_text
 from ...analysis.deployment import inventory
 from ...records.doors import DISPATCHER
 from ...records.filter import close_names
@@ -44,7 +44,10 @@ def _source_lines(src: Source, w) -> None:
     w(text + "\n")
     ledger = doors(src)
     if set(ledger) - {DISPATCHER}:  # a call came through another door: say how many through each
-        w("  doors: " + ", ".join(f"{d.replace('_', ' ')} {_n(n)}" for d, n in ledger.items()) + "\n")
+        inside = doors_within(src)
+        w("  doors: " + ", ".join(f"{d.replace('_', ' ')} {_n(n)}" for d, n in ledger.items()) +
+          ("; within other calls: " + ", ".join(f"{d.replace('_', ' ')} {_n(n)}" for d, n in inside.items())
+           if inside else "") + "\n")
     if src.graphs:
         captured = sorted(k for k, g in src.graphs.items() if g["captures"])
         replays = sum(g["replays"] for g in src.graphs.values())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Optional, TextIO
 
-from ...analysis.cost import Device, format_time, peaks_text
-from ...records.values import format_inputs, format_value, human
+from ...analysis.cost import WITHIN, Device, format_time, peaks_text
+from ...records.values import human
 
 
 def cost_text(rows: list, dev: Optional[Device], out: TextIO, top: Optional[int] = None,
@@ -33,7 +33,10 @@ def cost_text(rows: list, dev: Optional[Device], out: TextIO, top: Optional[int]
             o(f" {format_time(sec):>9} {format_time(sec * n):>9} {100 * sec * n / total:>5.1f}% {bound:>7}")
         o(f"  {op}")
         if sig is not None:
-            o(f"  {format_inputs(sig.inputs)} -> {format_value(sig.outputs)}")
+            o(f"  {sig.text}")
         o("\n")
     if len(rows) < all_rows:
         o(f"... {all_rows - len(rows)} more (--top)\n")
+    if any(r[5] == WITHIN for r in rows):
+        o(f"{WITHIN}: its calls ran recorded calls (kernel launches, library calls) inside them; "
+          "their rows are its cost\n")

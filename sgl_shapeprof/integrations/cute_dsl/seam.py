@@ -1,0 +1,26 @@
+"""CuTe DSL's seam (nvidia-cutlass-dsl): what the rest of sgl_shapeprof
+needs to know of it (registry.py lists it). Standard library only, nothing
+imported: the start-up hook reads it at Python start-up.
+
+`cute.compile` hands back a compiled function whose class says how it is
+called: JitCompiledFunction (and its subclasses; JitExecutor for one bound
+to a device), or with tvm-ffi (`--enable-tvm-ffi`: FlashInfer's norms,
+SGLang's FA4) TVMFFIJitCompiledFunctionWithKwargs and
+TVMFFIJitCompiledFunction. Each class's own __call__ is where every call of
+every compiled kernel passes; the door patches them where they are defined,
+names them at compile (CompileCallable._compile), and wraps the plain
+tvm-ffi functions that a module loaded ahead of time hands back
+(ExternalBinaryModule.__getattr__: SGLang's on-disk cache of FA4).
+"""
+COMPILER = "cutlass.base_dsl.compiler"
+JIT_EXECUTOR = "cutlass.base_dsl.jit_executor"
+TVM_FFI_PROVIDER = "cutlass.cutlass_dsl.tvm_ffi_provider"
+BINARY_MODULE = "cutlass.base_dsl.export.external_binary_module"
+
+_HERE = __package__
+
+HOOKS = {COMPILER: (f"{_HERE}.door", "patch_compiler"),
+         JIT_EXECUTOR: (f"{_HERE}.door", "patch_jit_executor"),
+         TVM_FFI_PROVIDER: (f"{_HERE}.door", "patch_tvm_ffi_provider"),
+         BINARY_MODULE: (f"{_HERE}.door", "patch_binary_module")}
+UNARMED_HOOKS: dict = {}

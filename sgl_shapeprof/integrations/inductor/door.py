@@ -1,0 +1,131 @@
+"""torch.compile's Triton kernels as records: CachingAutotuner.run, which
+the code Inductor generates calls for each launch, is wrapped; a launch in
+a logged pass is one record, "inductor:<kernel name>"
+(triton_poi_fused_add_0), filed as a Triton launch is (FORMAT.md, "Kernel
+launches"): its tensors by the kernel's parameter names, its other values
+(the numels), then the config that ran (its block sizes, num_warps,
+num_stages) and the grid launched. Written when the launch returned or
+raised. What run() does besides the launch (autotuning the first launch:
+benchmarking every config, cloning the arguments) is not the model's work:
+the thread records nothing while it runs.
+
+Not seen here: a graph compiled with cpp_wrapper or by AOTInductor (C++
+launches the kernels), and launches replayed from a CUDA graph
+(mode="reduce-overhead": as every replay, counted by the pass, not seen).
+"""
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Optional
+
+from ...recording.doors import MISSING, native_types, operation_key
+from ...recording.messages import say_once
+from ...recording.triton import OPTIONS, launch_value
+
+PREFIX = "inductor:"
+_STATE = "_shapeprof_launch"  # on an autotuner: (its config, _Launch)
+_off = False  # recording a launch failed once: launches are not recorded again
+
+
+class _Launch:
+    """What an autotuner's launches are described by, for its chosen config:
+    the names of run()'s values, the config's own values, the grid's code."""
+    __slots__ = ("operation", "names", "arg_names", "config_values", "grid", "key")
+
+    def __init__(self, autotuner, config, n_args: int) -> None:
+        meta = autotuner.inductor_meta or {}
+        signature = autotuner.triton_meta.get("signature", {})
+        kwargs = dict(getattr(config, "kwargs", None) or {})
+        # run()'s values: the kernel's parameters but its constexprs, then
+        # the launcher's extra arguments
+        names = [n for n, t in signature.items() if t != "constexpr" and n not in kwargs]
+        names += list(meta.get("extra_launcher_args", ()))
+        if len(names) != n_args:  # another layout: by position
+            names = [f"arg{i}" for i in range(n_args)]
+        self.names = tuple(names)
+        self.config_values = tuple(kwargs.values())
+        self.arg_names = self.names + tuple(kwargs) + OPTIONS
+        self.operation = PREFIX + str(meta.get("kernel_name") or getattr(autotuner.fn, "__name__", "?"))
+        self.grid = _grid_code(autotuner, config)
+        self.operation, self.key = operation_key(self.operation, self.arg_names)
+
+
+def _grid_code(autotuner, config):
+    """The grid of a launch of this config, compiled once: Inductor's own
+    expression of it (GridExpr, from the kernel's grid type), or None."""
+    try:
+        module = sys.modules[type(autotuner).__module__]
+        expr = module.GridExpr.from_meta(autotuner.inductor_meta, config)
+        text = "\n".join(list(expr.prefix) + [f"grid_0 = {expr.x_grid}", f"grid_1 = {expr.y_grid}",
+                                              f"grid_2 = {expr.z_grid}"])
+        return compile(text, "<inductor grid>", "exec")
+    except Exception:
+        return None
+
+
+def patch_triton_heuristics(module) -> None:
+    """torch._inductor.runtime.triton_heuristics was just imported: its
+    autotuner's run() records the launches of logged passes."""
+    cls = getattr(module, "CachingAutotuner", None)
+    original = getattr(cls, "run", None) if cls is not None else None
+    if original is None or getattr(original, "_shapeprof_original", None) is not None:
+        return
+
+    @functools.wraps(original)
+    def run(self, *args, stream, **kwargs):
+        native = sys.modules.get("sgl_shapeprof._C")
+        mode = 0 if native is None or _off or kwargs.get("benchmark_run") else native.launch_mode()
+        if not mode:
+            return original(self, *args, stream=stream, **kwargs)
+        paused = native.pause_thread()  # its autotuning's benchmarks and copies
+        try:
+            out = original(self, *args, stream=stream, **kwargs)
+        except BaseException as e:
+            if paused:
+                native.resume_thread()
+            _file_launch(native, self, args, mode, e)
+            raise
+        if paused:
+            native.resume_thread()
+        _file_launch(native, self, args, mode, None)
+        return out
+
+    run._shapeprof_original = original
+    cls.run = run
+
+
+def _file_launch(native, autotuner, args: tuple, mode: int, error: Optional[BaseException]) -> None:
+    """Files one launch; never raises into it."""
+    global _off
+    try:
+        launchers = autotuner.launchers
+        config = getattr(launchers[0], "config", None) if len(launchers) == 1 else None
+        state = autotuner.__dict__.get(_STATE)
+        if state is None or state[0] is not config:
+            native_types(native)
+            state = autotuner.__dict__[_STATE] = (config, _Launch(autotuner, config, len(args)))
+        launch: _Launch = state[1]
+        values = list(args) + list(launch.config_values) + [MISSING] * len(OPTIONS)
+        if launch.grid is not None:
+            scope = dict(zip(launch.names, args))
+            try:
+                exec(launch.grid, scope)
+                values[len(args) + len(launch.config_values)] = (
+                    int(scope["grid_0"]), int(scope["grid_1"]), int(scope["grid_2"]))
+            except Exception:
+                pass
+        if config is not None:
+            at = len(args) + len(launch.config_values) + 1
+            for j, name in enumerate(("num_warps", "num_stages", "num_ctas", "maxnreg")):
+                v = getattr(config, name, None)
+                if v is not None:
+                    values[at + j] = v
+        err = None
+        if error is not None:
+            err = (type(error).__name__, str(error).encode("utf-8", "surrogatepass"))
+        native.launch(launch.key, launch.operation, launch.arg_names, tuple(values), mode, err, launch_value)
+    except Exception as e:
+        _off = True
+        say_once("inductor-record", f"cannot record an Inductor kernel launch ({type(e).__name__}: {e}); "
+                                    f"such launches are recorded no further")
