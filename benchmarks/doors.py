@@ -1,7 +1,10 @@
 """What a kernel library's door costs (recording/doors.py): the us added per
 API call, against the same function without its door, outside logged
 passes (before any profiler, and with one open but no pass) and inside one
-(written, deduplicated repeat, arguments on).
+(written, deduplicated repeat, arguments on). Then Inductor's door
+(integrations/inductor/): a launch through torch's own CachingAutotuner.run,
+its launcher stood in by one that does nothing (tests/inductor_stand_in.py),
+against Inductor's own run().
 
     python benchmarks/doors.py [--rounds 9] [--calls 2000]
 
@@ -72,6 +75,48 @@ def main() -> None:
         for prof in profs.values():
             prof.close()
     print(f"us added per API call (medians of {args.rounds} rounds of {args.calls} calls, 95% interval)")
+    for m, xs in modes.items():
+        med, lo, hi = median_ci(xs)
+        print(f"  {m:<18} {med:7.2f}  [{lo:.2f}, {hi:.2f}]")
+    inductor(args.rounds, args.calls)
+
+
+def inductor(rounds: int, calls: int) -> None:
+    """Inductor's door: us added per launch, against Inductor's own run()."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from inductor_stand_in import autotuner, config, heuristics
+
+    from sgl_shapeprof import ShapeProfiler
+    from sgl_shapeprof.integrations.inductor.door import patch_triton_heuristics
+    patch_triton_heuristics(heuristics)
+    own = heuristics.CachingAutotuner.run._shapeprof_original
+    at, _ = autotuner([config(128, 4)])
+    x, y = torch.zeros(1000), torch.zeros(1000)
+
+    def timed(run, n):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            run(at, x, y, 1000, stream=0)
+        return (time.perf_counter() - t0) / n * 1e6
+    door = heuristics.CachingAutotuner.run
+    timed(door, 10)  # autotuned once, outside the timing
+    modes = {m: [] for m in ("outside a pass", "written", "deduplicated")}
+    with tempfile.TemporaryDirectory() as d:
+        profs = {m: ShapeProfiler(os.path.join(d, f"i{i}.jsonl"), dedupe=(m == "deduplicated"))
+                 for i, m in enumerate(modes)}
+        for _ in range(rounds):
+            for m, prof in profs.items():
+                base = timed(own, calls)
+                if m != "outside a pass":
+                    prof.start_forward_pass("decode")
+                ours = timed(door, calls)
+                if m != "outside a pass":
+                    prof.end_forward_pass()
+                modes[m].append(ours - base)
+        for prof in profs.values():
+            prof.close()
+    print(f"Inductor's door: us added per launch, against its own run() ({timed(own, calls):.2f} us here; "
+          f"medians of {rounds} rounds of {calls} launches, 95% interval)")
     for m, xs in modes.items():
         med, lo, hi = median_ci(xs)
         print(f"  {m:<18} {med:7.2f}  [{lo:.2f}, {hi:.2f}]")

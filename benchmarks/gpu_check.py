@@ -49,6 +49,12 @@ Checks, in the order they run (the gate first, the riskiest last):
              logger, interleaved; the ratio to off per round, median and
              95% interval
   pytest     tests/test_cuda.py (needs pytest)
+  coverage   the share of GPU kernel time and of kernel launches that the
+             records explain: a dense and a MoE model under torch.profiler
+             (CUPTI) in the same logged passes as the recorder; a kernel is
+             explained when the op that launched it, or one it ran inside,
+             is a recorded operation, or it is a recorded Triton or
+             Inductor launch's kernel. Target 98%; the others by name
   cost_profiler
              decode at batch 1 (eager and CUDA-graph) and the prefill under
              torch.profiler(record_shapes=True) against off: CUPTI with
@@ -108,6 +114,7 @@ CHECKS = {
     "kill": Check(None, 45, 45),
     "cost": Check(None, 120, 90),
     "pytest": Check("needs CUDA (on the CPU these are the suite's own)", 120, 120),
+    "coverage": Check("needs CUDA (the kernels CUPTI traces)", 60, 60),
     "cost_profiler": Check(None, 90, 60),
 }
 CAPTURE = {"guard": "the device guard (torch 2.13+)",

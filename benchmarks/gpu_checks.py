@@ -838,9 +838,103 @@ def check_pytest(out, tmp, reduced):
         out["failures"].append(f"pytest exited {int(code)}")
 
 
+# -------------------------------------------------------------- coverage --
+def profiler_name(operation: str) -> str:
+    """torch.profiler's name of a recorded operator: 'aten::mm' of
+    'aten.mm.default' (the schema's name, without the overload)."""
+    ns, _, rest = operation.partition(".")
+    return f"{ns}::{rest.rsplit('.', 1)[0]}" if "." in rest else operation
+
+
+def kernel_coverage(events, operations):
+    """What the records explain of a torch.profiler trace's GPU kernels:
+    (kernels explained, kernels, us explained, us, {unexplained kernel name:
+    [launches, us]}). events: the trace's FunctionEvents (a CPU op's
+    kernels, the kernels no op launched); operations: the records' names.
+    A kernel is explained when the op that launched it, or one it ran
+    inside, is a recorded operator or a recorded kernel library's call, or
+    its name is a recorded Triton or Inductor launch's kernel."""
+    # a kernel library's call is a range named as its record (recording/doors.py)
+    ops = {profiler_name(o) if ":" not in o else o for o in operations}
+    kernels = {o.split(":", 1)[1].rsplit(".", 1)[-1].split("#")[0] for o in operations
+               if o.startswith(("triton:", "inductor:"))}
+    n_ok = n = 0
+    us_ok = us = 0.0
+    missing = {}
+
+    def launched(name):
+        return name in kernels or any(name.startswith(k + "_") for k in kernels)
+
+    def count(name, dur, ok):
+        nonlocal n_ok, n, us_ok, us
+        if name.startswith(("Memcpy", "Memset")):  # copies, not kernels
+            return
+        n += 1
+        us += dur
+        if ok:
+            n_ok += 1
+            us_ok += dur
+        else:
+            m = missing.setdefault(name, [0, 0.0])
+            m[0] += 1
+            m[1] += dur
+    for e in events:
+        if str(e.device_type).endswith("CPU"):
+            if not e.kernels:
+                continue
+            chain, p = [], e
+            while p is not None:
+                chain.append(p.name)
+                p = p.cpu_parent
+            under = any(c in ops for c in chain)
+            for k in e.kernels:
+                count(k.name, k.duration, under or launched(k.name))
+        else:  # a kernel that no op launched (a Triton launch from Python)
+            count(e.name, e.time_range.elapsed_us(), launched(e.name))
+    return n_ok, n, us_ok, us, missing
+
+
+def check_coverage(out, tmp, reduced):
+    if not CUDA:
+        raise Skip("needs CUDA (the kernels CUPTI traces)")
+    from torch.profiler import ProfilerActivity, profile
+    worst = None
+    for name, make in (("llama", dense_lm), ("mixtral-moe", moe_lm)):
+        torch.manual_seed(0)
+        model = make(reduced).to(DEVICE, torch.bfloat16).eval()
+        ids = torch.randint(1, 512, (2, 12), device=DEVICE)
+        with torch.inference_mode():
+            model(ids)  # warm-up, outside the trace and the records
+        sync()
+        prof = ShapeProfiler(os.path.join(tmp, f"coverage-{name}.jsonl"))
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
+            with torch.inference_mode():
+                for step, t in enumerate((ids, ids[:, -1:], ids[:, -1:])):
+                    prof.start_forward_pass("prefill" if step == 0 else "decode")
+                    model(t)
+                    prof.end_forward_pass()
+            sync()
+        prof.close()
+        n_ok, n, us_ok, us, missing = kernel_coverage(trace.events(), {r["operation"] for r in read_jsonl(prof.path)})
+        share_n, share_us = n_ok / max(n, 1), us_ok / max(us, 1e-9)
+        worst = min(worst or 1.0, share_n, share_us)
+        top = sorted(missing.items(), key=lambda x: -x[1][1])[:8]
+        out.row({"model": name, "kernels": n, "explained": n_ok, "launch share": f"{100 * share_n:.1f}%",
+                 "time share": f"{100 * share_us:.1f}%",
+                 "unexplained": ", ".join(f"{k} x{v[0]}" for k, v in top) or "-"})
+        if n == 0:
+            out["failures"].append(f"{name}: the trace has no kernels")
+        elif min(share_n, share_us) < 0.98:
+            out["failures"].append(f"{name}: {100 * share_n:.1f}% of launches, {100 * share_us:.1f}% of kernel "
+                                   f"time explained (target 98%); unexplained: "
+                                   + ", ".join(k for k, _ in top))
+        del model
+    out["summary"] = f"at least {100 * (worst or 0):.1f}% of kernel launches and time explained by records"
+
+
 CHECKS = {"native": check_native, "parity": check_parity, "graphs": check_graphs, "sync": check_sync,
           "custom_ops": check_custom_ops, "triton": check_triton, "kill": check_kill, "cost": check_cost,
-          "pytest": check_pytest, "cost_profiler": check_cost_profiler}
+          "pytest": check_pytest, "coverage": check_coverage, "cost_profiler": check_cost_profiler}
 
 
 def main():

@@ -23,6 +23,7 @@ EVERY_TORCH = {
     "test_key_order": "the dispatch-key order this torch has",
     "test_errors_threads": "c10 errors and threads",
     "test_triton": "Triton launches, on this torch's Triton",
+    "test_inductor": "Inductor's generated launches, through this torch's CachingAutotuner.run",
     "test_custom_ops": "custom ops (torch.library) and their kernels' exceptions",
     "test_cuda": "CUDA (skips without a GPU)",
 }

@@ -190,3 +190,17 @@ def test_a_call_inside_a_custom_ops_kernel_is_marked_within_it(tmp_path):
     assert (outer.bytes, outer.seconds, outer.bound) == (0, 0.0, WITHIN)
     inner = cs[("stand_in:ops._norm", "shapeprof_within.outer.default")]
     assert inner.bytes == (3 * 16 + 16 + 3 * 16) * 4 and inner.sig.count == 2 and inner.seconds > 0
+
+
+def test_under_torch_profiler_a_recorded_call_is_a_range_named_as_its_record(tmp_path):
+    # what lets the GPU check's coverage tell a library call's kernels
+    # explained: they launch inside this range
+    x, w = torch.randn(3, 16), torch.randn(16)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as trace:
+        recs, _, _ = record(tmp_path, lambda: norm(x, w))
+    names = [e.name for e in trace.events()]
+    assert [r["operation"] for r in recs] == ["stand_in:ops._norm"]
+    assert names.count("stand_in:ops._norm") == 1  # the call in the pass, not the one outside
+    ranged = next(e for e in trace.events() if e.name == "stand_in:ops._norm")
+    inside = {e.name for e in trace.events() if e.cpu_parent is ranged}
+    assert "aten::mul" in inside or "aten::rsqrt" in inside  # its own work, under it

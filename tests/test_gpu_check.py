@@ -104,3 +104,33 @@ def test_a_failed_build_is_a_report(tmp_path):
     assert list(report["checks"]) == ["build"]
     if "missing" not in build["summary"]:  # (a machine that cannot build says so instead)
         assert "injected fault at build" in md and "## build log (tail)" in md
+
+
+def test_the_coverage_check_explains_kernels_by_their_launching_op_or_their_launch_record():
+    # kernel_coverage on a trace built here (CUPTI's kernels need a GPU): the
+    # oracle is which kernel the test put under which op
+    import types
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from gpu_checks import kernel_coverage, profiler_name
+
+    def op(name, kernels, parent=None):
+        return types.SimpleNamespace(name=name, device_type="DeviceType.CPU", cpu_parent=parent,
+                                     kernels=[types.SimpleNamespace(name=k, duration=d) for k, d in kernels])
+
+    def kernel(name, us):
+        return types.SimpleNamespace(name=name, device_type="DeviceType.CUDA", kernels=[], cpu_parent=None,
+                                     time_range=types.SimpleNamespace(elapsed_us=lambda: us))
+    moe = op("sglang::fused_moe", [])
+    events = [op("aten::mm", [("sm90_gemm", 10.0)]),
+              op("aten::copy_", [("copy_kernel", 5.0)], parent=moe),  # inside a recorded custom op
+              op("aten::add", [("add_kernel", 3.0)]),  # its op not recorded
+              kernel("fused_moe_kernel", 20.0),  # a Triton launch from Python: no op
+              kernel("Memcpy HtoD (Pageable -> Device)", 50.0),  # a copy, not a kernel
+              kernel("mystery_kernel", 7.0), moe,
+              op("flashinfer:norm.rmsnorm", [("RMSNormKernel", 4.0)])]  # a library call's range
+    recorded = {"aten.mm.default", "sglang.fused_moe.default", "flashinfer:norm.rmsnorm",
+                "triton:sglang.kernels.ops.moe.fused_moe_triton_kernels.fused_moe_kernel"}
+    n_ok, n, us_ok, us, missing = kernel_coverage(events, recorded)
+    assert (n_ok, n, us_ok, us) == (4, 6, 39.0, 49.0)
+    assert missing == {"add_kernel": [1, 3.0], "mystery_kernel": [1, 7.0]}
+    assert profiler_name("aten.mm.default") == "aten::mm" and profiler_name("aten.add.Tensor") == "aten::add"

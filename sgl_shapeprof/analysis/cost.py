@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..records.signature import Signature
 from ..records.values import broadcast_shape
-from .gemm import launch_gemm
+from .gemm import launch_gemm, library_gemms
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,9 @@ def flops(sig: Signature) -> Optional[int]:
     if sig.operation.startswith("triton:"):  # a kernel launch: a known GEMM, else memory-bound
         g = launch_gemm(sig)
         return g.flops if g is not None else None
+    if ":" in sig.operation:  # a kernel library's call: its GEMMs (a fused MoE's two), else memory-bound
+        gs = library_gemms(sig)
+        return sum(g.flops for g in gs) if gs else None
     comp = _composite(sig.operation, sig.inputs, sig.outputs)
     if comp is not None:
         return comp

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..records.signature import Signature
 from ..records.values import broadcast_shape, short_dtype
+from .kernel_calls import FLASHINFER, gemms_of
 
 # operation name (no namespace, no overload) -> names of its (A, B) inputs
 GEMM_OPS: Dict[str, Tuple[str, str]] = {
@@ -99,6 +100,20 @@ def launch_gemm(sig: Signature) -> Optional[Gemm]:
                 list(a["shape"]), sb, layout, sig.phase, a_stride=_stride(a), b_stride=_stride(b))
 
 
+def library_gemms(sig: Signature) -> List[Gemm]:
+    """The GEMMs a kernel library's API call computes (kernel_calls.py): a
+    fused MoE's two, "<operation> [up]" and "[down]"."""
+    out = []
+    for g in gemms_of(sig):
+        a, b = _t(sig.inputs.get(g.a)), _t(sig.inputs.get(g.b))
+        o = sig.outputs if isinstance(sig.outputs, dict) else None
+        out.append(Gemm(sig.operation + (f" [{g.part}]" if g.part else ""), g.m, g.n, g.k, g.batch,
+                        short_dtype(a.get("dtype")) if a else "", short_dtype(b.get("dtype")) if b else "",
+                        short_dtype(o.get("dtype")) if o else "", sig.count, 2 * g.m * g.n * g.k * g.batch,
+                        list(a["shape"]) if a else [], list(b["shape"]) if b else [], "", sig.phase))
+    return out
+
+
 def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Optional[Gemm]:
     """The GEMM a signature is, or None (not a GEMM, or shapes that do not fit)."""
     if sig.error is not None or sig.incomplete:
@@ -180,16 +195,22 @@ def gemms(signatures: List[Signature], custom: Optional[Dict] = None) -> List[Ge
     merged: Dict[tuple, Gemm] = {}
     outer = {s.within for s in signatures if s.within}
     for s in signatures:
-        g = gemm_of(s, custom or {}) if s.operation not in outer else None
-        if g is None:
+        if s.operation in outer:
             continue
-        key = (g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.b_layout, g.bias,
-               str(g.a_stride), str(g.b_stride))
-        if key in merged:
-            merged[key].count += g.count
-        else:
-            merged[key] = g
+        found = library_gemms(s) if s.operation.startswith(FLASHINFER) else [gemm_of(s, custom or {})]
+        for g in found:
+            if g is not None:
+                _merge(merged, g)
     return sorted(merged.values(), key=lambda g: (-g.total_flops, g.operation))
+
+
+def _merge(merged: Dict[tuple, Gemm], g: Gemm) -> None:
+    key = (g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.b_layout, g.bias,
+           str(g.a_stride), str(g.b_stride))
+    if key in merged:
+        merged[key].count += g.count
+    else:
+        merged[key] = g
 
 
 FIELDS = ["operation", "m", "n", "k", "batch", "a_dtype", "b_dtype", "out_dtype", "count",

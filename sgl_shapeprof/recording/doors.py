@@ -13,6 +13,10 @@ sees a custom op and not the operators inside it. The record is begun
 before the call runs (its inputs on disk first: a call that kills the
 process leaves them) and ended when it returns or raises.
 
+Under torch.profiler, a recorded call is a range of the trace named as its
+record (record_function): the kernels it launches sit under it, which is
+how the GPU check's coverage tells them explained.
+
 Outside logged passes a door costs one lookup and one native call; before
 any profiler loaded the native module, one lookup.
 """
@@ -174,8 +178,13 @@ def _call(native, mode: int, a: _Api, fn: Callable, args: tuple, kwargs: dict):
     if not _begin(native, mode, a, args, kwargs):
         return fn(*args, **kwargs)
     paused = native.pause_thread()  # its own work is not recorded apart
+    torch = sys.modules["torch"]
     try:
-        out = fn(*args, **kwargs)
+        if torch.autograd._profiler_enabled():  # torch.profiler on: the call is a range of its trace
+            with torch.autograd.profiler.record_function(a.operation):
+                out = fn(*args, **kwargs)
+        else:
+            out = fn(*args, **kwargs)
     except BaseException as e:
         if paused:
             native.resume_thread()

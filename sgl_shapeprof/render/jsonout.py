@@ -13,6 +13,7 @@ from ..analysis.cost import Device
 from ..analysis.deployment import inventory
 from ..analysis.diff import Diff
 from ..analysis.gemm import Gemm
+from ..analysis.kernel_calls import attention_calls
 from ..analysis.tail import Tail
 from ..analysis.tunableop import GemmTuned, tunable_calls
 from ..analysis.tune.blocks import BlockKey
@@ -89,6 +90,8 @@ def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
         "logged_forward_passes": total_logged,
         "passes_with_records": total_with_records,
         "errors": [sig_json(s) for s in a.errors],
+        "attention": [{"operation": s.operation, "phase": s.phase, "calls": s.count, **asdict(c)}
+                      for s, c in attention_calls(a.signatures)],
         "operations": [
             {"operation": o.operation, "calls": o.calls, "records": o.records, "errors": o.errors,
              "output_elements": o.out_elements, "by_file": o.by_source,
@@ -229,6 +232,11 @@ def tune_json(r: TuneResult, tuners: List[str], srcs: List[Source], gemm_cov: Op
                            "keys": [block_json(u, r.device) for u in r.block]},
             "deepgemm": [deepgemm_json(u) for u in r.deepgemm],
             "launches": [launch_json(x) for x in r.launches],
+            "library_moe": [{"operation": g.operation, "experts": g.experts, "local_experts": g.local_experts,
+                             "hidden": g.hidden, "intermediate": g.intermediate, "up_width": g.up_width,
+                             "top_k": g.top_k, "dtype": g.dtype, "calls": g.calls,
+                             "tokens": [{"phase": p, "m": m, "calls": n} for (p, m), n in g.tokens.items()]}
+                            for g in r.library_moe],
             "tunableop": None if gemm_cov is None else tunableop_json(gemm_cov, results_path),
             "cuda_graph_bs": None if sizes is None else graph_sizes_json(sizes),
             "inventory": inventory(srcs)}

@@ -31,7 +31,7 @@ _off = False  # recording a launch failed once: launches are not recorded again
 class _Launch:
     """What an autotuner's launches are described by, for its chosen config:
     the names of run()'s values, the config's own values, the grid's code."""
-    __slots__ = ("operation", "names", "arg_names", "config_values", "grid", "key")
+    __slots__ = ("operation", "names", "arg_names", "config_values", "grid", "grids", "key")
 
     def __init__(self, autotuner, config, n_args: int) -> None:
         meta = autotuner.inductor_meta or {}
@@ -48,6 +48,7 @@ class _Launch:
         self.arg_names = self.names + tuple(kwargs) + OPTIONS
         self.operation = PREFIX + str(meta.get("kernel_name") or getattr(autotuner.fn, "__name__", "?"))
         self.grid = _grid_code(autotuner, config)
+        self.grids: dict = {}  # the grid by the launch's integer values (the numels it is computed from)
         self.operation, self.key = operation_key(self.operation, self.arg_names)
 
 
@@ -108,13 +109,19 @@ def _file_launch(native, autotuner, args: tuple, mode: int, error: Optional[Base
         launch: _Launch = state[1]
         values = list(args) + list(launch.config_values) + [MISSING] * len(OPTIONS)
         if launch.grid is not None:
-            scope = dict(zip(launch.names, args))
-            try:
-                exec(launch.grid, scope)
-                values[len(args) + len(launch.config_values)] = (
-                    int(scope["grid_0"]), int(scope["grid_1"]), int(scope["grid_2"]))
-            except Exception:
-                pass
+            numels = tuple(a for a in args if a.__class__ is int)
+            grid = launch.grids.get(numels)
+            if grid is None:
+                scope = dict(zip(launch.names, args))
+                try:
+                    exec(launch.grid, scope)
+                    grid = (int(scope["grid_0"]), int(scope["grid_1"]), int(scope["grid_2"]))
+                except Exception:
+                    grid = ()
+                if len(launch.grids) < 4096:
+                    launch.grids[numels] = grid
+            if grid:
+                values[len(args) + len(launch.config_values)] = grid
         if config is not None:
             at = len(args) + len(launch.config_values) + 1
             for j, name in enumerate(("num_warps", "num_stages", "num_ctas", "maxnreg")):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, TextIO
 
 from ...analysis.analyze import Analysis, OpView, doors, doors_within, filters_text
+from ...analysis.kernel_calls import attention_calls
 from ...analysis.deployment import inventory
 from ...records.doors import DISPATCHER
 from ...records.filter import close_names
@@ -150,6 +151,9 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
             hidden = len(o.signatures) - len(shown)
             if hidden > 0:
                 w(f"{'':>12} {'':>6}   ... {hidden} more (--max-shapes)\n")
+    attention = attention_calls(a.signatures)
+    if attention:
+        _print_attention(attention, w)
     if sec.by_phase and phases:
         _print_by_phase(a, ranked, sorted(phases, key=lambda k: -phases[k]), w)
     if sec.largest:
@@ -180,6 +184,22 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
         if top1:
             w(f"  most common operation:    {top1.operation} ({_n(top1.calls)} calls, "
               f"{100.0 * top1.calls / max(total, 1):.1f}%)\n")
+
+
+def _print_attention(calls, w) -> None:
+    """Kernel libraries' attention calls: what their shapes say (KV length:
+    at most the length the caller gave, or the ragged total)."""
+    def v(x):
+        return "-" if x is None else str(x)
+    w("\nAttention calls (kernel libraries; kv len: <= the bound the call was given, or the ragged total):\n")
+    w(f"{'calls':>10} {'batch':>6} {'q heads':>7} {'kv heads':>8} {'head dim':>8} {'q tokens':>8} "
+      f"{'q len':>6} {'kv len':>12}  operation\n")
+    for s, c in calls:
+        kv = f"{c.kv_tokens} total" if c.kv_tokens is not None else (
+            f"<={c.kv_len_max}" if c.kv_len_max is not None else "-")
+        ph = f" [{s.phase}]" if s.phase else ""
+        w(f"{_n(s.count):>10} {v(c.batch):>6} {c.q_heads:>7} {v(c.kv_heads):>8} {c.head_dim:>8} "
+          f"{c.q_tokens:>8} {v(c.q_len):>6} {kv:>12}  {s.operation}{ph}\n")
 
 
 def _print_by_phase(a: Analysis, ranked: List[OpView], phases: List[str], w) -> None:

@@ -49,7 +49,9 @@ def _pct(n: int, d: int) -> str:
 
 def print_text(r: TuneResult, tuners: List[str], srcs: List[Source], out: TextIO) -> None:
     o = out.write
-    if not r.moe:
+    if not r.moe and r.library_moe:
+        pass  # the kernel libraries' fused MoE below
+    elif not r.moe:
         o("no fused-MoE calls (sglang::inplace_fused_experts, outplace_fused_experts) in "
           + ", ".join(s.path for s in srcs) + "\n")
     else:
@@ -61,6 +63,8 @@ def print_text(r: TuneResult, tuners: List[str], srcs: List[Source], out: TextIO
         print_coverage(r.moe_coverage, out)
     if r.launches:
         print_launches(r, out)
+    if r.library_moe:
+        print_library_moe(r, out)
     if tuners:
         o("\ntune the keys whose calls run another M's config (SGLang's tuner; batch sizes: observed M, "
           "most called first):\n")
@@ -113,6 +117,23 @@ def print_launches(r: TuneResult, out: TextIO) -> None:
     untuned = sum(x.calls for x in r.launches if x.verdict == "default")
     total = sum(x.calls for x in r.launches)
     o(f"  {untuned:,} of {total:,} launches ran SGLang's default config\n")
+
+
+def print_library_moe(r: TuneResult, out: TextIO) -> None:
+    """Kernel libraries' fused MoE (FlashInfer's trtllm_*_moe): no config
+    file to tune (FlashInfer autotunes its kernels at run time), but the
+    shapes to tune or benchmark them for, and the tokens per call that ran."""
+    o = out.write
+    o("\nkernel libraries' fused-MoE calls (FlashInfer's trtllm: it picks its kernels at run time, no "
+      "config file): each shape, and the tokens per call (M) that ran, most called first:\n")
+    for g in r.library_moe:
+        experts = "?" if g.experts is None else g.experts
+        local = f" (local {g.local_experts})" if g.local_experts is not None and g.local_experts != g.experts else ""
+        o(f"  {g.operation} E={experts}{local} H={g.hidden} I={g.intermediate} up={g.up_width} "
+          f"top-k={g.top_k} dtype={g.dtype or '?'}: {g.calls:,} call{'s' if g.calls != 1 else ''}\n")
+        rows = sorted(g.tokens.items(), key=lambda x: (-x[1], x[0][1]))
+        o("      M: " + ", ".join(f"{m} ({phase_group(p)}, {n:,})" for (p, m), n in rows[:24]) +
+          (", ..." if len(rows) > 24 else "") + "\n")
 
 
 def print_pairs(uses: List[MoeUse], out: TextIO) -> None:

@@ -1,0 +1,300 @@
+"""Kernel libraries' API calls read for what they compute: their GEMMs
+(M, N, K), their fused MoE (tokens, experts, top-k, hidden and
+intermediate sizes: two grouped GEMMs) and their attention (batch, heads,
+head dim, query and KV lengths). Each function's dimensions come from its
+own parameters, by name, as FlashInfer 0.7.2 defines them and SGLang 0.5.23
+calls them (docs/kernels.md#what-gemm-cost-and-tune-read-of-them). A record
+whose values do not fit is read as nothing, never guessed."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..records.signature import Signature
+
+FLASHINFER = "flashinfer:"
+# FP4 values per stored element, where a tensor of this dtype holds packed
+# FP4 (two per byte; SGLang views them as int64 for cutlass: sixteen)
+PACKED = {"torch.uint8": 2, "torch.float4_e2m1fn_x2": 2}
+
+
+def _shape(sig: Signature, name: str) -> Optional[List[int]]:
+    v = sig.inputs.get(name)
+    return list(v["shape"]) if isinstance(v, dict) and isinstance(v.get("shape"), list) else None
+
+
+def _dtype(sig: Signature, name: str) -> str:
+    v = sig.inputs.get(name)
+    return str(v.get("dtype", "")) if isinstance(v, dict) else ""
+
+
+def _list(sig: Signature, name: str) -> Optional[List[Optional[dict]]]:
+    v = sig.inputs.get(name)
+    return v if isinstance(v, list) else None
+
+
+def _int(sig: Signature, name: str) -> Optional[int]:
+    v = (sig.args or {}).get(name)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def function_of(operation: str) -> Optional[str]:
+    """'fused_moe.core.trtllm_bf16_moe' of a FlashInfer record, else None."""
+    return operation[len(FLASHINFER):].split("#", 1)[0] if operation.startswith(FLASHINFER) else None
+
+
+# ---- GEMMs: function -> (A's name, B's name, (M, N, K, batch) from the record)
+def _mk(a: str, b: str, n_of: Callable[[List[int], List[int]], int], k_pack: bool = False):
+    def dims(sig: Signature) -> Optional[Tuple[int, int, int, int]]:
+        sa, sb = _shape(sig, a), _shape(sig, b)
+        if not sa or not sb or len(sa) != 2 or len(sb) != 2:
+            return None
+        k = sa[1] * (PACKED.get(_dtype(sig, a), 1) if k_pack else 1)
+        return sa[0], n_of(sa, sb), k, 1
+    return a, b, dims
+
+
+def _bmm(sig: Signature) -> Optional[Tuple[int, int, int, int]]:
+    sa, sb = _shape(sig, "A"), _shape(sig, "B")
+    if not sa or not sb or len(sa) != 3 or len(sb) != 3:
+        return None
+    return sa[1], sb[2], sa[2], sa[0]
+
+
+def _mm_bf16_fp4(sig: Signature) -> Optional[Tuple[int, int, int, int]]:
+    sa, out = _shape(sig, "a"), sig.outputs
+    if not sa or len(sa) != 2 or not isinstance(out, dict) or len(out.get("shape", [])) != 2:
+        return None
+    return sa[0], out["shape"][1], sa[1], 1  # the weight's layout is its backend's: N from the output
+
+
+GEMMS: Dict[str, Tuple[str, str, Callable]] = {
+    "gemm.gemm_base.mm_fp4": _mk("a", "b", lambda sa, sb: sb[1], k_pack=True),  # b: the weight, transposed
+    "gemm.gemm_base.mm_mxfp8": _mk("a", "b", lambda sa, sb: sb[1]),
+    "gemm.gemm_base.bmm_fp8": ("A", "B", _bmm),
+    "gemm.gemm_base.gemm_fp8_nt_groupwise": _mk("a", "b", lambda sa, sb: sb[0]),  # NT: b is [N, K]
+    "gemm.gemm_base.fp8_blockscale_gemm_sm90": _mk("input", "weight", lambda sa, sb: sb[0]),
+    "gemm.routergemm.tinygemm_bf16": _mk("input", "weight", lambda sa, sb: sb[0]),
+    "gemm.gemm_bf16_fp4.mm_bf16_fp4": ("a", "b", _mm_bf16_fp4),
+}
+
+
+@dataclass
+class LibraryGemm:
+    """One GEMM a library call computes: (M, N, K, batch), its two inputs."""
+    m: int
+    n: int
+    k: int
+    batch: int
+    a: str
+    b: str
+    part: str = ""  # of a fused MoE: "up" (gate and up projections) or "down"
+
+
+@dataclass
+class MoeCall:
+    """A fused MoE call: tokens in, each sent to top_k of experts (of them
+    local_experts here), hidden size, intermediate size, the up GEMM's
+    width (2x intermediate when gated)."""
+    tokens: int
+    hidden: int
+    intermediate: int
+    up_width: int
+    experts: Optional[int]
+    local_experts: Optional[int]
+    top_k: int
+
+    def gemms(self) -> List[LibraryGemm]:
+        rows = self.tokens * self.top_k  # each token once per expert it goes to
+        return [LibraryGemm(rows, self.up_width, self.hidden, 1, "hidden_states", "gemm1_weights", "up"),
+                LibraryGemm(rows, self.hidden, self.intermediate, 1, "hidden_states", "gemm2_weights", "down")]
+
+
+MOE_PREFIX = "fused_moe.core.trtllm_"
+
+
+def moe_of(sig: Signature) -> Optional[MoeCall]:
+    """The MoE call a FlashInfer trtllm_*_moe record is, or None."""
+    fn = function_of(sig.operation)
+    if fn is None or not fn.startswith(MOE_PREFIX) or not fn.endswith("_moe"):
+        return None
+    hs, w1 = _shape(sig, "hidden_states"), _shape(sig, "gemm1_weights")
+    top_k, inter = _int(sig, "top_k"), _int(sig, "valid_intermediate_size") or _int(sig, "intermediate_size")
+    if not hs or len(hs) != 2 or not w1 or len(w1) not in (3, 4) or not top_k or not inter:
+        return None
+    hidden = _int(sig, "valid_hidden_size") or hs[1] * PACKED.get(_dtype(sig, "hidden_states"), 1)
+    shared = _int(sig, "num_fused_shared_experts") or 0
+    # gemm1_weights: [E, up, H] (MajorK), or [E, H/block, up, block] (BlockMajorK)
+    up = w1[1] if len(w1) == 3 else w1[2]
+    return MoeCall(hs[0], hidden, inter, up, _int(sig, "num_experts"), _int(sig, "local_num_experts") or w1[0],
+                   top_k + max(shared, 0))
+
+
+def gemms_of(sig: Signature) -> List[LibraryGemm]:
+    """The GEMMs a kernel library's API call computes ([] when it is none,
+    or its values do not fit)."""
+    if sig.error is not None or sig.incomplete:
+        return []
+    moe = moe_of(sig)
+    if moe is not None:
+        return moe.gemms()
+    spec = GEMMS.get(function_of(sig.operation) or "")
+    if spec is None:
+        return []
+    dims = spec[2](sig)
+    return [LibraryGemm(*dims, spec[0], spec[1])] if dims and all(d > 0 for d in dims) else []
+
+
+# ---- attention
+@dataclass
+class AttentionCall:
+    """What an attention call computes, as far as shapes tell: batch, query
+    and KV heads, head dim, query tokens in all and per request (the
+    longest), KV tokens per request (an upper bound: a length argument the
+    caller gave) or in all (ragged: exact). None where the record cannot
+    tell."""
+    batch: Optional[int]
+    q_heads: int
+    kv_heads: Optional[int]
+    head_dim: int
+    q_tokens: int
+    q_len: Optional[int]
+    kv_len_max: Optional[int]
+    kv_tokens: Optional[int] = None
+
+
+def _paged_kv(sig: Signature, name: str, layout: str) -> Optional[int]:
+    """KV heads of a paged cache: a (k, v) pair of [pages, Hkv, page, D]
+    (HND) or [pages, page, Hkv, D] (NHD), or one [pages, 2, ...] tensor, or
+    SGLang's page-size-1 [slots, Hkv, D] pair."""
+    pair = _list(sig, name)
+    t = pair[0] if pair and isinstance(pair[0], dict) else sig.inputs.get(name)
+    s = list(t["shape"]) if isinstance(t, dict) and isinstance(t.get("shape"), list) else None
+    if not s:
+        return None
+    if not pair and len(s) == 5:
+        s = [s[0]] + s[2:]  # [pages, 2, ...]: the pair's halves
+    if len(s) == 3:
+        return s[1]
+    if len(s) == 4:
+        return s[1] if layout.upper() == "HND" else s[2]
+    return None
+
+
+def _decode(sig: Signature) -> Optional[AttentionCall]:
+    q = _shape(sig, "query")
+    if not q or len(q) != 3:
+        return None
+    cum = _shape(sig, "cum_seq_lens_q")
+    seq = _shape(sig, "seq_lens")
+    layout = str((sig.args or {}).get("kv_layout") or "HND")
+    if cum:
+        batch, q_len = cum[0] - 1, _int(sig, "max_q_len")
+    else:
+        batch = seq[-1] if seq else None
+        q_len = _int(sig, "q_len_per_req") or 1
+    return AttentionCall(batch, q[1], _paged_kv(sig, "kv_cache", layout), q[2], q[0], q_len,
+                         _int(sig, "max_seq_len"))
+
+
+def _decode_mla(sig: Signature) -> Optional[AttentionCall]:
+    q = _shape(sig, "query")
+    if not q or len(q) not in (3, 4):
+        return None
+    cum = _shape(sig, "cum_seq_lens_q")
+    if len(q) == 4:
+        batch, q_len, heads, dim, tokens = q[0], q[1], q[2], q[3], q[0] * q[1]
+    else:
+        batch, q_len, heads, dim, tokens = (cum[0] - 1 if cum else None), _int(sig, "max_q_len"), q[1], q[2], q[0]
+    top = _int(sig, "sparse_mla_top_k") or 0
+    return AttentionCall(batch, heads, 1, dim, tokens, q_len, top if top > 0 else _int(sig, "max_seq_len"))
+
+
+def _context(sig: Signature) -> Optional[AttentionCall]:
+    q = _shape(sig, "query")
+    if not q or len(q) != 3:
+        return None
+    layout = str((sig.args or {}).get("kv_layout") or "HND")
+    return AttentionCall(_int(sig, "batch_size"), q[1], _paged_kv(sig, "kv_cache", layout), q[2], q[0],
+                         _int(sig, "max_q_len"), _int(sig, "max_kv_len"))
+
+
+def _ragged(q_name: str, k_name: str) -> Callable[[Signature], Optional[AttentionCall]]:
+    def read(sig: Signature) -> Optional[AttentionCall]:
+        q, k = _shape(sig, q_name), _shape(sig, k_name)
+        if not q or len(q) != 3 or not k or len(k) != 3:
+            return None
+        return AttentionCall(_int(sig, "batch_size"), q[1], k[1], q[2], q[0], _int(sig, "max_q_len"),
+                             _int(sig, "max_kv_len"), kv_tokens=k[0])
+    return read
+
+
+def _wrapper_run(sig: Signature) -> Optional[AttentionCall]:
+    q = _shape(sig, "q")
+    if not q or len(q) != 3:
+        return None
+    return AttentionCall(None, q[1], _paged_kv(sig, "paged_kv_cache", "NHD"), q[2], q[0], None, None)
+
+
+ATTENTION: Dict[str, Callable[[Signature], Optional[AttentionCall]]] = {
+    "decode.trtllm_batch_decode_with_kv_cache": _decode,
+    "mla._core.trtllm_batch_decode_with_kv_cache_mla": _decode_mla,
+    "prefill.trtllm_batch_context_with_kv_cache": _context,
+    "prefill.trtllm_ragged_attention_deepseek": _ragged("query", "key"),
+    "prefill.BatchPrefillWithRaggedKVCacheWrapper.run": _ragged("q", "k"),
+    "decode.BatchDecodeWithPagedKVCacheWrapper.run": _wrapper_run,
+    "prefill.BatchPrefillWithPagedKVCacheWrapper.run": _wrapper_run,
+}
+
+
+def attention_of(sig: Signature) -> Optional[AttentionCall]:
+    """The attention call a record is, or None."""
+    read = ATTENTION.get(function_of(sig.operation) or "")
+    if read is None or sig.error is not None or sig.incomplete:
+        return None
+    try:
+        return read(sig)
+    except (TypeError, IndexError):  # values of another form than FlashInfer's
+        return None
+
+
+
+def attention_calls(signatures: List[Signature]) -> List[Tuple[Signature, AttentionCall]]:
+    """The attention calls among signatures, most calls first."""
+    found = [(s, a) for s in signatures for a in [attention_of(s)] if a is not None]
+    return sorted(found, key=lambda x: (-x[0].count, x[0].first_call))
+
+
+@dataclass
+class MoeGroup:
+    """A library's fused-MoE calls of one shape but their token count: the
+    tokens per call that ran, with their calls, per phase."""
+    operation: str
+    experts: Optional[int]
+    local_experts: Optional[int]
+    hidden: int
+    intermediate: int
+    up_width: int
+    top_k: int
+    dtype: str
+    tokens: Dict[Tuple[Optional[str], int], int]  # (phase, tokens) -> calls
+
+    @property
+    def calls(self) -> int:
+        return sum(self.tokens.values())
+
+
+def moe_groups(signatures: List[Signature]) -> List[MoeGroup]:
+    """The fused-MoE calls of kernel libraries, by shape, most called first."""
+    groups: Dict[tuple, MoeGroup] = {}
+    for s in signatures:
+        m = moe_of(s) if s.error is None and not s.incomplete else None
+        if m is None:
+            continue
+        dtype = _dtype(s, "hidden_states").replace("torch.", "")
+        key = (s.operation, m.experts, m.local_experts, m.hidden, m.intermediate, m.up_width, m.top_k, dtype)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = MoeGroup(*key, tokens={})
+        g.tokens[(s.phase, m.tokens)] = g.tokens.get((s.phase, m.tokens), 0) + s.count
+    return sorted(groups.values(), key=lambda g: (-g.calls, g.operation))
