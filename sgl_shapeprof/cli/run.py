@@ -1,6 +1,8 @@
 """`sgl-shapeprof run`: one command per server -- start its offline engine with
-profiling on (every worker: TP x PP x DP), send the prompts, shut it down,
-analyze every worker's file together."""
+profiling on (every worker: TP x PP x DP), send the workload (the prompts, or
+requests of exactly --isl random tokens, --osl tokens each, at most
+--concurrency at once), record the window of passes asked (--start-step,
+--stop-step), shut it down, analyze every worker's file together."""
 from __future__ import annotations
 
 import argparse
@@ -24,8 +26,19 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     r.add_argument("--tp", type=int, default=1, metavar="N", help="tensor parallel size (default 1)")
     r.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline parallel size (default 1)")
     r.add_argument("--dp", type=int, default=1, metavar="N", help="data parallel size (default 1)")
-    r.add_argument("--prompts", type=int, default=3, metavar="N", help="prompts sent (default 3)")
-    r.add_argument("--max-tokens", type=int, default=50, metavar="N", help="tokens generated per prompt (default 50)")
+    r.add_argument("--prompts", "--num-prompts", dest="prompts", type=int, default=3, metavar="N",
+                   help="requests sent (default 3)")
+    r.add_argument("--max-tokens", "--osl", dest="max_tokens", type=int, default=50, metavar="N",
+                   help="tokens generated per request, exactly (end of sequence ignored; default 50)")
+    r.add_argument("--isl", type=int, metavar="N",
+                   help="each request N random tokens long (default: a few short text prompts)")
+    r.add_argument("--concurrency", type=int, metavar="N",
+                   help="at most N requests running at once (the engine's own limit: SGLang's "
+                        "max_running_requests, vLLM's max_num_seqs); default the engine's")
+    r.add_argument("--start-step", type=int, metavar="N",
+                   help="skip the first N forward passes (warm-up): record from pass N+1 (default 0)")
+    r.add_argument("--stop-step", type=int, metavar="N",
+                   help="record up to pass N: stop-step - start-step passes in all (default: to the end)")
     r.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="an argument of vllm.LLM / sglang.Engine (VALUE read as JSON if it parses: "
                         "dtype=float32, enforce_eager=true); repeatable")
@@ -54,18 +67,41 @@ def _analyze(paths: list) -> None:
     analyze.run(parser.parse_args(["analyze", *paths, "--top", "10", "--no-diversity"]))
 
 
+def _window(start, stop) -> dict:
+    """The recorder's settings for a window of forward passes [start, stop)."""
+    from ..recording import config
+    if start is not None and start < 0:
+        raise fail(f"--start-step {start}: must be at least 0")
+    if stop is not None and stop <= (start or 0):
+        raise fail(f"--stop-step {stop}: must be greater than --start-step ({start or 0})")
+    out = {}
+    if start:
+        out[config.ENV_SKIP_WARMUP] = str(start)
+    if stop is not None:
+        out[config.ENV_LOG_N_PASSES] = str(stop - (start or 0))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
-    for option in ("tp", "pp", "dp", "prompts", "max_tokens"):
-        if getattr(args, option) < 1:
-            raise fail(f"--{option.replace('_', '-')} {getattr(args, option)}: must be at least 1")
+    for option in ("tp", "pp", "dp", "prompts", "max_tokens", "isl", "concurrency"):
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            raise fail(f"--{option.replace('_', '-')} {value}: must be at least 1")
+    window = _window(args.start_step, args.stop_step)
     out_dir = os.path.abspath(args.output_dir)
     # the engine runs in out_dir: a local folder given relative to here must still be found
     model = os.path.abspath(args.model_path) if os.path.exists(args.model_path) else args.model_path
     spec = {"server": args.server, "model_path": model, "tp": args.tp, "pp": args.pp, "dp": args.dp,
-            "prompts": args.prompts, "max_tokens": args.max_tokens, "engine_args": _engine_args(args.engine_arg),
-            "output": os.path.join(out_dir, "outputs.json")}
+            "prompts": args.prompts, "max_tokens": args.max_tokens, "isl": args.isl,
+            "engine_args": _engine_args(args.engine_arg), "output": os.path.join(out_dir, "outputs.json")}
     from ..integrations.engines import engine
     server = engine(args.server)
+    if args.concurrency is not None:
+        given = spec["engine_args"].get(server.CONCURRENCY_ARG)
+        if given is not None and given != args.concurrency:
+            raise fail(f"--concurrency {args.concurrency} and --engine-arg {server.CONCURRENCY_ARG}={given} "
+                       f"disagree: give one")
+        spec["engine_args"][server.CONCURRENCY_ARG] = args.concurrency
     why = server.refuse(spec)
     if why:
         raise fail(why)
@@ -75,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         raise fail(f"{out_dir} already holds {os.path.basename(stale[0])}: give another --output-dir")
     from ..recording import config
     settings = {config.ENV_ENABLE: "1", config.ENV_RANK: "all", config.ENV_DEDUPE: "1" if args.dedupe else "0",
-                config.ENV_FILE: os.path.join(out_dir, "shapes.jsonl")}
+                config.ENV_FILE: os.path.join(out_dir, "shapes.jsonl"), **window}
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(config.ENV_ENABLE) and not k.startswith(config.neutral_name(config.ENV_ENABLE) + "_")
            and k != config.neutral_name(config.ENV_ENABLE)}
@@ -87,8 +123,13 @@ def run(args: argparse.Namespace) -> int:
     log_path = os.path.join(out_dir, "engine.log")
     layout = ", ".join(f"{k}={v}" for k, v in (("TP", args.tp), ("PP", args.pp), ("DP", args.dp))
                        if v > 1 or k == "TP")
-    print(f"running {args.server} on {args.model_path} ({layout}, {args.prompts} prompts x "
-          f"{args.max_tokens} tokens); engine log: {log_path}", file=sys.stderr)
+    load = (f"{args.prompts} requests of {args.isl} random tokens" if args.isl else f"{args.prompts} prompts") + \
+        f" x {args.max_tokens} tokens" + (f", at most {args.concurrency} at once" if args.concurrency else "")
+    # passes are numbered from 1 in the records, warm-up included
+    steps = "" if not window else (f"; recording passes {(args.start_step or 0) + 1} to "
+                                   f"{args.stop_step if args.stop_step is not None else 'the end'}")
+    print(f"running {args.server} on {args.model_path} ({layout}, {load}{steps}); engine log: {log_path}",
+          file=sys.stderr)
     with open(log_path, "w") as log:
         rc = subprocess.call([sys.executable, "-m", "sgl_shapeprof.integrations.engines",
                               os.path.join(out_dir, "run.json")], stdout=log, stderr=subprocess.STDOUT,

@@ -6,8 +6,9 @@ SGLang's start-up hook), exactly as for any other program.
 
     python -m sgl_shapeprof.integrations.engines SPEC.json
 
-SPEC: {"server", "model_path", "tp", "prompts", "max_tokens", "engine_args",
-"output"}; writes {"outputs": [[prompt tokens, output tokens], ...]} to output.
+SPEC: {"server", "model_path", "tp", "pp", "dp", "prompts", "max_tokens", "isl",
+"engine_args", "output"}; writes {"outputs": [[prompt tokens, output tokens],
+...]} to output.
 """
 from __future__ import annotations
 
@@ -28,6 +29,27 @@ def prompts(n: int) -> List[str]:
     return [PROMPTS[i % len(PROMPTS)] for i in range(n)]
 
 
+def random_prompts(n: int, length: int, model_path: str, seed: int = 0) -> List[List[int]]:
+    """n requests of exactly `length` token ids, drawn from the model's
+    vocabulary (its config's vocab_size, read by transformers), seeded."""
+    import random
+
+    from transformers import AutoConfig
+    config = AutoConfig.from_pretrained(model_path)
+    vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size", None)
+    if not vocab:
+        raise ValueError(f"--isl: the model's config ({model_path}) gives no vocab_size to draw tokens from")
+    rng = random.Random(seed)
+    return [[rng.randrange(vocab) for _ in range(length)] for _ in range(n)]
+
+
+def workload(spec: dict) -> list:
+    """What the engine is sent: text prompts, or (isl) lists of token ids."""
+    if spec.get("isl"):
+        return random_prompts(spec["prompts"], spec["isl"], spec["model_path"])
+    return prompts(spec["prompts"])
+
+
 def engine(server: str) -> ModuleType:
     """The engine module of a server the registry lists (run_engine,
     prepare, refuse, NOT_RECORDED_HINT)."""
@@ -37,7 +59,7 @@ def engine(server: str) -> ModuleType:
 def main(argv: List[str]) -> None:
     with open(argv[0]) as f:
         spec = json.load(f)
-    outputs = engine(spec["server"]).run_engine(spec, prompts(spec["prompts"]))
+    outputs = engine(spec["server"]).run_engine(spec, workload(spec))
     with open(spec["output"], "w") as f:
         json.dump({"outputs": outputs}, f)
 

@@ -360,3 +360,38 @@ def test_zero_edit_hook_is_in_the_wheel_install():
     if os.path.realpath(PKG_ROOT) == os.path.realpath(ROOT):
         pytest.skip("editable install: the hook is installed with `sgl-shapeprof hook install`")
     assert zero_edit_hook_installed()
+
+
+def test_run_command_workload_and_step_window(models, tmp_path):
+    """run --num-prompts/--isl/--osl/--concurrency/--start-step/--stop-step on
+    the real engine: requests of exactly the input length asked, each
+    generating exactly the output length, at most `concurrency` at once, and
+    only the window of passes asked recorded. The oracle is the request:
+    8 requests of 16 tokens, 4 at once, so each wave's extend pass holds
+    4 x 16 rows and its decode passes 4; passes [1, 9) of the 10 it runs."""
+    if not zero_edit_hook_installed():
+        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "SGLANG_NCCL_SO_PATH": "/nonexistent/libnccl.so.2", "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT])})
+    engine = {"device": "cpu", "attention_backend": "torch_native", "sampling_backend": "pytorch",
+              "disable_cuda_graph": "true", "dtype": "bfloat16", "mem_fraction_static": "0.05",
+              "max_total_tokens": "2048", "context_length": "256", "skip_server_warmup": "true",
+              "random_seed": "0"}
+    prompts, isl, osl, concurrency, start, stop = 8, 16, 5, 4, 1, 9
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--model-path",
+                        str(models / "tiny-llama"), "--num-prompts", str(prompts), "--isl", str(isl), "--osl", str(osl),
+                        "--concurrency", str(concurrency), "--start-step", str(start), "--stop-step", str(stop),
+                        "-o", "run", *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    assert f"{prompts} requests of {isl} random tokens x {osl} tokens, at most {concurrency} at once" in r.stderr
+    out = json.load(open(tmp_path / "run" / "outputs.json"))["outputs"]
+    assert out == [[isl, osl]] * prompts  # the engine's own counts
+    records, summary = read_run(tmp_path / "run" / "shapes.rank0.jsonl")
+    assert summary["logged_forward_passes"] == stop - start
+    rows = qkv_rows(records, out_features=64 + 2 * 32)
+    assert len(rows) == stop - start  # every pass in the window, no other
+    for (_, phase), per_layer in rows.items():
+        assert per_layer == [concurrency * isl if phase == "extend" else concurrency] * 2, (phase, per_layer)
+    assert {p for _, p in rows} == {"extend", "decode"}

@@ -224,9 +224,18 @@ def test_run_refuses_bad_arguments_in_one_line(tmp_path):
     r = cli("run", "--server", "vllm", "--model-path", "m", "--dp", "2", "-o", tmp_path / "d")
     assert r.returncode == 2 and r.stderr.startswith("sgl-shapeprof run: --dp: vLLM's offline LLM does not run "
                                                      "data parallel") and r.stderr.count("\n") == 1
-    for option in ("--tp", "--pp", "--dp", "--prompts", "--max-tokens"):
+    for option in ("--tp", "--pp", "--dp", "--prompts", "--max-tokens", "--isl", "--concurrency"):
         r = cli("run", "--server", "vllm", "--model-path", "m", option, "0", "-o", tmp_path / "c")
         assert r.returncode == 2 and r.stderr == f"sgl-shapeprof run: {option} 0: must be at least 1\n", r.stderr
+    for window, message in ((("--start-step", "-1"), "--start-step -1: must be at least 0"),
+                            (("--start-step", "5", "--stop-step", "5"),
+                             "--stop-step 5: must be greater than --start-step (5)")):
+        r = cli("run", "--server", "vllm", "--model-path", "m", *window, "-o", tmp_path / "e")
+        assert r.returncode == 2 and r.stderr == f"sgl-shapeprof run: {message}\n", r.stderr
+    r = cli("run", "--server", "vllm", "--model-path", "m", "--concurrency", "4", "--engine-arg", "max_num_seqs=8",
+            "-o", tmp_path / "f")
+    assert r.returncode == 2 and r.stderr == ("sgl-shapeprof run: --concurrency 4 and --engine-arg max_num_seqs=8 "
+                                              "disagree: give one\n"), r.stderr
 
 
 def test_run_says_when_the_engine_fails(tmp_path):

@@ -255,3 +255,32 @@ def test_gemm_reads_vllms_cpu_linear_layers(eager):
                                               (HIDDEN, 2 * HIDDEN), (VOCAB, HIDDEN)}
     qkv = gemm_rows(records, QKV)
     assert sum(g["m"] * g["count"] for g in gs if g["n"] == QKV) == sum(sum(v) for v in qkv.values())
+
+
+def test_run_command_workload_and_step_window(model, tmp_path):
+    """run --num-prompts/--isl/--osl/--concurrency/--start-step/--stop-step
+    on vLLM: requests of exactly the input length, exactly the output
+    length, at most `concurrency` scheduled at once (max_num_seqs), only the
+    window of steps asked recorded. The oracle is the request: 6 requests of
+    12 tokens, 3 at once, 4 tokens each. vLLM mixes prompt chunks into
+    decode steps as the requests reach its engine process, so a step's rows
+    vary; its decode-only steps run the 3 requests in flight, never more."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    env.update({"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"})
+    prompts, isl, osl, concurrency, start, stop = 6, 12, 4, 3, 1, 7
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "vllm", "--model-path", str(model),
+                        "--num-prompts", str(prompts), "--isl", str(isl), "--osl", str(osl),
+                        "--concurrency", str(concurrency), "--start-step", str(start), "--stop-step", str(stop),
+                        "--engine-arg", "dtype=float32", "--engine-arg", "enforce_eager=true",
+                        "--engine-arg", "max_model_len=256", "-o", str(tmp_path / "run")],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-5000:]
+    out = json.load(open(tmp_path / "run" / "outputs.json"))["outputs"]
+    assert out == [[isl, osl]] * prompts  # vLLM's own counts
+    records, summary = read_run(tmp_path / "run" / "shapes.rank0.jsonl", ended_by="close")
+    assert summary["logged_forward_passes"] == stop - start
+    qkv = gemm_rows(records, QKV)
+    assert len(qkv) == stop - start  # every step in the window, no other
+    decode = [rows[0] for (_, phase), rows in qkv.items() if phase == "decode"]
+    assert decode and max(decode) == concurrency, qkv
+    assert all(rows[0] <= concurrency * isl for rows in qkv.values()), qkv

@@ -11,6 +11,9 @@ from typing import List, Optional
 # worker killed. Set when the user has not, and said.
 CPU_KV_TOKENS = 4096
 
+# the engine argument that bounds the requests running at once (--concurrency)
+CONCURRENCY_ARG = "max_running_requests"
+
 # what run adds when the engine ran and nothing was recorded
 NOT_RECORDED_HINT = " (is the start-up hook installed? sgl-shapeprof hook install)"
 
@@ -50,14 +53,18 @@ def prepare(spec: dict, env: dict) -> List[str]:
     return said
 
 
-def run_engine(spec: dict, prompts: List[str]) -> list:
-    """[[prompt tokens, output tokens], ...] of one offline run."""
+def run_engine(spec: dict, prompts: list) -> list:
+    """[[prompt tokens, output tokens], ...] of one offline run; prompts:
+    texts, or lists of token ids."""
     import sglang
     layout = {k: spec[s] for k, s in (("pp_size", "pp"), ("dp_size", "dp")) if spec.get(s, 1) > 1}
     engine = sglang.Engine(model_path=spec["model_path"], tp_size=spec["tp"], **layout, **spec["engine_args"])
     try:
-        results = engine.generate(prompts, {"max_new_tokens": spec["max_tokens"], "temperature": 0,
-                                            "ignore_eos": True})
+        params = {"max_new_tokens": spec["max_tokens"], "temperature": 0, "ignore_eos": True}
+        if prompts and isinstance(prompts[0], list):
+            results = engine.generate(input_ids=prompts, sampling_params=params)
+        else:
+            results = engine.generate(prompts, params)
     finally:
         engine.shutdown()
     return [[r["meta_info"]["prompt_tokens"], r["meta_info"]["completion_tokens"]] for r in results]

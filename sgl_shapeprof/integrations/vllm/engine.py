@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import List, Optional
 
 NOT_RECORDED_HINT = ""
+# the engine argument that bounds the requests running at once (--concurrency)
+CONCURRENCY_ARG = "max_num_seqs"
 
 
 def refuse(spec: dict) -> Optional[str]:
@@ -20,12 +22,15 @@ def prepare(spec: dict, env: dict) -> List[str]:
     return []
 
 
-def run_engine(spec: dict, prompts: List[str]) -> list:
-    """[[prompt tokens, output tokens], ...] of one offline run."""
+def run_engine(spec: dict, prompts: list) -> list:
+    """[[prompt tokens, output tokens], ...] of one offline run; prompts:
+    texts, or lists of token ids."""
     import vllm
     layout = {k: spec[s] for k, s in (("pipeline_parallel_size", "pp"), ("data_parallel_size", "dp"))
               if spec.get(s, 1) > 1}
     llm = vllm.LLM(model=spec["model_path"], tensor_parallel_size=spec["tp"], **layout, **spec["engine_args"])
     params = vllm.SamplingParams(max_tokens=spec["max_tokens"], temperature=0, ignore_eos=True)
+    if prompts and isinstance(prompts[0], list):
+        prompts = [{"prompt_token_ids": ids} for ids in prompts]
     results = llm.generate(prompts, params, use_tqdm=False)
     return [[len(r.prompt_token_ids), len(r.outputs[0].token_ids)] for r in results]
