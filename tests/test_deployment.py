@@ -159,3 +159,27 @@ def test_two_nodes_gathered_and_analyzed(tmp_path, monkeypatch, capsys):
     assert "WARNING: 2 files claim to be TP-0-PP-1" in out
     recs = load(gathered / "node0" / "shapes.TP-0-PP-0.jsonl")
     assert recs[0]["inputs"]["self"]["shape"] == [2, 4]
+
+
+def test_a_disaggregated_deployments_prefill_and_decode_workers_are_told_apart(tmp_path, monkeypatch, capsys):
+    # srtctl profiles one prefill and one decode worker: both TP rank 0, on
+    # a shared folder. Their files must not collide, their summaries say
+    # the role, and analyze inventories the two deployments apart (no
+    # "two files claim the same worker").
+    made = {}
+    for role in ("decode", "prefill"):
+        w = Worker(tp_rank=0, tp_size=2, role=role, host=f"{role}-node", source="test")
+        prof = run_stage(tmp_path, w, monkeypatch)
+        made[role] = prof
+        s = json.load(open(prof.summary_path))
+        assert s["worker"]["role"] == role and Worker.from_json(s["worker"]) == w
+    assert {os.path.basename(p.path) for p in made.values()} == {"shapes.prefill-TP-0.jsonl",
+                                                                 "shapes.decode-TP-0.jsonl"}
+    assert Worker.from_json({"tp_rank": 0, "role": "router"}) is None  # not a role: not a worker
+    assert main(["analyze", str(tmp_path), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "prefill deployment TP=2: 1 worker file (prefill-TP-0)" in out
+    assert "decode deployment TP=2: 1 worker file (decode-TP-0)" in out
+    assert "claim" not in out
+    assert out.index("shapes.prefill-TP-0.jsonl") < out.index("shapes.decode-TP-0.jsonl")  # prefill first
+    assert "prefill worker, TP 0/2 on prefill-node" in out

@@ -7,7 +7,8 @@ A deployment is TP x PP x DP (x EP) processes, often over several nodes.
 The names follow SGLang's own profiler: `TP-{tp}[-DP-{dp}][-PP-{pp}][-EP-{ep}]`,
 naming only the dimensions whose size is over 1, so that the files of one
 deployment never share a name and gathering every node's folder into one
-overwrites nothing.
+overwrites nothing. In disaggregated serving (prefill and decode workers
+apart) the role goes first: `prefill-TP-0`, `decode-TP-1`.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional, Tuple
 
 DIMENSIONS = ("tp", "dp", "pp", "ep")  # SGLang's order in its file names
+ROLES = ("prefill", "decode")  # disaggregated serving's workers (SGLang's disaggregation_mode)
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Worker:
     ep_size: int = 1
     attn_dp_rank: Optional[int] = None  # SGLang's DP attention, when on
     attn_dp_size: Optional[int] = None
+    role: Optional[str] = None  # "prefill" or "decode" in disaggregated serving, else None
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
     source: str = "rank"  # where the ranks were read: the server's state, or the rank given
@@ -45,14 +48,17 @@ class Worker:
 
     @property
     def name(self) -> str:
-        """TP-0, TP-1-PP-1, TP-0-DP-1-PP-0-EP-0: SGLang's spelling."""
-        return "-".join(f"{d.upper()}-{self.rank(d)}" for d in DIMENSIONS
-                        if d == "tp" or self.size(d) > 1)
+        """TP-0, TP-1-PP-1, TP-0-DP-1-PP-0-EP-0: SGLang's spelling; prefill-TP-0
+        for a disaggregated deployment's worker."""
+        ranks = "-".join(f"{d.upper()}-{self.rank(d)}" for d in DIMENSIONS if d == "tp" or self.size(d) > 1)
+        return f"{self.role}-{ranks}" if self.role else ranks
 
     @property
     def several(self) -> bool:
-        """Whether it is one of several workers along a dimension beyond TP."""
-        return any(self.size(d) > 1 for d in DIMENSIONS[1:])
+        """Whether it is one of several workers along a dimension beyond TP,
+        or a disaggregated deployment's (its prefill and decode workers
+        share TP ranks)."""
+        return self.role is not None or any(self.size(d) > 1 for d in DIMENSIONS[1:])
 
     def describe(self) -> str:
         """'TP 0/2, PP 1/2 on node-a (pid 41)': for headers and messages."""
@@ -60,7 +66,8 @@ class Worker:
                  if d == "tp" or self.size(d) > 1]
         if self.attn_dp_size and self.attn_dp_size > 1:
             parts.append(f"attention DP {self.attn_dp_rank}/{self.attn_dp_size}")
-        return f"{', '.join(parts)} on {self.host} (pid {self.pid})"
+        role = f"{self.role} worker, " if self.role else ""
+        return f"{role}{', '.join(parts)} on {self.host} (pid {self.pid})"
 
     def as_json(self) -> dict:
         """The summary's "worker" (FORMAT.md): every field, None ones left out."""
@@ -72,7 +79,9 @@ class Worker:
         if not isinstance(obj, dict):
             return None
         known = {k: obj[k] for k in cls.__dataclass_fields__ if k in obj}
-        ints = [k for k in known if k not in ("host", "source")]
+        ints = [k for k in known if k not in ("host", "source", "role")]
+        if known.get("role") is not None and known["role"] not in ROLES:
+            return None
         if any(not isinstance(known[k], int) or isinstance(known[k], bool) for k in ints if known[k] is not None):
             return None
         try:
@@ -82,22 +91,27 @@ class Worker:
 
     def label(self, rank: Optional[int] = None) -> str:
         """What tells this worker's files apart: SGLang's name where the
-        deployment has PP, DP or EP workers, else rank<N> (N: rank, by
-        default the TP rank). label_order() reads it back."""
+        deployment has PP, DP or EP workers or is disaggregated, else
+        rank<N> (N: rank, by default the TP rank). label_order() reads it
+        back."""
         return self.name if self.several else f"rank{self.tp_rank if rank is None else rank}"
 
 
 _RANK_IN_NAME = re.compile(r"rank(\d+)")
 _WORKER_IN_NAME = re.compile(r"(TP|DP|PP|EP)-(\d+)")
+_ROLE_IN_NAME = re.compile(r"(?:^|[.\-_/])(prefill|decode)-TP-")
 
 
 def label_order(name: str) -> Tuple[int, ...]:
     """A file name's worker, as a sort key: shapes.rank3.jsonl -> (3,);
-    x-TP-1-PP-0.shapes.jsonl -> (pp, dp, tp, ep) = (0, 0, 1, 0): pipeline
-    stages first, then replicas, then TP ranks; (-1,) for neither."""
+    x-TP-1-PP-0.shapes.jsonl -> (role, pp, dp, tp, ep) = (0, 0, 0, 1, 0):
+    prefill workers, then decode ones, then pipeline stages, replicas, TP
+    ranks; (-1,) for neither."""
     found = dict(_WORKER_IN_NAME.findall(name))
     if found:
-        return tuple(int(found.get(d, 0)) for d in ("PP", "DP", "TP", "EP"))
+        role = _ROLE_IN_NAME.search(name)
+        return (ROLES.index(role.group(1)) if role else 0,) + \
+            tuple(int(found.get(d, 0)) for d in ("PP", "DP", "TP", "EP"))
     m = _RANK_IN_NAME.search(name)
     return (int(m.group(1)),) if m else (-1,)
 

@@ -367,3 +367,27 @@ def test_shapes_request_names_the_profiler_dir_variable(tmp_path, monkeypatch):
         integ.shapes_request(types.SimpleNamespace(get_forward_ct=lambda: 0), busy, 0)
     assert not (tmp_path / "new").exists()
     armed.close()
+
+
+@pytest.mark.parametrize("mode,role", [("decode", "decode"), ("prefill", "prefill"), ("null", None)])
+def test_a_disaggregated_workers_role_is_read_from_sglang(patched_tree, tmp_path, monkeypatch, mode, role):
+    """The role comes from SGLang's own runtime context (get_disagg().
+    disaggregation_mode, "null" when not disaggregated): in the summary's
+    worker and the file's name, so that a prefill and a decode worker of
+    one rank never share a file."""
+    out = tmp_path / "llm.jsonl"
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES", "1")
+    monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(out))
+    parallel = types.SimpleNamespace(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, pp_group=None, world_group=None)
+    overrides = {"sglang.srt.runtime_context.get_parallel": lambda: parallel,
+                 "sglang.srt.runtime_context.get_disagg": lambda: types.SimpleNamespace(disaggregation_mode=mode)}
+    with stubbed_sglang({"sglang.srt.managers.tp_worker": str(patched_tree / FILES["tp_worker"])}, overrides):
+        import sglang.srt.managers.tp_worker as tp
+        monkeypatch.setattr(tp.TpModelWorker, "forward_batch_generation", _fake_forward)
+        worker = tp.TpModelWorker(server_args=None, gpu_id=0, nccl_port=0, random_seed=0)
+        worker.forward_batch_generation(types.SimpleNamespace(forward_mode=ForwardMode.DECODE))
+        prof = vars(worker)["_sgl_shapeprof"]
+    prof.close()
+    assert os.path.basename(prof.path) == ("llm.jsonl" if role is None else f"llm.{role}-TP-0.jsonl")
+    s = json.load(open(prof.summary_path))
+    assert s["worker"].get("role") == role

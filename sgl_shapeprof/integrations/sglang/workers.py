@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 from ... import thread_logging
 from ...recording.messages import say_once
 from ...recording.profiler import ShapeProfiler
-from ...records.worker import Worker
+from ...records.worker import ROLES, Worker
 from .seam import CUSTOM_OP as SGLANG_CUSTOM_OP
 from ..passes import attach, call_phase, wrap_init
 
@@ -40,7 +40,8 @@ def llm_identity(worker: Any) -> Optional[Worker]:
     """This worker's place in the deployment, from SGLang's own parallel
     state (sglang.srt.runtime_context.get_parallel(), as SGLang's profiler
     names its traces): TP, PP, DP (its replicas times attention-DP groups:
-    num_dp_ranks) and MoE EP ranks and sizes, attention DP where it is on.
+    num_dp_ranks) and MoE EP ranks and sizes, attention DP where it is on,
+    and the disaggregation role (get_disagg().disaggregation_mode).
     None when SGLang's state cannot be read (from_env then uses the TP rank
     alone)."""
     try:
@@ -60,13 +61,18 @@ def llm_identity(worker: Any) -> Optional[Worker]:
         return None
     dp_size = read("num_dp_ranks", 1) or 1
     attn_dp = read("attn_dp_size", None)
+    try:  # disaggregated serving: "prefill" or "decode" ("null" when not)
+        from sglang.srt.runtime_context import get_disagg
+        role = str(get_disagg().disaggregation_mode)
+    except Exception:
+        role = None
     return Worker(tp_rank=tp_rank, tp_size=read("tp_size", 1) or 1,
                   pp_rank=read("pp_rank", 0) or 0, pp_size=read("pp_size", 1) or 1,
                   dp_rank=(read("dp_rank", 0) or 0) if dp_size > 1 else 0, dp_size=dp_size,
                   ep_rank=read("moe_ep_rank", 0) or 0, ep_size=read("moe_ep_size", 1) or 1,
                   attn_dp_rank=read("attn_dp_rank", None) if attn_dp and attn_dp > 1 else None,
                   attn_dp_size=attn_dp if attn_dp and attn_dp > 1 else None,
-                  source="sglang get_parallel()")
+                  role=role if role in ROLES else None, source="sglang get_parallel()")
 
 
 def llm_tp_rank(worker: Any) -> Optional[int]:
