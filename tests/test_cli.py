@@ -1,4 +1,5 @@
 """The command line: analyze, record, demo, python -m sgl_shapeprof."""
+import io
 import json
 import os
 import subprocess
@@ -178,3 +179,37 @@ def test_a_count_option_refuses_a_negative_or_a_word_in_one_line(cmd, option, ca
         assert e.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1] == f"sgl-shapeprof {cmd}: error: argument {option}: {why}"
+
+
+def test_run_shows_the_passes_recorded_while_the_engine_runs(tmp_path):
+    # run's progress line (cli/run.py _wait): a child stands in for the
+    # engine, writing a worker's summary snapshot, and goes on until the
+    # line showing it was written (then the marker file appears)
+    from sgl_shapeprof.cli.run import _wait
+    marker = tmp_path / "seen"
+    child = subprocess.Popen([sys.executable, "-c", f"""
+import json, os, time
+json.dump({{"logged_forward_passes": 2}}, open({str(tmp_path / "shapes.rank0_summary.json")!r}, "w"))
+while not os.path.exists({str(marker)!r}):
+    time.sleep(0.05)
+"""])
+
+    class Terminal:
+        text = ""
+
+        def isatty(self):
+            return True
+
+        def write(self, s):
+            self.text += s
+            if "recorded 2/3 passes" in s:
+                marker.write_text("")
+
+        def flush(self):
+            pass
+    err = Terminal()
+    assert _wait(child, str(tmp_path), 3, err) == 0
+    assert err.text.endswith("\rrecorded 2/3 passes\n") and "\x1b" not in err.text
+    quiet = subprocess.Popen([sys.executable, "-c", "pass"])
+    plain = io.StringIO()  # not a terminal: nothing
+    assert _wait(quiet, str(tmp_path), 3, plain) == 0 and plain.getvalue() == ""

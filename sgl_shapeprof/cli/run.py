@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Optional
 
 from ..integrations.registry import servers
 from . import analyze
@@ -82,6 +83,42 @@ def _window(start, stop) -> dict:
     return out
 
 
+def progress(out_dir: str, total: Optional[int]) -> str:
+    """'recorded 12/50 passes': the most any worker's summary snapshot says
+    it logged (each worker's runs as the engine steps)."""
+    logged = 0
+    for path in glob.glob(os.path.join(out_dir, "shapes*_summary.json")):
+        try:
+            with open(path) as f:
+                n = json.load(f).get("logged_forward_passes")
+        except (OSError, ValueError, AttributeError):
+            continue  # being rewritten: the next look reads it
+        if isinstance(n, int) and n > logged:
+            logged = n
+    return f"recorded {logged}{f'/{total}' if total else ''} pass{'es' if (total or logged) != 1 else ''}"
+
+
+def _wait(child: subprocess.Popen, out_dir: str, total: Optional[int], err) -> int:
+    """The engine's exit status; meanwhile, on a terminal, its progress in
+    one line that rewrites itself."""
+    live = hasattr(err, "isatty") and err.isatty()
+    shown = ""
+    while True:
+        try:
+            rc = child.wait(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            if live:
+                line = progress(out_dir, total)
+                if line != shown:
+                    err.write(f"\r{line} ")
+                    err.flush()
+                    shown = line
+    if live and shown:
+        err.write(f"\r{progress(out_dir, total)}\n")
+    return rc
+
+
 def run(args: argparse.Namespace) -> int:
     for option in ("tp", "pp", "dp", "prompts", "max_tokens", "isl", "concurrency"):
         value = getattr(args, option)
@@ -130,10 +167,12 @@ def run(args: argparse.Namespace) -> int:
                                    f"{args.stop_step if args.stop_step is not None else 'the end'}")
     print(f"running {args.server} on {args.model_path} ({layout}, {load}{steps}); engine log: {log_path}",
           file=sys.stderr)
+    total = (args.stop_step - (args.start_step or 0)) if args.stop_step is not None else None
     with open(log_path, "w") as log:
-        rc = subprocess.call([sys.executable, "-m", "sgl_shapeprof.integrations.engines",
-                              os.path.join(out_dir, "run.json")], stdout=log, stderr=subprocess.STDOUT,
-                             env=env, cwd=out_dir)
+        child = subprocess.Popen([sys.executable, "-m", "sgl_shapeprof.integrations.engines",
+                                  os.path.join(out_dir, "run.json")], stdout=log, stderr=subprocess.STDOUT,
+                                 env=env, cwd=out_dir)
+        rc = _wait(child, out_dir, total, sys.stderr)
     if rc != 0:
         with open(log_path, errors="replace") as f:
             tail = f.read()[-3000:]
