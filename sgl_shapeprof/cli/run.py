@@ -40,6 +40,11 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
                    help="skip the first N forward passes (warm-up): record from pass N+1 (default 0)")
     r.add_argument("--stop-step", type=int, metavar="N",
                    help="record up to pass N: stop-step - start-step passes in all (default: to the end)")
+    r.add_argument("--url", metavar="URL",
+                   help="drive a server started elsewhere (armed: SGLANG_PROFILE_SHAPES=on_request) instead of "
+                        "starting an engine: SHAPES asked through its /start_profile, the workload sent to it "
+                        "(SGLang)")
+    r.add_argument("--api-key", metavar="KEY", help="the server's API key (--url), sent as a bearer token")
     r.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="an argument of vllm.LLM / sglang.Engine (VALUE read as JSON if it parses: "
                         "dtype=float32, enforce_eager=true); repeatable")
@@ -125,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise fail(f"--{option.replace('_', '-')} {value}: must be at least 1")
     window = _window(args.start_step, args.stop_step)
+    if args.url:
+        return run_remote(args)
+    if args.api_key:
+        raise fail("--api-key goes with --url (a server started elsewhere)")
     out_dir = os.path.abspath(args.output_dir)
     # the engine runs in out_dir: a local folder given relative to here must still be found
     model = os.path.abspath(args.model_path) if os.path.exists(args.model_path) else args.model_path
@@ -183,4 +192,52 @@ def run(args: argparse.Namespace) -> int:
         raise fail(f"the {args.server} engine ran but recorded nothing{server.NOT_RECORDED_HINT}; "
                    f"its log: {log_path}")
     _analyze([out_dir])  # together, in worker order: each file labelled, the deployment inventoried
+    return 0
+
+
+def run_remote(args: argparse.Namespace) -> int:
+    """run --url: a server started elsewhere, asked for SHAPES over the
+    window, sent the workload, its window closed; the files its reply names
+    analyzed where they are on this machine."""
+    import importlib
+
+    from ..integrations.engines import workload
+    from ..integrations.registry import seam
+    where = getattr(seam(args.server), "REMOTE", None)
+    if where is None:
+        raise fail(f"--url: not yet for {args.server} (a running SGLang server: --server sglang)")
+    for option, default in (("tp", 1), ("pp", 1), ("dp", 1), ("engine_arg", []), ("dedupe", False)):
+        if getattr(args, option) != default:
+            raise fail(f"--{option.replace('_', '-')}: the server at --url is started already (it is its own)")
+    remote = importlib.import_module(where)
+    out_dir = os.path.abspath(args.output_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    model = os.path.abspath(args.model_path) if os.path.exists(args.model_path) else args.model_path
+    prompts = workload({"prompts": args.prompts, "isl": args.isl, "model_path": model})
+    try:
+        reply, files = remote.start(args.url, args.api_key, out_dir, args.start_step, args.stop_step)
+        sys.stderr.write(reply + "\n")
+        sent = [0]
+        live = sys.stderr.isatty()
+
+        def done(n: int) -> None:
+            sent[0] += n
+            if live:
+                sys.stderr.write(f"\rsent {sent[0]}/{len(prompts)} requests ")
+                sys.stderr.flush()
+        outputs = remote.generate(args.url, args.api_key, prompts, args.max_tokens,
+                                  args.concurrency or len(prompts), done)
+        if live:
+            sys.stderr.write("\n")
+        remote.stop(args.url, args.api_key)
+    except remote.RemoteError as e:
+        raise fail(str(e))
+    with open(os.path.join(out_dir, "outputs.json"), "w") as f:
+        json.dump({"outputs": outputs}, f)
+    local = [p for p in files if os.path.exists(p)]
+    for p in files:
+        if p not in local:
+            print(f"sgl-shapeprof run: {p} is on the server's machine, not here", file=sys.stderr)
+    if local:
+        _analyze(local)
     return 0

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from helpers import PKG_ROOT, needs_sglang, post_status
+from helpers import PKG_ROOT, load, needs_sglang, post_status
 from sglang_engine_helpers import (OVERLAY, PROBE, SGLANG_VERSION, STUBS, outputs_last_dim, workers_said_by_sglang,
                                    zero_edit_hook_installed)
 
@@ -487,3 +487,35 @@ def test_client_disconnect_aborts_generation(armed_server):
         _post(srv.url + "/slow_down", {"forward_sleep_time": None})
     assert "Request is disconnected from the client side" in (tmp / "server.log").read_text(errors="replace")
     assert srv.generate(3)["meta_info"]["completion_tokens"] == 3
+
+
+def test_run_url_drives_a_running_server_with_the_workload(models, tmp_path):
+    """run --url: a server started elsewhere, armed; SHAPES asked through
+    its /start_profile, 8 requests of exactly 16 token ids sent, 4 in
+    flight, 5 tokens each, the window closed with /stop_profile; the reply's
+    files analyzed here. The oracle is the request: every prompt's 16 rows
+    in the extend passes, never more than 4 rows in a decode pass, and 4 in
+    its steady state, and the server's own token counts."""
+    srv = Server(models / "tiny-llama", tmp_path)
+    try:
+        out = tmp_path / "url"
+        r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--url", srv.url,
+                            "--model-path", str(models / "tiny-llama"), "--num-prompts", "8", "--isl", "16",
+                            "--osl", "5", "--concurrency", "4", "-o", str(out)],
+                           capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    finally:
+        srv.stop()
+    assert "SHAPES: rank 0 records passes until /stop_profile into " in r.stderr
+    assert json.load(open(out / "outputs.json"))["outputs"] == [[16, 5]] * 8  # the server's counts
+    files = sorted(out.glob("*.shapes.jsonl"))
+    assert len(files) == 1 and f"{files[0]}: " in r.stdout
+    rows = {}
+    for rec in load(str(files[0])):
+        x, w = rec["inputs"].get("self"), rec["inputs"].get("mat2")
+        if rec["operation"] == "aten.mm.default" and w and w["shape"] == [64, 128] and x["shape"][-1] == 64:
+            rows.setdefault((rec["forward_pass"], rec["phase"]), []).append(x["shape"][0])
+    extend = sum(v[0] for (_, phase), v in rows.items() if phase == "extend")
+    decode = [v[0] for (_, phase), v in rows.items() if phase == "decode"]
+    assert extend == 8 * 16, rows
+    assert decode and max(decode) == 4 and sum(decode) == 8 * (5 - 1), rows

@@ -236,6 +236,11 @@ def test_run_refuses_bad_arguments_in_one_line(tmp_path):
             "-o", tmp_path / "f")
     assert r.returncode == 2 and r.stderr == ("sgl-shapeprof run: --concurrency 4 and --engine-arg max_num_seqs=8 "
                                               "disagree: give one\n"), r.stderr
+    r = cli("run", "--server", "vllm", "--model-path", "m", "--url", "http://127.0.0.1:9", "-o", tmp_path / "g")
+    assert r.returncode == 2 and r.stderr == ("sgl-shapeprof run: --url: not yet for vllm (a running SGLang server: "
+                                              "--server sglang)\n"), r.stderr
+    r = cli("run", "--server", "vllm", "--model-path", "m", "--api-key", "k", "-o", tmp_path / "h")
+    assert r.returncode == 2 and r.stderr == "sgl-shapeprof run: --api-key goes with --url (a server started elsewhere)\n"
 
 
 def test_run_says_when_the_engine_fails(tmp_path):

@@ -45,3 +45,7 @@ UNARMED_HOOKS = {TOKENIZER_CONTROL: HOOKS[TOKENIZER_CONTROL]}
 # `sgl-shapeprof run --server sglang`: the module with the engine's runner
 # (run_engine, prepare, NOT_RECORDED_HINT: engine.py)
 ENGINE = f"{_HERE}.engine"
+
+# `sgl-shapeprof run --server sglang --url URL`: the module that drives a
+# running server (start, generate, stop: remote.py)
+REMOTE = f"{_HERE}.remote"
