@@ -42,8 +42,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
                    help="record up to pass N: stop-step - start-step passes in all (default: to the end)")
     r.add_argument("--url", metavar="URL",
                    help="drive a server started elsewhere (armed: SGLANG_PROFILE_SHAPES=on_request) instead of "
-                        "starting an engine: SHAPES asked through its /start_profile, the workload sent to it "
-                        "(SGLang)")
+                        "starting an engine: shapes asked through its /start_profile, the workload sent to it")
     r.add_argument("--api-key", metavar="KEY", help="the server's API key (--url), sent as a bearer token")
     r.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="an argument of vllm.LLM / sglang.Engine (VALUE read as JSON if it parses: "
@@ -203,9 +202,7 @@ def run_remote(args: argparse.Namespace) -> int:
 
     from ..integrations.engines import workload
     from ..integrations.registry import seam
-    where = getattr(seam(args.server), "REMOTE", None)
-    if where is None:
-        raise fail(f"--url: not yet for {args.server} (a running SGLang server: --server sglang)")
+    where = seam(args.server).REMOTE
     for option, default in (("tp", 1), ("pp", 1), ("dp", 1), ("engine_arg", []), ("dedupe", False)):
         if getattr(args, option) != default:
             raise fail(f"--{option.replace('_', '-')}: the server at --url is started already (it is its own)")
@@ -234,9 +231,11 @@ def run_remote(args: argparse.Namespace) -> int:
         raise fail(str(e))
     with open(os.path.join(out_dir, "outputs.json"), "w") as f:
         json.dump({"outputs": outputs}, f)
-    local = [p for p in files if os.path.exists(p)]
-    for p in files:
-        if p not in local:
+    local = []
+    for p in files:  # paths the reply named, or patterns of them (glob)
+        found = sorted(glob.glob(p)) if "*" in p else [p] if os.path.exists(p) else []
+        local += found
+        if not found and "*" not in p:
             print(f"sgl-shapeprof run: {p} is on the server's machine, not here", file=sys.stderr)
     if local:
         _analyze(local)

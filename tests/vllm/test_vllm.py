@@ -237,8 +237,12 @@ def test_run_refuses_bad_arguments_in_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr == ("sgl-shapeprof run: --concurrency 4 and --engine-arg max_num_seqs=8 "
                                               "disagree: give one\n"), r.stderr
     r = cli("run", "--server", "vllm", "--model-path", "m", "--url", "http://127.0.0.1:9", "-o", tmp_path / "g")
-    assert r.returncode == 2 and r.stderr == ("sgl-shapeprof run: --url: not yet for vllm (a running SGLang server: "
-                                              "--server sglang)\n"), r.stderr
+    assert r.returncode == 2 and r.stderr.startswith("sgl-shapeprof run: http://127.0.0.1:9/start_profile: cannot "
+                                                     "reach the server (") and r.stderr.count("\n") == 1, r.stderr
+    r = cli("run", "--server", "vllm", "--model-path", "m", "--url", "http://127.0.0.1:9", "--tp", "2",
+            "-o", tmp_path / "g")
+    assert r.returncode == 2 and r.stderr == "sgl-shapeprof run: --tp: the server at --url is started already " \
+                                             "(it is its own)\n", r.stderr
     r = cli("run", "--server", "vllm", "--model-path", "m", "--api-key", "k", "-o", tmp_path / "h")
     assert r.returncode == 2 and r.stderr == "sgl-shapeprof run: --api-key goes with --url (a server started elsewhere)\n"
 

@@ -201,3 +201,28 @@ def test_tp2_one_worker_refuses_and_the_other_takes_its_request_back(model, tmp_
         for rank in (0, 1):
             records, summary = read_run(tmp_path / f"ok-shapes-rank{rank}.jsonl", ended_by="close")
             assert summary["logged_forward_passes"] == 1 and summary["worker"]["tp_rank"] == rank
+
+
+def test_run_url_drives_the_running_server_with_the_workload(server, tmp_path):
+    """run --server vllm --url: the armed server (its API key) asked for
+    shapes through /start_profile, 6 requests of exactly 12 token ids sent
+    to its completions API, 3 in flight, 4 tokens each, the window closed;
+    -o the server's folder, so its worker's file is analyzed here. The
+    oracle is the request: the server's own token counts, every prompt's 12
+    rows in the recorded steps, decode-only steps at most 3 rows."""
+    port, d, model, _, _ = server
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "vllm", "--url",
+                        f"http://127.0.0.1:{port}", "--api-key", KEY, "--model-path", str(model), "--num-prompts", "6",
+                        "--isl", "12", "--osl", "4", "--concurrency", "3", "-o", str(d)],
+                       capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert json.load(open(d / "outputs.json"))["outputs"] == [[12, 4]] * 6   # vLLM's usage counts
+    [path] = d.glob("run-*-shapes-rank0.jsonl")
+    assert f"{path}: " in r.stdout
+    records, summary = read_run(path, ended_by="close")
+    rows = {}
+    for rec in records:
+        if rec["operation"] == "_C.onednn_mm.default" and rec["inputs"]["c"]["shape"][-1] == 3 * 128:
+            rows.setdefault((rec["forward_pass"], rec["phase"]), []).append(rec["inputs"]["a"]["shape"][0])
+    assert sum(v[0] for v in rows.values()) == 6 * 12 + 6 * (4 - 1), rows   # every prompt and decode token once
+    assert all(v[0] <= 3 for (_, phase), v in rows.items() if phase == "decode"), rows

@@ -40,3 +40,7 @@ UNARMED_HOOKS: dict = {}
 
 # `sgl-shapeprof run --server vllm`: the module with the engine's runner
 ENGINE = f"{_HERE}.engine"
+
+# `sgl-shapeprof run --server vllm --url URL`: the module that drives a
+# running server (start, generate, stop: remote.py)
+REMOTE = f"{_HERE}.remote"
