@@ -177,7 +177,8 @@ def test_a_call_inside_a_custom_ops_kernel_is_marked_within_it(tmp_path):
     assert inner["inputs"] == {"input": {"shape": [3, 16], "dtype": "torch.float32"},
                                "weight": {"shape": [16], "dtype": "torch.float32"}}
     # readers: the ledger says which calls ran within others; cost counts
-    # the op's work once, as the calls within it
+    # the op's work once, as the op (what its kernel ran through the
+    # dispatcher is not recorded apart: only the op's own estimate holds it)
     path = str(tmp_path / "doors.jsonl")
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -186,10 +187,12 @@ def test_a_call_inside_a_custom_ops_kernel_is_marked_within_it(tmp_path):
     assert f["doors"] == {"custom_ops": 2, "stand_in": 3}
     assert f["doors_within"] == {"stand_in": 2}
     cs = {(c.sig.operation, c.sig.within): c for c in costs(analyze_file(path).signatures, GPUS["h100"])}
+    io_bytes = (3 * 16 + 16 + 3 * 16) * 4  # x, w in; y out: float32
     outer = cs[("shapeprof_within.outer.default", None)]
-    assert (outer.bytes, outer.seconds, outer.bound) == (0, 0.0, WITHIN)
+    assert outer.bytes == io_bytes and outer.bound == "memory" and outer.total_seconds == 2 * outer.seconds > 0
     inner = cs[("stand_in:ops._norm", "shapeprof_within.outer.default")]
-    assert inner.bytes == (3 * 16 + 16 + 3 * 16) * 4 and inner.sig.count == 2 and inner.seconds > 0
+    assert inner.bytes == io_bytes and inner.sig.count == 2 and inner.seconds > 0
+    assert inner.bound == WITHIN and inner.total_seconds == 0.0  # shown, not added to totals
 
 
 def test_under_torch_profiler_a_recorded_call_is_a_range_named_as_its_record(tmp_path):

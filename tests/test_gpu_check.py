@@ -113,21 +113,26 @@ def test_the_coverage_check_explains_kernels_by_their_launching_op_or_their_laun
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from gpu_checks import kernel_coverage, profiler_name
 
+    ids = iter(range(1, 100))
+
     def op(name, kernels, parent=None):
-        return types.SimpleNamespace(name=name, device_type="DeviceType.CPU", cpu_parent=parent,
+        return types.SimpleNamespace(name=name, device_type="DeviceType.CPU", cpu_parent=parent, id=next(ids),
                                      kernels=[types.SimpleNamespace(name=k, duration=d) for k, d in kernels])
 
-    def kernel(name, us):
+    def kernel(name, us, linked=0):
         return types.SimpleNamespace(name=name, device_type="DeviceType.CUDA", kernels=[], cpu_parent=None,
+                                     id=next(ids), linked_correlation_id=linked,
                                      time_range=types.SimpleNamespace(elapsed_us=lambda: us))
     moe = op("sglang::fused_moe", [])
-    events = [op("aten::mm", [("sm90_gemm", 10.0)]),
-              op("aten::copy_", [("copy_kernel", 5.0)], parent=moe),  # inside a recorded custom op
+    mm = op("aten::mm", [("sm90_gemm", 10.0)])
+    events = [mm, op("aten::copy_", [("copy_kernel", 5.0)], parent=moe),  # inside a recorded custom op
               op("aten::add", [("add_kernel", 3.0)]),  # its op not recorded
               kernel("fused_moe_kernel", 20.0),  # a Triton launch from Python: no op
               kernel("Memcpy HtoD (Pageable -> Device)", 50.0),  # a copy, not a kernel
               kernel("mystery_kernel", 7.0), moe,
               op("flashinfer:norm.rmsnorm", [("RMSNormKernel", 4.0)])]  # a library call's range
+    # torch keeps each kernel an op launched as an event of its own too, linked to the op: counted once
+    events += [kernel(k.name, k.duration, linked=e.id) for e in list(events) if e.kernels for k in e.kernels]
     recorded = {"aten.mm.default", "sglang.fused_moe.default", "flashinfer:norm.rmsnorm",
                 "triton:sglang.kernels.ops.moe.fused_moe_triton_kernels.fused_moe_kernel"}
     n_ok, n, us_ok, us, missing = kernel_coverage(events, recorded)

@@ -206,11 +206,12 @@ class Cost:
 
     @property
     def total_seconds(self) -> float:
-        return (self.seconds or 0.0) * self.sig.count
+        """What it adds to a total: nothing for a call within another's record."""
+        return 0.0 if self.sig.within else (self.seconds or 0.0) * self.sig.count
 
     @property
     def total_flops(self) -> int:
-        return (self.flops or 0) * self.sig.count
+        return 0 if self.sig.within else (self.flops or 0) * self.sig.count
 
 
 def is_view(op: str) -> bool:
@@ -222,20 +223,18 @@ def is_view(op: str) -> bool:
     return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
 
 
-WITHIN = "within"  # a Cost's bound: its work is the recorded calls within it
+WITHIN = "within"  # a Cost's bound: a call made inside another recorded call (FORMAT.md, "within")
 
 
 def costs(signatures: List[Signature], dev: Optional[Device]) -> List[Cost]:
-    """Each signature's cost. An operation whose calls ran recorded calls
-    inside them (a custom op launching Triton GEMMs: FORMAT.md, "within")
-    is costed by those calls, which say what ran; its own rows cost nothing,
-    bound WITHIN, so that no work counts twice."""
-    outer = {s.within for s in signatures if s.within}
+    """Each signature's cost. A call made inside another recorded call (a
+    custom op's kernel launching Triton GEMMs: FORMAT.md, "within") is
+    costed as itself for its row, bound WITHIN, and left out of the totals:
+    its time is part of the outer call's, which is counted (the outer
+    call's own estimate, from its inputs and outputs, stands for all of its
+    work, what its kernel ran through the dispatcher included)."""
     out = []
     for s in signatures:
-        if s.operation in outer:
-            out.append(Cost(s, None, 0, 0.0 if dev is not None else None, WITHIN if dev is not None else ""))
-            continue
         fl = flops(s)
         by = 0 if is_view(s.operation) else nbytes(list(s.inputs.values())) + nbytes(s.outputs)
         c = Cost(s, fl, by)
@@ -244,6 +243,8 @@ def costs(signatures: List[Signature], dev: Optional[Device]) -> List[Cost]:
             t_memory = by / (dev.bandwidth * 1e12)
             c.seconds = max(t_compute, t_memory)
             c.bound = "compute" if t_compute > t_memory else "memory"
+        if s.within:
+            c.bound = WITHIN
         out.append(c)
     return out
 

@@ -190,13 +190,10 @@ def _stride(t: dict) -> Optional[List[int]]:
 
 def gemms(signatures: List[Signature], custom: Optional[Dict] = None) -> List[Gemm]:
     """GEMMs merged by (operation, M, N, K, batch, dtypes, layout), most FLOPs
-    first. An operation whose calls ran recorded calls inside them is read
-    through those (FORMAT.md, "within"): its own records are not GEMMs again."""
+    first. A GEMM launched inside another recorded call (a custom op's
+    Triton kernel: FORMAT.md, "within") is listed: it is the shape that ran."""
     merged: Dict[tuple, Gemm] = {}
-    outer = {s.within for s in signatures if s.within}
     for s in signatures:
-        if s.operation in outer:
-            continue
         found = library_gemms(s) if s.operation.startswith(FLASHINFER) else [gemm_of(s, custom or {})]
         for g in found:
             if g is not None:

@@ -163,10 +163,11 @@ class AttentionCall:
     kv_tokens: Optional[int] = None
 
 
-def _paged_kv(sig: Signature, name: str, layout: str) -> Optional[int]:
+def _paged_kv(sig: Signature, name: str, layout: Optional[str]) -> Optional[int]:
     """KV heads of a paged cache: a (k, v) pair of [pages, Hkv, page, D]
     (HND) or [pages, page, Hkv, D] (NHD), or one [pages, 2, ...] tensor, or
-    SGLang's page-size-1 [slots, Hkv, D] pair."""
+    SGLang's page-size-1 [slots, Hkv, D] pair; None for a 4-D one whose
+    layout the call does not say (a wrapper's is set when it is built)."""
     pair = _list(sig, name)
     t = pair[0] if pair and isinstance(pair[0], dict) else sig.inputs.get(name)
     s = list(t["shape"]) if isinstance(t, dict) and isinstance(t.get("shape"), list) else None
@@ -176,7 +177,7 @@ def _paged_kv(sig: Signature, name: str, layout: str) -> Optional[int]:
         s = [s[0]] + s[2:]  # [pages, 2, ...]: the pair's halves
     if len(s) == 3:
         return s[1]
-    if len(s) == 4:
+    if len(s) == 4 and layout:
         return s[1] if layout.upper() == "HND" else s[2]
     return None
 
@@ -233,7 +234,7 @@ def _wrapper_run(sig: Signature) -> Optional[AttentionCall]:
     q = _shape(sig, "q")
     if not q or len(q) != 3:
         return None
-    return AttentionCall(None, q[1], _paged_kv(sig, "paged_kv_cache", "NHD"), q[2], q[0], None, None)
+    return AttentionCall(None, q[1], _paged_kv(sig, "paged_kv_cache", None), q[2], q[0], None, None)
 
 
 ATTENTION: Dict[str, Callable[[Signature], Optional[AttentionCall]]] = {

@@ -180,7 +180,12 @@ def run(args: argparse.Namespace) -> int:
         child = subprocess.Popen([sys.executable, "-m", "sgl_shapeprof.integrations.engines",
                                   os.path.join(out_dir, "run.json")], stdout=log, stderr=subprocess.STDOUT,
                                  env=env, cwd=out_dir)
-        rc = _wait(child, out_dir, total, sys.stderr)
+        try:
+            rc = _wait(child, out_dir, total, sys.stderr)
+        except BaseException:  # interrupted (Ctrl-C): the engine does not outlive run
+            child.kill()
+            child.wait()
+            raise
     if rc != 0:
         with open(log_path, errors="replace") as f:
             tail = f.read()[-3000:]

@@ -29,13 +29,14 @@ def prompts(n: int) -> List[str]:
     return [PROMPTS[i % len(PROMPTS)] for i in range(n)]
 
 
-def random_prompts(n: int, length: int, model_path: str, seed: int = 0) -> List[List[int]]:
+def random_prompts(n: int, length: int, model_path: str, seed: int = 0,
+                   trust_remote_code: bool = False) -> List[List[int]]:
     """n requests of exactly `length` token ids, drawn from the model's
     vocabulary (its config's vocab_size, read by transformers), seeded."""
     import random
 
     from transformers import AutoConfig
-    config = AutoConfig.from_pretrained(model_path)
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
     vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size", None)
     if not vocab:
         raise ValueError(f"--isl: the model's config ({model_path}) gives no vocab_size to draw tokens from")
@@ -46,7 +47,8 @@ def random_prompts(n: int, length: int, model_path: str, seed: int = 0) -> List[
 def workload(spec: dict) -> list:
     """What the engine is sent: text prompts, or (isl) lists of token ids."""
     if spec.get("isl"):
-        return random_prompts(spec["prompts"], spec["isl"], spec["model_path"])
+        return random_prompts(spec["prompts"], spec["isl"], spec["model_path"],
+                              trust_remote_code=bool(spec.get("engine_args", {}).get("trust_remote_code")))
     return prompts(spec["prompts"])
 
 

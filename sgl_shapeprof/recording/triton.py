@@ -264,7 +264,7 @@ def _file_launch(obj, args, kwargs, grid, kernel, mode: int, error: Optional[Bas
         k = _kernel(obj)
         values = k.slots.copy()  # the parameters' defaults, then the options, missing
         n = len(k.params)
-        values[:len(args)] = args[:n]
+        values[:min(len(args), n)] = args[:n]  # positionals past its parameters: not its values
         extra = None
         if kwargs:
             index = k.index

@@ -12,7 +12,7 @@ def cost_text(rows: list, dev: Optional[Device], out: TextIO, top: Optional[int]
               by_op: bool = False) -> None:
     """rows: analysis.cost.ranked_rows's, all of them (the shares are of
     their total); top: show the first top."""
-    total = sum((r[4] or 0) * r[1] for r in rows) or 1.0
+    total = sum((r[4] or 0) * r[1] for r in rows if r[5] != WITHIN) or 1.0  # within: part of another's
     all_rows = len(rows)
     if top:
         rows = rows[:top]
@@ -38,5 +38,5 @@ def cost_text(rows: list, dev: Optional[Device], out: TextIO, top: Optional[int]
     if len(rows) < all_rows:
         o(f"... {all_rows - len(rows)} more (--top)\n")
     if any(r[5] == WITHIN for r in rows):
-        o(f"{WITHIN}: its calls ran recorded calls (kernel launches, library calls) inside them; "
-          "their rows are its cost\n")
+        o(f"{WITHIN}: calls made inside another recorded call (a custom op's kernel launching them): their "
+          "time is part of that call's, shown but not added to the total\n")
