@@ -175,7 +175,8 @@ def test_a_disaggregated_deployments_prefill_and_decode_workers_are_told_apart(t
         assert s["worker"]["role"] == role and Worker.from_json(s["worker"]) == w
     assert {os.path.basename(p.path) for p in made.values()} == {"shapes.prefill-TP-0.jsonl",
                                                                  "shapes.decode-TP-0.jsonl"}
-    assert Worker.from_json({"tp_rank": 0, "role": "router"}) is None  # not a role: not a worker
+    unknown = Worker.from_json({"tp_rank": 1, "tp_size": 2, "role": "encode"})  # a role this reader does not know
+    assert unknown is not None and unknown.role is None and (unknown.tp_rank, unknown.tp_size) == (1, 2)
     assert main(["analyze", str(tmp_path), "--top", "1"]) == 0
     out = capsys.readouterr().out
     assert "prefill deployment TP=2: 1 worker file (prefill-TP-0)" in out

@@ -37,7 +37,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
                    help="at most N requests running at once (the engine's own limit: SGLang's "
                         "max_running_requests, vLLM's max_num_seqs); default the engine's")
     r.add_argument("--start-step", type=int, metavar="N",
-                   help="skip the first N forward passes (warm-up): record from pass N+1 (default 0)")
+                   help="skip the first N forward passes (warm-up): record from pass N+1 (default 0); with "
+                        "--url on SGLang, SGLang's own start_step (the server's forward count)")
     r.add_argument("--stop-step", type=int, metavar="N",
                    help="record up to pass N: stop-step - start-step passes in all (default: to the end)")
     r.add_argument("--url", metavar="URL",
@@ -91,7 +92,7 @@ def progress(out_dir: str, total: Optional[int]) -> str:
     """'recorded 12/50 passes': the most any worker's summary snapshot says
     it logged (each worker's runs as the engine steps)."""
     logged = 0
-    for path in glob.glob(os.path.join(out_dir, "shapes*_summary.json")):
+    for path in glob.glob(os.path.join(glob.escape(out_dir), "shapes*_summary.json")):
         try:
             with open(path) as f:
                 n = json.load(f).get("logged_forward_passes")
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     if why:
         raise fail(why)
     os.makedirs(out_dir, exist_ok=True)
-    stale = glob.glob(os.path.join(out_dir, "shapes*.jsonl"))
+    stale = glob.glob(os.path.join(glob.escape(out_dir), "shapes*.jsonl"))
     if stale:
         raise fail(f"{out_dir} already holds {os.path.basename(stale[0])}: give another --output-dir")
     from ..recording import config
@@ -183,20 +184,28 @@ def run(args: argparse.Namespace) -> int:
         try:
             rc = _wait(child, out_dir, total, sys.stderr)
         except BaseException:  # interrupted (Ctrl-C): the engine does not outlive run
-            child.kill()
-            child.wait()
+            child.terminate()  # its engine.shutdown() ends the server's processes
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
             raise
     if rc != 0:
         with open(log_path, errors="replace") as f:
             tail = f.read()[-3000:]
         sys.stderr.write(tail)
         raise fail(f"the {args.server} engine exited with status {rc} (its log: {log_path})")
-    files = sorted(glob.glob(os.path.join(out_dir, "shapes*.jsonl")))
+    files = sorted(glob.glob(os.path.join(glob.escape(out_dir), "shapes*.jsonl")))
     if not files:
         raise fail(f"the {args.server} engine ran but recorded nothing{server.NOT_RECORDED_HINT}; "
                    f"its log: {log_path}")
     _analyze([out_dir])  # together, in worker order: each file labelled, the deployment inventoried
     return 0
+
+
+# run --url without --concurrency: every request at once, up to this many
+URL_CONCURRENCY = 256
 
 
 def run_remote(args: argparse.Namespace) -> int:
@@ -215,23 +224,32 @@ def run_remote(args: argparse.Namespace) -> int:
     out_dir = os.path.abspath(args.output_dir)
     os.makedirs(out_dir, exist_ok=True)
     model = os.path.abspath(args.model_path) if os.path.exists(args.model_path) else args.model_path
-    prompts = workload({"prompts": args.prompts, "isl": args.isl, "model_path": model})
+    try:
+        # a running server keeps earlier prompts in its prefix cache: fresh ids each run
+        prompts = workload({"prompts": args.prompts, "isl": args.isl, "model_path": model,
+                            "seed": int.from_bytes(os.urandom(4), "little")})
+    except Exception as e:  # no transformers here, a model folder it cannot read
+        raise fail(f"--isl: cannot read the vocabulary size of {args.model_path} ({type(e).__name__}: "
+                   f"{str(e).splitlines()[0] if str(e) else ''})")
+    from ..integrations.http_client import printable
     try:
         reply, files = remote.start(args.url, args.api_key, out_dir, args.start_step, args.stop_step)
-        sys.stderr.write(reply + "\n")
-        sent = [0]
-        live = sys.stderr.isatty()
+        sys.stderr.write(printable(reply) + "\n")
+        try:
+            sent = [0]
+            live = sys.stderr.isatty()
 
-        def done(n: int) -> None:
-            sent[0] += n
+            def done(n: int) -> None:
+                sent[0] += n
+                if live:
+                    sys.stderr.write(f"\rsent {sent[0]}/{len(prompts)} requests ")
+                    sys.stderr.flush()
+            outputs = remote.generate(args.url, args.api_key, prompts, args.max_tokens,
+                                      args.concurrency or min(len(prompts), URL_CONCURRENCY), done)
             if live:
-                sys.stderr.write(f"\rsent {sent[0]}/{len(prompts)} requests ")
-                sys.stderr.flush()
-        outputs = remote.generate(args.url, args.api_key, prompts, args.max_tokens,
-                                  args.concurrency or len(prompts), done)
-        if live:
-            sys.stderr.write("\n")
-        remote.stop(args.url, args.api_key)
+                sys.stderr.write("\n")
+        finally:  # a request that failed, an interrupt: the server's window is closed all the same
+            remote.stop(args.url, args.api_key)
     except remote.RemoteError as e:
         raise fail(str(e))
     with open(os.path.join(out_dir, "outputs.json"), "w") as f:

@@ -47,7 +47,7 @@ def random_prompts(n: int, length: int, model_path: str, seed: int = 0,
 def workload(spec: dict) -> list:
     """What the engine is sent: text prompts, or (isl) lists of token ids."""
     if spec.get("isl"):
-        return random_prompts(spec["prompts"], spec["isl"], spec["model_path"],
+        return random_prompts(spec["prompts"], spec["isl"], spec["model_path"], seed=spec.get("seed", 0),
                               trust_remote_code=bool(spec.get("engine_args", {}).get("trust_remote_code")))
     return prompts(spec["prompts"])
 

@@ -2,10 +2,12 @@
 remote.py): JSON in, text out, one-line errors. Standard library only."""
 from __future__ import annotations
 
+import http.client
 import json
+import threading
 import urllib.error
 import urllib.request
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 
 class RemoteError(Exception):
@@ -26,7 +28,7 @@ def call(url: str, path: str, body: Optional[dict], api_key: Optional[str], time
             return r.status, r.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, ValueError) as e:
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
         raise RemoteError(f"{url}{path}: cannot reach the server ({getattr(e, 'reason', e)})") from None
 
 
@@ -49,10 +51,55 @@ def expect(status: int, text: str, url: str, path: str) -> str:
     return text
 
 
+def reply_json(text: str, url: str, path: str) -> dict:
+    """A 200 reply's JSON object, else RemoteError (not this server's API:
+    a proxy's page, another --server)."""
+    try:
+        obj: Any = json.loads(text)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        raise RemoteError(f"{url}{path} answered something that is not its API's JSON: {message(text)}")
+    return obj
+
+
+def printable(text: str) -> str:
+    """A server's reply, safe to print: control characters (a terminal's
+    escapes) shown as '?'."""
+    return "".join(c if c.isprintable() or c == "\n" else "?" for c in text)
+
+
 def send_all(requests: list, concurrency: int, send) -> list:
-    """send(request) for each, at most `concurrency` in flight (a thread
-    each), as a load generator's max concurrency keeps them; their results
-    in order."""
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        return list(pool.map(send, requests))
+    """send(request) for each, at most `concurrency` in flight, as a load
+    generator's max concurrency keeps them; their results in order. The
+    first error stops the sending and is raised; so is an interrupt. The
+    threads are daemons: a request still waiting on the server does not
+    keep the process from exiting."""
+    results: list = [None] * len(requests)
+    lock = threading.Lock()
+    todo = iter(range(len(requests)))
+    failed: list = []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if failed:
+                    return
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                results[i] = send(requests[i])
+            except BaseException as e:  # noqa: B902 -- handed to the caller's thread
+                with lock:
+                    failed.append(e)
+                return
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, min(concurrency, len(requests))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.5)  # a timeout: the main thread stays interruptible
+    if failed:
+        raise failed[0]
+    return results

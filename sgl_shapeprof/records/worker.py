@@ -81,7 +81,7 @@ class Worker:
         known = {k: obj[k] for k in cls.__dataclass_fields__ if k in obj}
         ints = [k for k in known if k not in ("host", "source", "role")]
         if known.get("role") is not None and known["role"] not in ROLES:
-            return None
+            known["role"] = None  # a role this reader does not know: the worker without it
         if any(not isinstance(known[k], int) or isinstance(known[k], bool) for k in ints if known[k] is not None):
             return None
         try:

@@ -12,28 +12,39 @@ flight at once (a thread each), as bench_serving's --max-concurrency
 keeps them."""
 from __future__ import annotations
 
-import json
+import glob
+import os
 import re
 from typing import Callable, List, Optional, Tuple
 
-from ..http_client import RemoteError, call, expect, send_all
+from ..http_client import RemoteError, call, expect, reply_json, send_all
 
-# where the reply says each worker records ("SHAPES: rank 0 (TP-0) records 5 passes into PATH")
-_INTO = re.compile(r"records .*? into (\S+\.jsonl)")
 __all__ = ["RemoteError", "generate", "start", "stop"]
+
+
+def _files(reply: str, output_dir: str) -> List[str]:
+    """The files the reply says the workers record into, in output_dir only
+    (the folder asked for: a name the reply puts elsewhere is not read):
+    'records ... into <output_dir>/NAME', and for the workers SGLang's
+    reply leaves out (other PP stages, DP replicas) 'all files are
+    PATTERN in that folder'."""
+    folder = re.escape(os.path.join(output_dir, ""))
+    names = re.findall(r"records .*? into " + folder + r"([^\s/]+\.jsonl)", reply)
+    patterns = re.findall(r"all files are ([^\s/]+\.jsonl) in that folder", reply)
+    return [os.path.join(output_dir, n) for n in names] + [os.path.join(glob.escape(output_dir), p) for p in patterns]
 
 
 def start(url: str, api_key: Optional[str], output_dir: str, start_step: Optional[int],
           stop_step: Optional[int]) -> Tuple[str, List[str]]:
-    """Asks for SHAPES over the window; (the server's reply, the files it
-    says its workers record into)."""
+    """Asks for SHAPES over the window; (the server's reply, the files (or
+    patterns of them) it says its workers record into, in output_dir)."""
     body: dict = {"activities": ["SHAPES"], "output_dir": output_dir}
     if start_step:
         body["start_step"] = start_step  # SGLang's: the server's forward count, as bench_serving's
     if stop_step is not None:
         body["num_steps"] = stop_step - (start_step or 0)
     text = expect(*call(url, "/start_profile", body, api_key, 120), url, "/start_profile")
-    return text.strip(), _INTO.findall(text)
+    return text.strip(), _files(text, output_dir)
 
 
 def stop(url: str, api_key: Optional[str]) -> None:
@@ -50,7 +61,7 @@ def generate(url: str, api_key: Optional[str], prompts: list, max_tokens: int, c
     def one(prompt) -> List[int]:
         body = {"input_ids": prompt} if isinstance(prompt, list) else {"text": prompt}
         text = expect(*call(url, "/generate", dict(body, sampling_params=params), api_key, 3600), url, "/generate")
-        meta = json.loads(text).get("meta_info", {})
+        meta = reply_json(text, url, "/generate").get("meta_info") or {}
         done(1)
         return [meta.get("prompt_tokens"), meta.get("completion_tokens")]
     return send_all(prompts, concurrency, one)

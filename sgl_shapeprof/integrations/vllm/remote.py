@@ -7,12 +7,12 @@ each worker writes <prefix>-shapes-rank<N>.jsonl (or -TP-..-PP-..) beside
 the server's SHAPEPROF_FILE, which only the server knows."""
 from __future__ import annotations
 
-import json
+import glob
 import os
 import time
 from typing import Callable, List, Optional, Tuple
 
-from ..http_client import RemoteError, call, expect, send_all
+from ..http_client import RemoteError, call, expect, reply_json, send_all
 
 __all__ = ["RemoteError", "generate", "start", "stop"]
 
@@ -31,7 +31,7 @@ def start(url: str, api_key: Optional[str], output_dir: str, start_step: Optiona
     expect(*call(url, "/start_profile", body, api_key, 120), url, "/start_profile")
     return (f"shapes: every worker of {url} records into {prefix}-shapes-<worker>.jsonl beside the server's "
             f"SHAPEPROF_FILE (vLLM's reply does not say where: -o that folder analyzes them here)",
-            [os.path.join(output_dir, f"{prefix}-shapes-*.jsonl")])
+            [os.path.join(glob.escape(output_dir), f"{prefix}-shapes-*.jsonl")])
 
 
 def stop(url: str, api_key: Optional[str]) -> None:
@@ -42,15 +42,16 @@ def generate(url: str, api_key: Optional[str], prompts: list, max_tokens: int, c
              done: Callable[[int], None]) -> List[List[int]]:
     """Sends every request to /v1/completions, at most `concurrency` in
     flight; [[prompt tokens, output tokens], ...] as the server counted them."""
-    models = json.loads(expect(*call(url, "/v1/models", None, api_key, 60), url, "/v1/models")).get("data") or []
-    if not models:
+    models = reply_json(expect(*call(url, "/v1/models", None, api_key, 60), url, "/v1/models"), url,
+                        "/v1/models").get("data")
+    if not isinstance(models, list) or not models or not isinstance(models[0], dict) or "id" not in models[0]:
         raise RemoteError(f"{url}/v1/models names no model")
     model = models[0]["id"]
 
     def one(prompt) -> List[int]:
         body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
-        usage = json.loads(expect(*call(url, "/v1/completions", body, api_key, 3600), url,
-                                  "/v1/completions")).get("usage", {})
+        usage = reply_json(expect(*call(url, "/v1/completions", body, api_key, 3600), url, "/v1/completions"),
+                           url, "/v1/completions").get("usage") or {}
         done(1)
         return [usage.get("prompt_tokens"), usage.get("completion_tokens")]
     return send_all(prompts, concurrency, one)
