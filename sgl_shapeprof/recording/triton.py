@@ -27,7 +27,7 @@ import weakref
 from typing import Callable, Dict, Optional, Tuple
 
 from ..on_import import PatchingFinder, install_finder
-from .doors import MISSING, native_types
+from .doors import MISSING, native_types, operation_key
 from .messages import say_once
 from .pauses import pause_thread, resume_thread
 
@@ -211,28 +211,15 @@ class _Kernel:
         self.key = None
 
 
-# operation name -> (its arguments' names, its key object: kept alive, the core holds its address)
-_keys: Dict[str, Tuple[tuple, object]] = {}
-
-
 def _kernel(obj) -> _Kernel:
     entry = _kernels.get(id(obj))
     if entry is not None and entry[0]() is obj:
         return entry[1]
     k = _Kernel(obj.fn)
-    base, n = k.operation, 2
-    while k.operation in _keys and _keys[k.operation][0] != k.arg_names:
-        # another kernel of this name with other parameters: another operation
-        k.operation = f"{base}#{n}"
-        n += 1
-    if k.operation not in _keys:
-        _keys[k.operation] = (k.arg_names, object())
-    k.key = _keys[k.operation][1]
+    # another kernel of this name with other parameters: another operation (#2)
+    k.operation, k.key = operation_key(k.operation, k.arg_names)
     _kernels[id(obj)] = (weakref.ref(obj), k)
     return k
-
-
-_PLAIN = (int, float, bool, str, type(None))
 
 
 def launch_value(v):
