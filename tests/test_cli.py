@@ -223,6 +223,7 @@ class _StubServer:
         import http.server
         import threading
         seen = self.seen = []
+        bodies = self.bodies = []
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *a):
@@ -231,6 +232,7 @@ class _StubServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 seen.append(self.path)
+                bodies.append(body)
                 if self.path == "/start_profile":
                     out = body["output_dir"]
                     status, text = 200, (f"Start profiling.\nSHAPES: rank 0 (TP-0) records passes until "

@@ -2,7 +2,9 @@
 profiling on (every worker: TP x PP x DP), send the workload (the prompts, or
 requests of exactly --isl random tokens, --osl tokens each, at most
 --concurrency at once), record the window of passes asked (--start-step,
---stop-step), shut it down, analyze every worker's file together."""
+--stop-step), shut it down, analyze every worker's file together. Or drive
+a running server (--url), or run the profiles a srtctl job file asks for
+(--spec), one per role."""
 from __future__ import annotations
 
 import argparse
@@ -13,24 +15,33 @@ import subprocess
 import sys
 from typing import Optional
 
+from ..integrations import srtctl
 from ..integrations.registry import servers
 from . import analyze
 from .common import fail
+
+# without --spec: the requests sent, the tokens each generates
+PROMPTS = 3
+MAX_TOKENS = 50
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     r = sub.add_parser("run", help="run a server's engine on a few prompts with profiling on, then analyze "
                                    "every rank's file")
     names = servers()
-    r.add_argument("--server", required=True, choices=names, help=f"the engine: {' or '.join(names)}")
-    r.add_argument("--model-path", required=True, metavar="M", help="the model (a folder or a hub name)")
+    r.add_argument("--server", choices=names,
+                   help=f"the engine: {' or '.join(names)} (with --spec, default its backend.type)")
+    r.add_argument("--model-path", metavar="M",
+                   help="the model (a folder or a hub name; with --spec, default its model.path if that is a "
+                        "folder here)")
     r.add_argument("--tp", type=int, default=1, metavar="N", help="tensor parallel size (default 1)")
     r.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline parallel size (default 1)")
     r.add_argument("--dp", type=int, default=1, metavar="N", help="data parallel size (default 1)")
-    r.add_argument("--prompts", "--num-prompts", dest="prompts", type=int, default=3, metavar="N",
-                   help="requests sent (default 3)")
-    r.add_argument("--max-tokens", "--osl", dest="max_tokens", type=int, default=50, metavar="N",
-                   help="tokens generated per request, exactly (end of sequence ignored; default 50)")
+    r.add_argument("--prompts", "--num-prompts", dest="prompts", type=int, metavar="N",
+                   help=f"requests sent (default {PROMPTS}; with --spec {srtctl.DEFAULT_NUM_PROMPTS}, as srtctl's "
+                        "profiling script sends)")
+    r.add_argument("--max-tokens", "--osl", dest="max_tokens", type=int, metavar="N",
+                   help=f"tokens generated per request, exactly (end of sequence ignored; default {MAX_TOKENS})")
     r.add_argument("--isl", type=int, metavar="N",
                    help="each request N random tokens long (default: a few short text prompts)")
     r.add_argument("--concurrency", type=int, metavar="N",
@@ -45,6 +56,12 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
                    help="drive a server started elsewhere (armed: SGLANG_PROFILE_SHAPES=on_request) instead of "
                         "starting an engine: shapes asked through its /start_profile, the workload sent to it")
     r.add_argument("--api-key", metavar="KEY", help="the server's API key (--url), sent as a bearer token")
+    r.add_argument("--spec", metavar="JOB.yaml",
+                   help="run the profiles a srtctl job file's profiling: section asks for (type: shapes): one per "
+                        "role, its window and traffic, into DIR/prefill, DIR/decode or DIR/agg (docs/traffic.md)")
+    r.add_argument("--worker-url", action="append", default=[], metavar="ROLE=URL",
+                   help="with --spec and --url: a worker's own server, asked for shapes over its role's window "
+                        "(prefill=URL, decode=URL; repeatable); --url is then where the traffic goes (the router)")
     r.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="an argument of vllm.LLM / sglang.Engine (VALUE read as JSON if it parses: "
                         "dtype=float32, enforce_eager=true); repeatable")
@@ -124,16 +141,36 @@ def _wait(child: subprocess.Popen, out_dir: str, total: Optional[int], err) -> i
     return rc
 
 
-def run(args: argparse.Namespace) -> int:
+def _positive(args: argparse.Namespace) -> None:
     for option in ("tp", "pp", "dp", "prompts", "max_tokens", "isl", "concurrency"):
         value = getattr(args, option)
         if value is not None and value < 1:
             raise fail(f"--{option.replace('_', '-')} {value}: must be at least 1")
-    window = _window(args.start_step, args.stop_step)
+
+
+def run(args: argparse.Namespace) -> int:
+    _positive(args)
+    if args.spec:
+        return run_spec(args)
+    if args.worker_url:
+        raise fail("--worker-url goes with --spec and --url (a disaggregated deployment's workers)")
+    if not args.server:
+        raise fail("--server is required (or --spec, whose backend.type names it)")
+    if not args.model_path:
+        raise fail("--model-path is required")
+    args.prompts = args.prompts or PROMPTS
+    args.max_tokens = args.max_tokens or MAX_TOKENS
+    _window(args.start_step, args.stop_step)
     if args.url:
         return run_remote(args)
     if args.api_key:
         raise fail("--api-key goes with --url (a server started elsewhere)")
+    return run_local(args)
+
+
+def run_local(args: argparse.Namespace) -> int:
+    """Starts the engine, sends the workload, records the window; analyzes."""
+    window = _window(args.start_step, args.stop_step)
     out_dir = os.path.abspath(args.output_dir)
     # the engine runs in out_dir: a local folder given relative to here must still be found
     model = os.path.abspath(args.model_path) if os.path.exists(args.model_path) else args.model_path
@@ -170,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     layout = ", ".join(f"{k}={v}" for k, v in (("TP", args.tp), ("PP", args.pp), ("DP", args.dp))
                        if v > 1 or k == "TP")
     load = (f"{args.prompts} requests of {args.isl} random tokens" if args.isl else f"{args.prompts} prompts") + \
-        f" x {args.max_tokens} tokens" + (f", at most {args.concurrency} at once" if args.concurrency else "")
+        f" x {args.max_tokens} token{'s' if args.max_tokens != 1 else ''}" + (f", at most {args.concurrency} at once" if args.concurrency else "")
     # passes are numbered from 1 in the records, warm-up included
     steps = "" if not window else (f"; recording passes {(args.start_step or 0) + 1} to "
                                    f"{args.stop_step if args.stop_step is not None else 'the end'}")
@@ -208,34 +245,39 @@ def run(args: argparse.Namespace) -> int:
 URL_CONCURRENCY = 256
 
 
-def run_remote(args: argparse.Namespace) -> int:
-    """run --url: a server started elsewhere, asked for SHAPES over the
-    window, sent the workload, its window closed; the files its reply names
-    analyzed where they are on this machine."""
-    import importlib
-
+def _prompts(args: argparse.Namespace) -> list:
+    """The workload for a running server: fresh token ids each run (its
+    prefix cache keeps earlier prompts, which would shorten their prefill)."""
     from ..integrations.engines import workload
-    from ..integrations.registry import seam
-    where = seam(args.server).REMOTE
-    for option, default in (("tp", 1), ("pp", 1), ("dp", 1), ("engine_arg", []), ("dedupe", False)):
-        if getattr(args, option) != default:
-            raise fail(f"--{option.replace('_', '-')}: the server at --url is started already (it is its own)")
-    remote = importlib.import_module(where)
-    out_dir = os.path.abspath(args.output_dir)
-    os.makedirs(out_dir, exist_ok=True)
     model = os.path.abspath(args.model_path) if os.path.exists(args.model_path) else args.model_path
     try:
-        # a running server keeps earlier prompts in its prefix cache: fresh ids each run
-        prompts = workload({"prompts": args.prompts, "isl": args.isl, "model_path": model,
-                            "seed": int.from_bytes(os.urandom(4), "little")})
+        return workload({"prompts": args.prompts, "isl": args.isl, "model_path": model,
+                         "seed": int.from_bytes(os.urandom(4), "little")})
     except Exception as e:  # no transformers here, a model folder it cannot read
         raise fail(f"--isl: cannot read the vocabulary size of {args.model_path} ({type(e).__name__}: "
                    f"{str(e).splitlines()[0] if str(e) else ''})")
+
+
+def _drive(args: argparse.Namespace, arms: list) -> list:
+    """Arms each worker [(url, output folder, start, stop)] through its
+    /start_profile, sends the workload to --url, closes every window
+    armed (also when a request fails or the run is interrupted: a server
+    is never left recording); the files each reply names, per arm."""
+    import importlib
+
     from ..integrations.http_client import printable
+    from ..integrations.registry import seam
+    remote = importlib.import_module(seam(args.server).REMOTE)
+    prompts = _prompts(args)
+    armed, files = [], []
     try:
-        reply, files = remote.start(args.url, args.api_key, out_dir, args.start_step, args.stop_step)
-        sys.stderr.write(printable(reply) + "\n")
         try:
+            for url, out_dir, start, stop in arms:
+                os.makedirs(out_dir, exist_ok=True)
+                reply, named = remote.start(url, args.api_key, out_dir, start, stop)
+                armed.append(url)
+                files.append(named)
+                sys.stderr.write(printable(reply) + "\n")
             sent = [0]
             live = sys.stderr.isatty()
 
@@ -248,18 +290,139 @@ def run_remote(args: argparse.Namespace) -> int:
                                       args.concurrency or min(len(prompts), URL_CONCURRENCY), done)
             if live:
                 sys.stderr.write("\n")
-        finally:  # a request that failed, an interrupt: the server's window is closed all the same
-            remote.stop(args.url, args.api_key)
+        finally:  # a request that failed, an interrupt: the servers' windows are closed all the same
+            for url in armed:
+                remote.stop(url, args.api_key)
     except remote.RemoteError as e:
         raise fail(str(e))
-    with open(os.path.join(out_dir, "outputs.json"), "w") as f:
-        json.dump({"outputs": outputs}, f)
+    for _, out_dir, _, _ in arms:
+        with open(os.path.join(out_dir, "outputs.json"), "w") as f:
+            json.dump({"outputs": outputs}, f)
+    return files
+
+
+def _local_files(named: list) -> list:
+    """The files (or patterns) a reply named that are on this machine."""
     local = []
-    for p in files:  # paths the reply named, or patterns of them (glob)
+    for p in named:
         found = sorted(glob.glob(p)) if "*" in p else [p] if os.path.exists(p) else []
         local += found
         if not found and "*" not in p:
             print(f"sgl-shapeprof run: {p} is on the server's machine, not here", file=sys.stderr)
+    return local
+
+
+def run_remote(args: argparse.Namespace) -> int:
+    """run --url: a server started elsewhere, asked for SHAPES over the
+    window, sent the workload, its window closed; the files its reply names
+    analyzed where they are on this machine."""
+    for option, default in (("tp", 1), ("pp", 1), ("dp", 1), ("engine_arg", []), ("dedupe", False)):
+        if getattr(args, option) != default:
+            raise fail(f"--{option.replace('_', '-')}: the server at --url is started already (it is its own)")
+    (named,) = _drive(args, [(args.url, os.path.abspath(args.output_dir), args.start_step, args.stop_step)])
+    local = _local_files(named)
     if local:
         _analyze(local)
+    return 0
+
+
+def _spec_server(args: argparse.Namespace, job: "srtctl.JobSpec") -> None:
+    """--server and --model-path from the job file where not given."""
+    names = servers()
+    if args.server and job.backend and job.backend != args.server:
+        raise fail(f"--server {args.server}, but {job.path}'s backend.type is {job.backend}")
+    args.server = args.server or job.backend or "sglang"  # srtctl's default backend
+    if args.server not in names:
+        raise fail(f"{job.path}'s backend.type is {args.server}: run drives {' or '.join(names)}")
+    if not args.model_path:
+        if not (job.model_path and os.path.isdir(job.model_path)):
+            raise fail(f"--model-path is required: {job.path}'s model.path ({job.model_path or 'none'}) is not a "
+                       "folder here (srtctl resolves its aliases itself)")
+        args.model_path = job.model_path
+
+
+def _plan(args: argparse.Namespace, job: "srtctl.JobSpec", root: str) -> None:
+    for p in job.profiles:
+        print(f"{job.path}: {p.role}: passes {p.start_step + 1} to {p.stop_step}, {args.prompts} requests of "
+              f"{p.isl} tokens x {p.osl}, at most {p.concurrency} at once -> {os.path.join(root, p.folder)}",
+              file=sys.stderr)
+
+
+def run_spec(args: argparse.Namespace) -> int:
+    """run --spec: the profiles a srtctl job file asks for, one per role,
+    each into its folder: locally, an engine per role (a prefill role sent
+    its share: the prompts and one token each, as a prefill worker serves
+    them); with --url, every role's workers armed at once and one workload
+    sent through the deployment's front."""
+    for option, flag in (("isl", "--isl"), ("max_tokens", "--osl"), ("start_step", "--start-step"),
+                         ("stop_step", "--stop-step")):
+        if getattr(args, option) is not None:
+            raise fail(f"{flag}: the job file gives it (--spec); --concurrency picks one of its concurrencies")
+    try:
+        job = srtctl.read(args.spec, args.concurrency)
+    except srtctl.SpecError as e:
+        raise fail(str(e))
+    if args.worker_url and not args.url:
+        raise fail("--worker-url goes with --url (the deployment's front, where the traffic goes)")
+    _spec_server(args, job)
+    args.prompts = args.prompts or srtctl.DEFAULT_NUM_PROMPTS
+    root = os.path.abspath(args.output_dir)
+    for p in job.profiles:  # before any engine starts: a role's folder that holds records is refused
+        stale = glob.glob(os.path.join(glob.escape(os.path.join(root, p.folder)), "shapes*.jsonl"))
+        if stale and not args.url:
+            raise fail(f"{os.path.dirname(stale[0])} already holds {os.path.basename(stale[0])}: give another "
+                       "--output-dir")
+    if args.url:
+        return _run_spec_remote(args, job, root)
+    if args.api_key:
+        raise fail("--api-key goes with --url (a server started elsewhere)")
+    _plan(args, job, root)
+    for p in job.profiles:
+        share = srtctl.prefill_share(p) if job.disaggregated and p.role == "prefill" else p
+        if share is not p:
+            print(f"{p.role}: one engine serves it here: each request's prompt and first token only (a prefill "
+                  "worker's share), so its window holds prefill passes", file=sys.stderr)
+        run_local(argparse.Namespace(**{**vars(args), "isl": share.isl, "max_tokens": share.osl,
+                                        "concurrency": share.concurrency, "start_step": share.start_step or None,
+                                        "stop_step": share.stop_step,
+                                        "output_dir": os.path.join(root, share.folder)}))
+    return 0
+
+
+def _run_spec_remote(args: argparse.Namespace, job: "srtctl.JobSpec", root: str) -> int:
+    """Every role's workers armed with its window; one workload to --url."""
+    for option, default in (("tp", 1), ("pp", 1), ("dp", 1), ("engine_arg", []), ("dedupe", False)):
+        if getattr(args, option) != default:
+            raise fail(f"--{option.replace('_', '-')}: the servers at --url are started already")
+    roles = {p.role: p for p in job.profiles}
+    workers: dict = {}
+    for pair in args.worker_url:
+        role, sep, url = pair.partition("=")
+        role = "aggregated" if role == "agg" else role
+        if not sep or not url:
+            raise fail(f"--worker-url {pair!r} must be ROLE=URL")
+        if role not in roles:
+            raise fail(f"--worker-url {pair!r}: {job.path} profiles {' and '.join(roles)}, not {role}")
+        workers.setdefault(role, []).append(url)
+    if not workers and not job.disaggregated:
+        workers = {"aggregated": [args.url]}
+    missing = [r for r in roles if r not in workers]
+    if missing:
+        raise fail(f"--worker-url {missing[0]}=URL is missing: a disaggregated deployment's workers are asked for "
+                   "shapes each on its own server (srtctl's PROFILE_PREFILL_IPS / PROFILE_DECODE_IPS)")
+    loads = {(p.isl, p.osl, p.concurrency) for p in job.profiles}
+    if len(loads) > 1:
+        raise fail(f"{job.path}: prefill and decode give different traffic, but a deployment is sent one "
+                   "workload (through --url)")
+    _plan(args, job, root)
+    p = job.profiles[0]
+    args.isl, args.max_tokens, args.concurrency = p.isl, p.osl, p.concurrency
+    arms = [(url, os.path.join(root, roles[role].folder), roles[role].start_step or None, roles[role].stop_step)
+            for role in roles for url in workers[role]]
+    named = _drive(args, arms)
+    for role in roles:  # each role analyzed apart, as srtctl keeps them apart
+        local = _local_files([f for (url, out_dir, _, _), n in zip(arms, named)
+                              if out_dir == os.path.join(root, roles[role].folder) for f in n])
+        if local:
+            _analyze(local)
     return 0

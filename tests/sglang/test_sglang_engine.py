@@ -395,3 +395,44 @@ def test_run_command_workload_and_step_window(models, tmp_path):
     for (_, phase), per_layer in rows.items():
         assert per_layer == [concurrency * isl if phase == "extend" else concurrency] * 2, (phase, per_layer)
     assert {p for _, p in rows} == {"extend", "decode"}
+
+
+def test_run_spec_runs_one_profile_per_role_of_a_srtctl_job(models, tmp_path):
+    """run --spec on the real engine, a disaggregated srtctl job file: a
+    profile per role, each its own window into its own folder (srtctl's
+    layout). The oracle is the job file: 8 requests of 16 tokens, 4 at once,
+    5 tokens each; the prefill role served its share (prompt and first token:
+    its window holds extend passes of 4 x 16 rows only), the decode role
+    passes [1, 5): the second to fifth, which decode 4 rows each."""
+    if not zero_edit_hook_installed():
+        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "SGLANG_NCCL_SO_PATH": "/nonexistent/libnccl.so.2", "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT])})
+    engine = {"device": "cpu", "attention_backend": "torch_native", "sampling_backend": "pytorch",
+              "disable_cuda_graph": "true", "dtype": "bfloat16", "mem_fraction_static": "0.05",
+              "max_total_tokens": "2048", "context_length": "256", "skip_server_warmup": "true",
+              "random_seed": "0"}
+    (tmp_path / "job.yaml").write_text(
+        "name: tiny-1p1d\nmodel: {path: tiny, container: latest}\n"
+        "resources: {gpu_type: h200, prefill_nodes: 1, decode_nodes: 1, prefill_workers: 1, decode_workers: 1}\n"
+        "profiling:\n  type: shapes\n  prefill: {start_step: 0, stop_step: 2}\n  decode: {start_step: 1, stop_step: 5}\n"
+        "benchmark: {type: sa-bench, isl: 16, osl: 5, concurrencies: 4x64}\n")
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--spec", "job.yaml", "--concurrency", "4",
+                        "--model-path", str(models / "tiny-llama"), "--num-prompts", "8", "-o", "profiles",
+                        *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    assert sorted(os.listdir(tmp_path / "profiles")) == ["decode", "prefill"]
+    out = json.load(open(tmp_path / "profiles" / "prefill" / "outputs.json"))["outputs"]
+    assert out == [[16, 1]] * 8  # the engine's own counts: a prefill worker's share
+    records, summary = read_run(tmp_path / "profiles" / "prefill" / "shapes.rank0.jsonl")
+    rows = qkv_rows(records, out_features=64 + 2 * 32)
+    assert summary["logged_forward_passes"] == 2 and len(rows) == 2
+    assert all(phase == "extend" and per_layer == [4 * 16] * 2 for (_, phase), per_layer in rows.items()), rows
+    out = json.load(open(tmp_path / "profiles" / "decode" / "outputs.json"))["outputs"]
+    assert out == [[16, 5]] * 8
+    records, summary = read_run(tmp_path / "profiles" / "decode" / "shapes.rank0.jsonl")
+    rows = qkv_rows(records, out_features=64 + 2 * 32)
+    assert summary["logged_forward_passes"] == 4 and len(rows) == 4
+    assert all(phase == "decode" and per_layer == [4] * 2 for (_, phase), per_layer in rows.items()), rows

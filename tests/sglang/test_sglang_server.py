@@ -504,8 +504,21 @@ def test_run_url_drives_a_running_server_with_the_workload(models, tmp_path):
                             "--osl", "5", "--concurrency", "4", "-o", str(out)],
                            capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        # the same through a srtctl job file: its aggregated role's window, 6 passes from now, into agg/
+        (tmp_path / "job.yaml").write_text(
+            "resources: {gpu_type: h200, agg_nodes: 1, agg_workers: 1}\n"
+            "profiling: {type: shapes, aggregated: {stop_step: 6}}\n"
+            "benchmark: {type: sglang-bench, isl: 16, osl: 5, concurrencies: [4]}\n")
+        spec = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--spec", "job.yaml", "--url", srv.url,
+                               "--model-path", str(models / "tiny-llama"), "--num-prompts", "8", "-o", "profiles"],
+                              capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+        assert spec.returncode == 0, spec.stdout[-3000:] + spec.stderr[-3000:]
     finally:
         srv.stop()
+    (agg,) = (tmp_path / "profiles" / "agg").glob("*.shapes.jsonl")
+    summary = json.load(open(str(agg)[:-len(".jsonl")] + "_summary.json"))
+    assert summary["logged_forward_passes"] == 6, summary
+    assert json.load(open(tmp_path / "profiles" / "agg" / "outputs.json"))["outputs"] == [[16, 5]] * 8
     assert "SHAPES: rank 0 records passes until /stop_profile into " in r.stderr
     assert json.load(open(out / "outputs.json"))["outputs"] == [[16, 5]] * 8  # the server's counts
     files = sorted(out.glob("*.shapes.jsonl"))
