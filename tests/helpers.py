@@ -83,7 +83,50 @@ def run_python(code: str, env_extra=None, timeout=120, cwd=None, args=()) -> sub
                           timeout=timeout, env=env, cwd=cwd)
 
 
-__all__ = ["load", "run_both", "assert_same_stream", "run_python", "sgl_shapeprof", "ROOT", "PKG_ROOT"]
+class StubServer:
+    """A stand-in for an armed SGLang server's HTTP API (run --url), in a
+    thread: it answers as told and notes each path asked."""
+
+    def __init__(self, generate_status=200, generate_body=None):
+        import http.server
+        import threading
+        seen = self.seen = []
+        bodies = self.bodies = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                seen.append(self.path)
+                bodies.append(body)
+                if self.path == "/start_profile":
+                    out = body["output_dir"]
+                    status, text = 200, (f"Start profiling.\nSHAPES: rank 0 (TP-0) records passes until "
+                                         f"/stop_profile into {out}/p-TP-0-PP-0.shapes.jsonl\n"
+                                         "SHAPES: rank 1 records 1 passes into /etc/elsewhere.jsonl\n"
+                                         "SHAPES: PP stage 1 of 2 took the same request: all files are "
+                                         "p-TP-*-PP-*.shapes.jsonl in that folder\x1b[2J")
+                elif self.path == "/generate":
+                    status = generate_status
+                    text = generate_body if generate_body is not None else json.dumps(
+                        {"meta_info": {"prompt_tokens": 3, "completion_tokens": 2}})
+                else:
+                    status, text = 200, "ok"
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(text.encode())
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+__all__ = ["StubServer", "load", "run_both", "assert_same_stream", "run_python", "sgl_shapeprof", "ROOT",
+           "PKG_ROOT"]
 
 
 def post_status(url: str, data: bytes, key: str = None, timeout: float = 120) -> int:

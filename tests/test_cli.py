@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from helpers import PKG_ROOT, load
+from helpers import PKG_ROOT, StubServer, load
 
 from sgl_shapeprof.cli import main
 
@@ -215,53 +215,11 @@ while not os.path.exists({str(marker)!r}):
     assert _wait(quiet, str(tmp_path), 3, plain) == 0 and plain.getvalue() == ""
 
 
-class _StubServer:
-    """A stand-in for an armed SGLang server's HTTP API (run --url), in a
-    thread: it answers as told and notes each path asked."""
-
-    def __init__(self, generate_status=200, generate_body=None):
-        import http.server
-        import threading
-        seen = self.seen = []
-        bodies = self.bodies = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                seen.append(self.path)
-                bodies.append(body)
-                if self.path == "/start_profile":
-                    out = body["output_dir"]
-                    status, text = 200, (f"Start profiling.\nSHAPES: rank 0 (TP-0) records passes until "
-                                         f"/stop_profile into {out}/p-TP-0-PP-0.shapes.jsonl\n"
-                                         "SHAPES: rank 1 records 1 passes into /etc/elsewhere.jsonl\n"
-                                         "SHAPES: PP stage 1 of 2 took the same request: all files are "
-                                         "p-TP-*-PP-*.shapes.jsonl in that folder\x1b[2J")
-                elif self.path == "/generate":
-                    status = generate_status
-                    text = generate_body if generate_body is not None else json.dumps(
-                        {"meta_info": {"prompt_tokens": 3, "completion_tokens": 2}})
-                else:
-                    status, text = 200, "ok"
-                self.send_response(status)
-                self.end_headers()
-                self.wfile.write(text.encode())
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-
-
 @pytest.mark.parametrize("status,body,says", [
     (400, '{"message": "prompt too long"}', "/generate answered 400: prompt too long"),
     (200, "<html>a proxy</html>", "/generate answered something that is not its API's JSON: <html>a proxy</html>")])
 def test_run_url_closes_the_servers_window_when_a_request_fails(tmp_path, capsys, status, body, says):
-    srv = _StubServer(status, body)
+    srv = StubServer(status, body)
     try:
         code = main(["run", "--server", "sglang", "--url", srv.url, "--model-path", "m", "--num-prompts", "3",
                      "-o", str(tmp_path / "o")])

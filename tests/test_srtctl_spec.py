@@ -7,6 +7,7 @@ import os
 
 import pytest
 import yaml
+from helpers import StubServer
 
 from sgl_shapeprof.cli import main
 from sgl_shapeprof.integrations.srtctl import SpecError, parse, read
@@ -174,10 +175,9 @@ def test_run_spec_url_arms_each_roles_workers_and_sends_one_workload_through_the
     """A disaggregated deployment: the prefill and decode workers each asked
     for shapes over their own window into their role's folder, the traffic
     sent once to the front (the router), every window closed."""
-    from test_cli import _StubServer
     spec = tmp_path / "job.yaml"
     spec.write_text(DISAGG.replace('isl: 1000, osl: 200, concurrencies: "64"', 'isl: 6, osl: 3, concurrencies: "2"'))
-    prefill, decode, front = _StubServer(), _StubServer(), _StubServer()
+    prefill, decode, front = StubServer(), StubServer(), StubServer()
     out = tmp_path / "profiles"
     try:
         code = main(["run", "--spec", str(spec), "--url", front.url, "--worker-url", f"prefill={prefill.url}",

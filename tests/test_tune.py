@@ -528,3 +528,48 @@ def test_report_coverage_section(fp8_records, tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", fp8_records, "-o", str(tmp_path / "x.html"), "--configs", str(tmp_path)]) == 2
     assert "--configs goes with --tune-device" in capsys.readouterr().err
+
+
+DENSE = r"""
+import sys, torch, sgl_shapeprof
+prof = sgl_shapeprof.ShapeProfiler(sys.argv[1])
+w = torch.zeros(16, 8)
+def forward(rows):
+    torch.mm(torch.zeros(rows, 16), w)
+assert not prof.pass_size(3)  # no pass open: nothing to size
+for size in (3, 3, 5, 7):  # eager decode passes of a dense model: no fused-MoE call to read M from
+    with prof.forward_pass("decode"):
+        assert prof.pass_size(size)
+        forward(size)
+with prof.forward_pass("extend"):  # prefill: not a decode batch
+    prof.pass_size(2)
+    forward(40)
+with prof.capture_graph(8):
+    forward(8)
+for real in (6, 8):  # replays: counted under their graph, not as eager passes
+    with prof.forward_pass("decode"):
+        prof.pass_size(real)
+        prof.graph_replayed(8, real=real)
+prof.close()
+"""
+
+
+def test_cuda_graph_bs_eager_decode_passes_of_a_dense_model(tmp_path, capsys):
+    """A dense model's decode passes that ran eagerly, by the batch size the
+    server gave each (the summary's eager_sizes), weighed one pass each
+    beside the graphs' replays. The oracle is the sizes the script gave."""
+    path = str(tmp_path / "dense.jsonl")
+    r = run_python(DENSE, args=[path])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.load(open(str(tmp_path / "dense_summary.json")))["eager_sizes"] == {
+        "decode": {"3": 2, "5": 1, "7": 1}, "extend": {"2": 1}}
+    _, d = run_json(capsys, path, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "100")
+    g = d["cuda_graph_bs"]
+    assert g["unit"] == "passes" and g["eager_decode"] == {"3": 2, "5": 1, "7": 1}
+    assert g["batch_sizes"] == {"3": 2, "5": 1, "6": 1, "7": 1, "8": 1}
+    assert g["suggested"] == [3, 5, 6, 7, 8]
+    _, d = run_json(capsys, path, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "50")
+    assert d["cuda_graph_bs"]["suggested"] == [3, 5]  # 2 + 1 of 6 passes: half
+    assert main(["tune", path, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "real decode batch sizes, 6 decode passes (4 eager, 2 graph replays): 3:2, 5:1, 6:1, 7:1, 8:1" in out

@@ -114,6 +114,12 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key);
  * graph's size), or -1 when the caller does not know it; the summary
  * counts replays per real size too. */
 int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n);
+/* The batch size (the server's: requests) of the calling thread's open
+ * logged forward pass, as the server gave it. When that pass ends without
+ * having replayed a graph (sp_graph_replay), it is counted in the summary's
+ * "eager_sizes" by its phase and this size: the batches that ran eagerly.
+ * Returns 1 when noted (a logged forward pass of p is open here). */
+int sp_pass_size(sp_profiler *p, long long size);
 
 /* The calling thread's pass, the one source of truth for which profiler a
  * thread's calls go to (the fallback's key follows it). sp_thread_pass:

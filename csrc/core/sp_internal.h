@@ -331,6 +331,13 @@ struct graph_stat {
   long long key, real, captures, replays;
 };
 
+/* Logged forward passes that replayed no graph, by phase slot and the batch
+ * size the server gave (sp_pass_size). Kept sorted by (phase, size). */
+struct size_stat {
+  int phase;
+  long long size, passes;
+};
+
 /* The signature table (sp_sigtable.c): records, open-addressing indexes of
  * them, and the arena and text they point into. Zeroed is empty. */
 typedef struct sp_sigtable {
@@ -360,6 +367,8 @@ typedef struct sp_tally {
   int n_phases, phase_cap;
   struct graph_stat *graphs;
   int n_graphs, graph_cap;
+  struct size_stat *sizes;
+  int n_sizes, size_cap;
   long long ops_seen_order;
   long long *op_counts, *op_first; /* by op id */
   int *op_order;                   /* scratch for sorting, same size */
@@ -376,6 +385,8 @@ typedef struct sp_snapshot {
   int phase_cap;
   struct graph_stat *graphs;
   int graph_cap;
+  struct size_stat *sizes;
+  int size_cap;
   struct sig_count *sigs;
   long long sig_cap;
 } sp_snapshot;
@@ -391,6 +402,8 @@ typedef struct summary_src {
   const struct phase_stat *phases;
   int n_graphs;
   const struct graph_stat *graphs;
+  int n_sizes;
+  const struct size_stat *sizes;
   /* signature_counts: a copy (counts, n_counts), or the live records (recs,
    * n_recs) for a dying process */
   const struct sig_count *counts_by_sig;
@@ -482,6 +495,8 @@ struct sp_pass {
   int capture;      /* a graph capture, not a forward pass */
   long long num;    /* its forward_pass number when logged (0: not, or a capture) */
   int phase;        /* p->tally.phase_stats slot, or -1 */
+  long long size;   /* the batch size the server gave (sp_pass_size), or -1 */
+  int replayed;     /* it replayed a graph (its size is not counted) */
   uint64_t salt;    /* signature salt: the phase and the graph */
   sp_buf header;    /* ', "forward_pass": N[, "phase": "p"][, "graph": K]' */
   unsigned long long last; /* serial of the profiler whose pass ended last here */

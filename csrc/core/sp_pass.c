@@ -72,6 +72,33 @@ static int graph_index(sp_profiler *p, long long key, long long real) {
   return lo;
 }
 
+/* The slot of (phase slot, size), added if new in that order; -1 only when
+ * out of memory. */
+static int size_index(sp_profiler *p, int phase, long long size) {
+  int lo = 0, hi = p->tally.n_sizes;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    const struct size_stat *m = &p->tally.sizes[mid];
+    if (m->phase < phase || (m->phase == phase && m->size < size)) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < p->tally.n_sizes && p->tally.sizes[lo].phase == phase && p->tally.sizes[lo].size == size) return lo;
+  if (p->tally.n_sizes == p->tally.size_cap) {
+    int cap = p->tally.size_cap ? 2 * p->tally.size_cap : 16;
+    struct size_stat *z = realloc(p->tally.sizes, (size_t)cap * sizeof *z);
+    if (!z) return -1;
+    p->tally.sizes = z;
+    p->tally.size_cap = cap;
+  }
+  struct size_stat *z = &p->tally.sizes[lo];
+  memmove(z + 1, z, (size_t)(p->tally.n_sizes - lo) * sizeof *z);
+  z->phase = phase;
+  z->size = size;
+  z->passes = 0;
+  p->tally.n_sizes++;
+  return lo;
+}
+
 /* ---- passes ------------------------------------------------------------
  * A pass is the calling thread's: begin, end and reopen act on this
  * thread's pass only, so that one thread's end never ends another's. */
@@ -130,6 +157,12 @@ static int pass_close(sp_profiler *p, struct sp_pass *ps) {
   if (ps->p != p || !p) return 0;
   p->tally.open_passes--;
   if (ps->logged) p->tally.open_logged--;
+  if (ps->logged && !ps->capture && ps->size >= 0 && !ps->replayed && !p->file.closed) {
+    int z = size_index(p, ps->phase, ps->size);
+    if (z >= 0) p->tally.sizes[z].passes++;
+    else err_fail(p, "out of memory counting pass sizes for ", 0);
+  }
+  ps->size = -1; /* counted once: a reopened pass is not counted again */
   for (int i = 0; ps->logged && ps->num && i < SP_OPEN_SLOTS; i++)
     if (p->tally.open_nums[i] == ps->num) {
       p->tally.open_nums[i] = 0;
@@ -192,6 +225,8 @@ static struct sp_pass *pass_begin_locked(sp_profiler *p) {
     atomic_store(&p->flush_wanted, 1);
     prof_unref(p); /* not the last: the caller holds the owner's reference */
   }
+  ps->size = -1;
+  ps->replayed = 0;
   return ps;
 }
 
@@ -214,7 +249,7 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
 
 int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n) {
   if (!p || n <= 0 || atomic_load(&p->orphaned)) return 0;
-  const struct sp_pass *ps = &t_pass;
+  struct sp_pass *ps = &t_pass;
   int counted = 0;
   lock_acquire(&p->lock);
   if (!p->file.closed && ps->p == p && ps->logged && !ps->capture && !p->failed) {
@@ -224,6 +259,7 @@ int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n) 
     if (g >= 0 && r >= 0) {
       if (r != g) p->tally.graphs[r].replays += n;
       p->tally.graphs[g].replays += n;
+      ps->replayed = 1;
       counted = 1;
     } else {
       err_fail(p, "out of memory counting graph replays for ", 0);
@@ -231,6 +267,19 @@ int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n) 
   }
   lock_release(&p->lock);
   return counted;
+}
+
+int sp_pass_size(sp_profiler *p, long long size) {
+  if (!p || size < 0 || atomic_load(&p->orphaned)) return 0;
+  struct sp_pass *ps = &t_pass;
+  int noted = 0;
+  lock_acquire(&p->lock);
+  if (ps->p == p && ps->logged && !ps->capture && !p->failed) {
+    ps->size = size;
+    noted = 1;
+  }
+  lock_release(&p->lock);
+  return noted;
 }
 
 int sp_pass_begin(sp_profiler *p, const char *phase) {

@@ -79,20 +79,25 @@ static void src_counters(const sp_profiler *p, summary_src *s) {
  * copy needs more room: *need_ops op slots and *need_phases phase slots (the
  * caller grows it without the lock and retries). */
 static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *need_phases,
-                           long long *need_sigs, int *need_graphs) {
+                           long long *need_sigs, int *need_graphs, int *need_sizes) {
   long long sigs = p->cfg.dedupe ? p->sigs.n_recs : 0;
   if (p->tally.op_cap > p->snap.cap || p->tally.n_phases > p->snap.phase_cap || sigs > p->snap.sig_cap ||
-      p->tally.n_graphs > p->snap.graph_cap) {
+      p->tally.n_graphs > p->snap.graph_cap || p->tally.n_sizes > p->snap.size_cap) {
     *need_ops = p->tally.op_cap;
     *need_phases = p->tally.n_phases;
     *need_sigs = sigs;
     *need_graphs = p->tally.n_graphs;
+    *need_sizes = p->tally.n_sizes;
     return 1;
   }
   if (p->tally.n_graphs)
     memcpy(p->snap.graphs, p->tally.graphs, (size_t)p->tally.n_graphs * sizeof p->snap.graphs[0]);
   s->n_graphs = p->tally.n_graphs;
   s->graphs = p->snap.graphs;
+  if (p->tally.n_sizes)
+    memcpy(p->snap.sizes, p->tally.sizes, (size_t)p->tally.n_sizes * sizeof p->snap.sizes[0]);
+  s->n_sizes = p->tally.n_sizes;
+  s->sizes = p->snap.sizes;
   long long n = 0;
   for (long long i = 0; i < sigs; i++)
     if (p->sigs.recs[i].rep_id && p->sigs.recs[i].reps > 1) {
@@ -122,7 +127,13 @@ static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *n
 }
 
 static int grow_snapshot(sp_snapshot *snap, int need, int need_phases, long long need_sigs,
-                         int need_graphs) {
+                         int need_graphs, int need_sizes) {
+  if (need_sizes > snap->size_cap) {
+    struct size_stat *z = realloc(snap->sizes, (size_t)need_sizes * sizeof *z);
+    if (!z) return 0;
+    snap->sizes = z;
+    snap->size_cap = need_sizes;
+  }
   if (need_graphs > snap->graph_cap) {
     struct graph_stat *g = realloc(snap->graphs, (size_t)need_graphs * sizeof *g);
     if (!g) return 0;
@@ -161,16 +172,16 @@ static int grow_snapshot(sp_snapshot *snap, int need, int need_phases, long long
  * the copy). 0 on out of memory. */
 SP_PRIVATE int summary_snapshot(sp_profiler *p, summary_src *s) {
   for (;;) {
-    int need_ops = 0, need_phases = 0, need_graphs = 0;
+    int need_ops = 0, need_phases = 0, need_graphs = 0, need_sizes = 0;
     long long need_sigs = 0;
     lock_acquire(&p->lock);
-    if (!snapshot_locked(p, s, &need_ops, &need_phases, &need_sigs, &need_graphs)) {
+    if (!snapshot_locked(p, s, &need_ops, &need_phases, &need_sigs, &need_graphs, &need_sizes)) {
       lock_release(&p->lock);
       sort_ops(s->ops, s->n_ops, s->counts, s->first);
       return 1;
     }
     lock_release(&p->lock);
-    if (!grow_snapshot(&p->snap, need_ops, need_phases, need_sigs, need_graphs)) return 0;
+    if (!grow_snapshot(&p->snap, need_ops, need_phases, need_sigs, need_graphs, need_sizes)) return 0;
   }
 }
 
@@ -180,6 +191,7 @@ SP_PRIVATE void summary_snapshot_free(sp_snapshot *snap) {
   free(snap->first);
   free(snap->phases);
   free(snap->graphs);
+  free(snap->sizes);
   free(snap->sigs);
   memset(snap, 0, sizeof *snap);
 }
@@ -198,6 +210,8 @@ SP_PRIVATE void summary_live_src(sp_profiler *p, summary_src *s) {
   s->phases = p->tally.phase_stats;
   s->n_graphs = p->tally.n_graphs;
   s->graphs = p->tally.graphs;
+  s->n_sizes = p->tally.n_sizes;
+  s->sizes = p->tally.sizes;
   s->counts_by_sig = NULL;
   s->n_counts = 0;
   s->recs = p->sigs.recs;
@@ -316,6 +330,30 @@ SP_PRIVATE int summary_write(const sp_profiler *p, const summary_src *s) {
     if (sizes) fdw_str(&w, "}");
     if (keys) fdw_str(&w, "}");
     fdw_str(&w, "\n  }");
+  }
+  if (s->n_sizes) {
+    /* phase -> the server's batch size -> logged passes of that size that
+     * replayed no graph (they ran eagerly); sorted by phase slot */
+    fdw_str(&w, ",\n  \"eager_sizes\": {");
+    int phases = 0, sizes = 0, cur = -2; /* the phase slot whose object is open */
+    for (int i = 0; i < s->n_sizes; i++) {
+      const struct size_stat *z = &s->sizes[i];
+      if (z->phase < 0 || z->phase >= s->n_phases) continue; /* a pass without a phase label */
+      if (z->phase != cur) {
+        if (phases) fdw_str(&w, "}");
+        fdw_str(&w, phases++ ? ",\n    " : "\n    ");
+        fdw_json_str(&w, s->phases[z->phase].name);
+        fdw_str(&w, ": {");
+        cur = z->phase;
+        sizes = 0;
+      }
+      fdw_str(&w, sizes++ ? ", \"" : "\"");
+      fdw_i64(&w, z->size);
+      fdw_str(&w, "\": ");
+      fdw_i64(&w, z->passes);
+    }
+    if (phases) fdw_str(&w, "}");
+    fdw_str(&w, phases ? "\n  }" : "}");
   }
   fdw_str(&w, ",\n  \"format_version\": 1");
   fdw_str(&w, ",\n  \"logged_forward_passes\": ");

@@ -41,5 +41,6 @@ SP_PRIVATE void tally_free(sp_tally *t) {
   for (int i = 0; i < t->n_phases; i++) free(t->phase_stats[i].name);
   free(t->phase_stats);
   free(t->graphs);
+  free(t->sizes);
   memset(t, 0, sizeof *t);
 }

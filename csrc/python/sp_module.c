@@ -148,6 +148,13 @@ static PyObject *Profiler_graph_replay(PyObject *self_, PyObject *args) {
   return PyBool_FromLong(sp_graph_replay(self->p, key, real, n));
 }
 
+static PyObject *Profiler_pass_size(PyObject *self_, PyObject *args) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  long long size = -1;
+  if (!check(self) || !PyArg_ParseTuple(args, "L", &size)) return NULL;
+  return PyBool_FromLong(sp_pass_size(self->p, size));
+}
+
 static PyObject *Profiler_pass_reopen(PyObject *self_, PyObject *noargs) {
   ProfilerObject *self = (ProfilerObject *)self_;
   (void)noargs;
@@ -224,6 +231,9 @@ static PyMethodDef Profiler_methods[] = {
     {"graph_replay", Profiler_graph_replay, METH_VARARGS,
      "graph_replay($self, key, n=1, real=-1, /)\n--\n\nCount n replays of graph key that served "
      "real size `real` (-1: not known); True if counted."},
+    {"pass_size", Profiler_pass_size, METH_VARARGS,
+     "pass_size($self, size, /)\n--\n\nThe server's batch size of this thread's open logged pass "
+     "(counted in eager_sizes if it replays no graph); True if noted."},
     {"pass_reopen", Profiler_pass_reopen, METH_NOARGS,
      "pass_reopen($self, /)\n--\n\nReopen the pass that ended last; True if logged."},
     {"pass_end", Profiler_pass_end, METH_NOARGS,

@@ -572,6 +572,49 @@ static void test_graphs(void) {
   g_passed++;
 }
 
+/* eager_sizes: the logged passes that replayed no graph, by phase and the
+ * batch size given; a replaying pass, a capture, an unlogged pass, a size
+ * given twice and a reopened pass are not counted (again). */
+static void test_eager_sizes(void) {
+  g_test = __func__;
+  sp_profiler *p = open_prof("sizes.jsonl", 0, 1, 0, NULL);
+  CHECK(p);
+  CHECK(sp_pass_size(p, 4) == 0); /* no pass open */
+  CHECK(sp_pass_begin(p, "decode") == 0); /* warm-up */
+  CHECK(sp_pass_size(p, 4) == 0);
+  sp_pass_end(p);
+  for (int i = 0; i < 3; i++) {
+    CHECK(sp_pass_begin(p, "decode") == 1);
+    CHECK(sp_pass_size(p, i < 2 ? 4 : 3) == 1);
+    sp_pass_end(p);
+  }
+  CHECK(sp_pass_reopen(p) == 1); /* the last pass again: not counted twice */
+  sp_pass_end(p);
+  CHECK(sp_pass_begin(p, "decode") == 1);
+  CHECK(sp_pass_size(p, 8) == 1);
+  CHECK(sp_graph_replay(p, 8, 8, 1) == 1); /* a graph ran it: not eager */
+  sp_pass_end(p);
+  CHECK(sp_pass_begin(p, "extend") == 1);
+  CHECK(sp_pass_size(p, 2) == 1 && sp_pass_size(p, 5) == 1); /* the last one given counts */
+  sp_pass_end(p);
+  CHECK(sp_pass_begin(p, "extend") == 1); /* no size given: not counted */
+  sp_pass_end(p);
+  CHECK(sp_graph_begin(p, "decode", 1) == 1);
+  CHECK(sp_pass_size(p, 1) == 0); /* a capture is not a pass */
+  sp_pass_end(p);
+  CHECK(sp_pass_begin(p, NULL) == 1); /* no phase label: not in eager_sizes */
+  CHECK(sp_pass_size(p, 6) == 1);
+  sp_pass_end(p);
+  sp_close(p);
+  CHECK(sp_pass_size(p, 4) == 0);
+  char *s = slurp(path_in("sizes_summary.json"), NULL);
+  CHECK(s && strstr(s, ",\n  \"eager_sizes\": {\n    \"decode\": {\"3\": 1, \"4\": 2},\n"
+                       "    \"extend\": {\"5\": 1}\n  },\n"));
+  free(s);
+  sp_free(p);
+  g_passed++;
+}
+
 static void test_inputs_on_disk_before_the_call_returns(void) {
   g_test = __func__;
   sp_profiler *p = open_prof("c.jsonl", 0, 0, 0, NULL);
@@ -1290,6 +1333,7 @@ int main(void) {
   test_arguments();
   test_dropped_prefix_never_blanks_a_record();
   test_graphs();
+  test_eager_sizes();
   test_inputs_on_disk_before_the_call_returns();
   test_big_records_cross_map_windows();
   test_repeats_written_from_cache();

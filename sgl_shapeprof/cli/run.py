@@ -180,11 +180,18 @@ def run_local(args: argparse.Namespace) -> int:
     from ..integrations.engines import engine
     server = engine(args.server)
     if args.concurrency is not None:
+        # the engine's limit is each data-parallel replica's (its own
+        # scheduler), and the replicas take the requests in turn: N in
+        # flight in all is N/dp in each
+        if args.concurrency % args.dp:
+            raise fail(f"--concurrency {args.concurrency} with --dp {args.dp}: each replica runs at most "
+                       f"concurrency/dp requests (its own scheduler's limit): give a multiple of {args.dp}")
+        per_replica = args.concurrency // args.dp
         given = spec["engine_args"].get(server.CONCURRENCY_ARG)
-        if given is not None and given != args.concurrency:
+        if given is not None and given != per_replica:
             raise fail(f"--concurrency {args.concurrency} and --engine-arg {server.CONCURRENCY_ARG}={given} "
                        f"disagree: give one")
-        spec["engine_args"][server.CONCURRENCY_ARG] = args.concurrency
+        spec["engine_args"][server.CONCURRENCY_ARG] = per_replica
     why = server.refuse(spec)
     if why:
         raise fail(why)
@@ -207,7 +214,9 @@ def run_local(args: argparse.Namespace) -> int:
     layout = ", ".join(f"{k}={v}" for k, v in (("TP", args.tp), ("PP", args.pp), ("DP", args.dp))
                        if v > 1 or k == "TP")
     load = (f"{args.prompts} requests of {args.isl} random tokens" if args.isl else f"{args.prompts} prompts") + \
-        f" x {args.max_tokens} token{'s' if args.max_tokens != 1 else ''}" + (f", at most {args.concurrency} at once" if args.concurrency else "")
+        f" x {args.max_tokens} token{'s' if args.max_tokens != 1 else ''}" + \
+        (f", at most {args.concurrency} at once" if args.concurrency else "") + \
+        (f" ({args.concurrency // args.dp} in each replica)" if args.concurrency and args.dp > 1 else "")
     # passes are numbered from 1 in the records, warm-up included
     steps = "" if not window else (f"; recording passes {(args.start_step or 0) + 1} to "
                                    f"{args.stop_step if args.stop_step is not None else 'the end'}")

@@ -16,10 +16,11 @@ from ..records.worker import Worker
 ATTACHED = "_sgl_shapeprof"  # the worker's own attribute: its profiler
 
 
-def call_phase(phase_of: Callable[..., Optional[str]], args, kwargs) -> Optional[str]:
-    """phase_of(*args, **kwargs), or None if it fails (never the host's error)."""
+def call_quietly(read: Callable[..., Any], args, kwargs) -> Any:
+    """read(*args, **kwargs) (a pass's phase or batch size, read from the
+    server's arguments), or None if it fails (never the host's error)."""
     try:
-        return phase_of(*args, **kwargs)
+        return read(*args, **kwargs)
     except Exception:
         return None
 

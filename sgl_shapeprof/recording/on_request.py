@@ -216,6 +216,10 @@ class OnRequestProfiler(PassContext):
         act = self._active
         return act.graph_replayed(key, n, real) if act is not None else False
 
+    def pass_size(self, size: int) -> bool:
+        act = self._active
+        return act.pass_size(size) if act is not None else False
+
     def end_forward_pass(self) -> None:
         st = self._passes.here()
         if not st.depth:

@@ -350,6 +350,19 @@ class ShapeProfiler(PassContext):
             self._give_up(e)
             return False
 
+    def pass_size(self, size: int) -> bool:
+        """The server's batch size (requests) of this thread's open logged
+        pass. If the pass ends having replayed no graph, the summary's
+        "eager_sizes" counts it under its phase and this size: the batches
+        that ran eagerly, which `tune --cuda-graph-bs` weighs beside the
+        graphs' replays. True if noted; never raises into the server."""
+        if self._off:
+            return False
+        try:
+            return bool(self._native.pass_size(size))
+        except Exception:  # not an int, say: the server's odd batch is not counted
+            return False
+
     def end_forward_pass(self) -> None:
         """Ends this thread's pass (the innermost, when they nest)."""
         if self._off:

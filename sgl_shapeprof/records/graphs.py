@@ -22,3 +22,18 @@ def graph_replays(summary: Optional[dict]) -> Dict[int, dict]:
             except (TypeError, ValueError, AttributeError):
                 continue
     return out
+
+
+def eager_sizes(summary: Optional[dict]) -> Dict[str, Dict[int, int]]:
+    """The summary's "eager_sizes" (docs/FORMAT.md): phase -> the server's
+    batch size -> logged passes of that size that replayed no graph; {}
+    when it has none (an older file, or a server that gives no size)."""
+    out: Dict[str, Dict[int, int]] = {}
+    sizes = summary.get("eager_sizes") if summary else None
+    if isinstance(sizes, dict):
+        for phase, by_size in sizes.items():
+            try:
+                out[str(phase)] = {int(b): int(n) for b, n in by_size.items() if int(n) > 0}
+            except (TypeError, ValueError, AttributeError):
+                continue
+    return out

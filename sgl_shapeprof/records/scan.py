@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional
 
 from .filter import Filter
-from .graphs import graph_replays
+from .graphs import eager_sizes, graph_replays
 from .reader import (InputError, LineParser, ReadReport, SummaryError, open_records, read_summary,
                      records_after_summary)
 from .signature import Signature, float_key, key_of, signature_of
@@ -44,6 +44,7 @@ class Source:
     truncated: bool = False          # stopped at --max-entries
     flt: Optional["Filter"] = None   # the filter it was scanned with (applied: not again)
     graphs: Dict[int, dict] = field(default_factory=dict)  # summary "graphs", by key
+    eager_sizes: Dict[str, Dict[int, int]] = field(default_factory=dict)  # summary "eager_sizes"
     worker: Optional[Worker] = None  # the summary's "worker": its place in the deployment
     records_after_summary: int = 0   # records past the summary's records_bytes (killed before it caught up)
 
@@ -89,6 +90,7 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
                                 "deduplicated calls are not known (each record counts once)")
     src.flt = flt
     src.graphs = graph_replays(summary)
+    src.eager_sizes = eager_sizes(summary)
     src.records_after_summary = records_after_summary(path, summary)
     f = open_records(path)
     try:

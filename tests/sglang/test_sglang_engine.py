@@ -436,3 +436,52 @@ def test_run_spec_runs_one_profile_per_role_of_a_srtctl_job(models, tmp_path):
     rows = qkv_rows(records, out_features=64 + 2 * 32)
     assert summary["logged_forward_passes"] == 4 and len(rows) == 4
     assert all(phase == "decode" and per_layer == [4] * 2 for (_, phase), per_layer in rows.items()), rows
+    # tune names the decode batch size that ran: the four eager passes of 4 requests
+    assert summary["eager_sizes"] == {"decode": {"4": 4}}
+    tune = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "tune", "profiles/decode", "--device", "NVIDIA_H200",
+                           "--cuda-graph-bs"], capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    assert tune.returncode == 0, tune.stderr
+    assert "real decode batch sizes, 4 decode passes (4 eager, 0 graph replays): 4:4" in tune.stdout
+    assert "--cuda-graph-bs covering 95% of them: 4\n" in tune.stdout
+
+
+def test_run_concurrency_with_dp_is_shared_by_the_replicas(models, tmp_path):
+    """run --dp 2 --concurrency 4: N in flight in all, as a client's
+    concurrency means it. Each replica runs its own scheduler, whose limit
+    (max_running_requests) is its own, so each gets 4 / 2. The oracle is the
+    request: every prompt's 16 rows once across the replicas, no decode pass
+    of a replica above 2 rows, and 2 in its steady state."""
+    if not zero_edit_hook_installed():
+        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "SGLANG_NCCL_SO_PATH": "/nonexistent/libnccl.so.2", "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT])})
+    engine = {"device": "cpu", "attention_backend": "torch_native", "sampling_backend": "pytorch",
+              "disable_cuda_graph": "true", "dtype": "bfloat16", "mem_fraction_static": "0.05",
+              "max_total_tokens": "2048", "context_length": "256", "skip_server_warmup": "true",
+              "random_seed": "0"}
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--model-path",
+                        str(models / "tiny-llama"), "--dp", "2", "--num-prompts", "8", "--isl", "16", "--osl", "5",
+                        "--concurrency", "4", "-o", "run",
+                        *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    assert "at most 4 at once (2 in each replica)" in r.stderr
+    assert json.load(open(tmp_path / "run" / "outputs.json"))["outputs"] == [[16, 5]] * 8
+    files = sorted(glob.glob(str(tmp_path / "run" / "shapes.*.jsonl")))
+    assert [os.path.basename(f) for f in files] == ["shapes.TP-0-DP-0.jsonl", "shapes.TP-0-DP-1.jsonl"]
+    extend_rows = 0
+    for f in files:
+        records, summary = read_run(f)
+        rows = qkv_rows(records, out_features=64 + 2 * 32)
+        extend_rows += sum(v[0] for (_, phase), v in rows.items() if phase == "extend")
+        decode = [v[0] for (_, phase), v in rows.items() if phase == "decode"]
+        assert decode and max(decode) == 2, rows
+        assert max(int(b) for b in summary["eager_sizes"]["decode"]) == 2
+    assert extend_rows == 8 * 16
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--model-path", "m",
+                        "--dp", "2", "--concurrency", "3"], capture_output=True, text=True, env=env,
+                       cwd=str(tmp_path), timeout=120)
+    assert r.returncode == 2 and r.stderr == ("sgl-shapeprof run: --concurrency 3 with --dp 2: each replica runs at "
+                                              "most concurrency/dp requests (its own scheduler's limit): give a "
+                                              "multiple of 2\n")

@@ -283,4 +283,9 @@ def test_run_command_workload_and_step_window(model, tmp_path):
     assert len(qkv) == stop - start  # every step in the window, no other
     decode = [rows[0] for (_, phase), rows in qkv.items() if phase == "decode"]
     assert decode and max(decode) == concurrency, qkv
+    # each decode step's requests, as vLLM gave them (eager: no graph on this CPU), one token each
+    sizes = {}
+    for n in decode:
+        sizes[str(n)] = sizes.get(str(n), 0) + 1
+    assert summary["eager_sizes"]["decode"] == sizes, (summary["eager_sizes"], qkv)
     assert all(rows[0] <= concurrency * isl for rows in qkv.values()), qkv

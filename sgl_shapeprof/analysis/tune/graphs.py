@@ -80,25 +80,28 @@ def padding_waste(real: Dict[int, float], sizes: List[int]) -> Optional[float]:
     return None if not padded else 1.0 - rows / padded
 
 
+# the phase label of a decode pass (SGLang's ForwardMode, vLLM's step)
+DECODE = "decode"
+
+
 def graph_sizes(sources: List[Source], uses: List[MoeUse], share: float) -> GraphSizes:
     """The captured decode graph sizes, their replays and the real batch
     sizes those served (the summaries); the real batch sizes of decode
-    passes that ran eagerly (the fused-MoE calls' M outside graphs: one
-    token per request); the fewest sizes that cover `share` percent of all
-    of them, and the padding each list costs.
+    passes that ran eagerly; the fewest sizes that cover `share` percent of
+    all of them, and the padding each list costs.
 
-    One unit for both: with fused-MoE calls in the records, a replay weighs
-    its graph's fused-MoE calls (what the capture recorded), so replays and
-    eager calls add up; without, the unit is replays."""
+    The eager decode passes are the summaries' "eager_sizes" where the
+    server gave each pass's batch size: then the unit is passes (a replay
+    is one pass). Files without them (older ones) fall back to the
+    fused-MoE calls' M outside graphs (one token per request): a replay
+    then weighs its graph's fused-MoE calls (what the capture recorded), so
+    replays and eager calls add up. Neither: the unit is replays."""
     out = GraphSizes(share)
+    if any(DECODE in src.eager_sizes for src in sources):
+        return _by_passes(out, sources)
     moe_in_graph: Dict[int, int] = {}
+    _replays(out, sources)
     for src in sources:
-        for key, g in src.graphs.items():
-            if 0 <= key < GRAPH_FAMILY:
-                gs = out.graphs.setdefault(key, GraphSize(key))
-                gs.replays += int(g.get("replays", 0) or 0)
-                for r, n in (g.get("real_sizes") or {}).items():
-                    gs.served[int(r)] = gs.served.get(int(r), 0) + int(n)
         for sig in src.signatures.values():
             if sig.graph is not None and 0 <= sig.graph < GRAPH_FAMILY and moe_key_of(sig) is not None:
                 moe_in_graph[sig.graph] = moe_in_graph.get(sig.graph, 0) + sig.count
@@ -122,11 +125,43 @@ def graph_sizes(sources: List[Source], uses: List[MoeUse], share: float) -> Grap
             out.batches[r] = out.batches.get(r, 0.0) + w * n
     for m, c in out.eager.items():
         out.batches[m] = out.batches.get(m, 0.0) + c
+    return _suggest(out)
+
+
+def _replays(out: GraphSizes, sources: List[Source]) -> None:
+    """The decode graphs' replays and real sizes, from the summaries."""
+    for src in sources:
+        for key, g in src.graphs.items():
+            if 0 <= key < GRAPH_FAMILY:
+                gs = out.graphs.setdefault(key, GraphSize(key))
+                gs.replays += int(g.get("replays", 0) or 0)
+                for r, n in (g.get("real_sizes") or {}).items():
+                    gs.served[int(r)] = gs.served.get(int(r), 0) + int(n)
+
+
+def _by_passes(out: GraphSizes, sources: List[Source]) -> GraphSizes:
+    """Replays and eager decode passes, one pass each."""
+    _replays(out, sources)
+    out.unit = "passes"
+    for src in sources:
+        for b, n in src.eager_sizes.get(DECODE, {}).items():
+            out.eager[b] = out.eager.get(b, 0) + n
+    for g in out.graphs.values():
+        for r, n in g.served.items():
+            out.batches[r] = out.batches.get(r, 0.0) + n
+    for b, n in out.eager.items():
+        out.batches[b] = out.batches.get(b, 0.0) + n
+    return _suggest(out)
+
+
+def _suggest(out: GraphSizes) -> GraphSizes:
+    """The fewest sizes that cover out.share percent of out.batches, and
+    the padding of the captured sizes and of that list."""
     out.batches = {b: c for b, c in out.batches.items() if c}
     total = sum(out.batches.values())
     covered = 0.0
     for bs, c in sorted(out.batches.items(), key=lambda x: (-x[1], x[0])):
-        if total and 100.0 * covered / total >= share:
+        if total and 100.0 * covered / total >= out.share:
             break
         out.suggested.append(bs)
         covered += c

@@ -24,7 +24,7 @@ from ...recording.messages import say_once
 from ...recording.profiler import ShapeProfiler
 from ...records.worker import ROLES, Worker
 from .seam import CUSTOM_OP as SGLANG_CUSTOM_OP
-from ..passes import attach, call_phase, wrap_init
+from ..passes import attach, call_quietly, wrap_init
 
 def llm_phase(batch: Any = None, forward_batch: Any = None) -> Optional[str]:
     """'extend', 'decode', 'idle', ... from the batch's ForwardMode."""
@@ -181,13 +181,30 @@ def _reopen_for(result: Any, profiler: ShapeProfiler) -> None:
         pass
 
 
-def profile_calls(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[..., Optional[str]]) -> Callable:
+def llm_batch_size(batch: Any = None, forward_batch: Any = None, *args, **kwargs) -> Optional[int]:
+    """The requests in the batch: ScheduleBatch.batch_size(), else the
+    ForwardBatch's batch_size (speculative verify passes only the latter)."""
+    size = getattr(batch, "batch_size", None)
+    if callable(size):
+        size = size()
+    if not isinstance(size, int):
+        size = getattr(forward_batch, "batch_size", None)
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def profile_calls(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[..., Optional[str]],
+                  size_of: Optional[Callable[..., Optional[int]]] = None) -> Callable:
     """fn, with each call made one forward pass (a forward inside a forward
-    is part of the outer pass: the profiler nests passes itself)."""
+    is part of the outer pass: the profiler nests passes itself); size_of
+    gives the pass's batch size (requests), counted if it runs eagerly."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         # a with-block pass: it nests (a plain start would end the outer pass)
-        with profiler.forward_pass(call_phase(phase_of, args, kwargs)) as logged:
+        with profiler.forward_pass(call_quietly(phase_of, args, kwargs)) as logged:
+            if logged and size_of is not None:
+                size = call_quietly(size_of, args, kwargs)
+                if size is not None:
+                    profiler.pass_size(size)
             with custom_ops_recorded(logged):
                 result = fn(*args, **kwargs)
         _reopen_for(result, profiler)
@@ -209,7 +226,7 @@ def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...
     instead of a pass of its own."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        phase = call_phase(phase_of, args, kwargs)
+        phase = call_quietly(phase_of, args, kwargs)
         try:
             expected = count_of(*args, **kwargs)
         except Exception:
@@ -237,7 +254,7 @@ def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...
 # Every way SGLang 0.5.23 runs a model forward on a TpModelWorker: generation
 # (also speculative verify: batch None, forward_batch given), PD-multiplexed
 # split prefill (--enable-pdmux), and embedding/reward models.
-LLM_FORWARDS = {"forward_batch_generation": profile_calls,
+LLM_FORWARDS = {"forward_batch_generation": functools.partial(profile_calls, size_of=llm_batch_size),
                 "forward_batch_split_prefill": profile_calls,
                 "forward_batch_embedding": profile_calls}
 # GPUWorker (CPUWorker on CPU): one request or group; and the generator that

@@ -26,7 +26,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from ...records.worker import Worker
-from ..passes import attach, call_phase, close_attached, wrap_init, wrap_method
+from ..passes import attach, call_quietly, close_attached, wrap_init, wrap_method
 
 PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
 WARMUP_PREFIXES = ("_warmup_", "_v2_mixed_warmup", "_dummy_req_")
@@ -163,13 +163,15 @@ class _Steps:
     def forward(self, fn: Callable, profiler: Any, phase_of: Callable[..., Optional[str]]) -> Callable:
         @functools.wraps(fn)
         def execute_model(*args, **kwargs):
-            phase = call_phase(phase_of, args, kwargs)
+            phase = call_quietly(phase_of, args, kwargs)
             self.open = phase is not None
             if phase is None:
                 return fn(*args, **kwargs)
-            _step.sizes = _sizes(args, kwargs)
+            _step.sizes = sizes = _sizes(args, kwargs)
             try:
-                with profiler.forward_pass(phase):  # a with-block pass: it nests
+                with profiler.forward_pass(phase) as logged:  # a with-block pass: it nests
+                    if logged and sizes is not None:
+                        profiler.pass_size(sizes[0])  # requests: counted if the step runs eagerly
                     return fn(*args, **kwargs)
             finally:
                 _step.sizes = None

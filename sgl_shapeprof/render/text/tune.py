@@ -212,11 +212,14 @@ def print_graph_sizes(g: GraphSizes, out: TextIO) -> None:
             o("  left out: the replays of sizes " + " ".join(map(str, g.unweighed)) + ", whose captures are "
               "not in the records, cannot be weighed against the eager fused-MoE calls\n")
     if not g.batches:
-        o("  no real decode batch size is known (no replay with its real size, no eager fused-MoE decode call)\n")
+        o("  no real decode batch size is known (no replay with its real size, no eager decode pass with its "
+          "size, no eager fused-MoE decode call)\n")
         return
     total = sum(g.batches.values())
-    what = ("graph replays" if g.unit == "replays" else
-            "fused-MoE calls: eager ones, and replays times their graph's fused-MoE calls")
+    what = {"replays": "graph replays",
+            "passes": f"decode passes ({_num(sum(g.eager.values()))} eager, "
+                      f"{_num(total - sum(g.eager.values()))} graph replays)"}.get(
+        g.unit, "fused-MoE calls: eager ones, and replays times their graph's fused-MoE calls")
     o(f"  real decode batch sizes, {_num(total)} {what}: "
       + ", ".join(f"{b}:{_num(n)}" for b, n in sorted(g.batches.items(), key=lambda x: (-x[1], x[0]))[:20]) + "\n")
     o(f"  --cuda-graph-bs covering {g.share:g}% of them: {' '.join(map(str, g.suggested))}\n")
