@@ -136,7 +136,7 @@ TLS = ["-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else [
 extension = cpp_extension.CppExtension(
     "sgl_shapeprof._C",
     sources=["csrc/core/sp_core.c", "csrc/torch/sp_torch.cpp",
-             "csrc/python/sp_pyerror.cpp", "csrc/python/sp_module.c",
+             "csrc/python/sp_pyerror.cpp", "csrc/python/sp_pytensor.cpp", "csrc/python/sp_module.c",
              "csrc/python/sp_launch.c"],
     extra_compile_args=WARNINGS + system_includes + ["-iquote", "csrc", "-O2",
                                                      "-fvisibility=hidden"] + TLS,

@@ -98,6 +98,43 @@ def test_a_call_that_raises_is_recorded_with_its_exception_and_raises_as_it_was(
     assert recs[0]["args"]["backend"] == "boom"
 
 
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
+def _raising(x, error):
+    raise error
+
+
+raising = api_door(_raising, operation_name("stand_in", _raising))
+
+
+def test_an_exception_is_the_callers_own_and_its_text_is_what_str_gives(tmp_path):
+    """The door's native path hands the caller the very exception raised,
+    its traceback with it; the record carries type(e).__name__ and str(e):
+    a NUL byte kept, a lone surrogate as valid Unicode, a __str__ that
+    raises said so."""
+    x = torch.randn(2)
+    odd, unprintable = ValueError("a\x00b \udcff c"), _Unprintable()
+    caught = []
+
+    def work():
+        for error in (odd, unprintable):
+            try:
+                raising(x, error)
+            except Exception as e:
+                caught.append((e, e.__traceback__.tb_next is not None))
+    recs, _, _ = record(tmp_path, work)
+    assert [e for e, _ in caught] == [odd, unprintable] * 2  # outside the pass, then inside: the same objects
+    assert all(deep for _, deep in caught)  # raised where it was: the frames below the door are there
+    assert [r["error"] for r in recs] == [
+        # only valid Unicode is written: Python's own UTF-8 decoder says what a lone surrogate becomes
+        {"error_type": "ValueError", "error_message": str(odd).encode("utf-8", "surrogatepass").decode(
+            "utf-8", "replace")},
+        {"error_type": "_Unprintable", "error_message": "<str() of _Unprintable raised>"}]
+
+
 def test_the_outer_door_is_the_record_and_counts_are_true(tmp_path):
     x, w = torch.randn(4, 16), torch.randn(16)
 

@@ -21,6 +21,7 @@
 #include "core/sp_core.h"
 #include "torch/sp_fallback.h"
 #include "python/sp_launch.h"
+#include "python/sp_pytensor.h"
 
 /* This thread's scratch for launches: apart from the fallback's, whose call
  * may be in flight around this one (a custom op's Python kernel launching). */
@@ -51,6 +52,13 @@ static int64_t as_i64(PyObject *o, int *ok) {
     *ok = 0;
   }
   return v;
+}
+
+/* A tuple of plain ints only (not bools, not subclasses). */
+static int int_tuple(PyObject *v) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++)
+    if (Py_TYPE(PyTuple_GET_ITEM(v, i)) != &PyLong_Type) return 0;
+  return 1;
 }
 
 /* A tuple of ints into the encoding (n, then the values); 0 if it is not. */
@@ -163,11 +171,8 @@ static void fail(sp_profiler *p, sp_thread *t, PyObject *error) {
 /* ---- an API call described here, from its own arguments (doors.py) ----
  * The types a value is told by, given once by door_types(): torch.Tensor,
  * enum.Enum, torch.dtype, and the marker of a parameter without default. */
-static int dtype_code(int table, const char *name);
 static PyObject *g_tensor_type, *g_enum_type, *g_dtype_type, *g_missing;
-static PyObject *g_dtype_codes;  /* torch.dtype -> its code (an int; -1: none) */
-static PyObject *g_device_codes; /* device type str -> its code */
-static PyObject *s_dtype, *s_shape, *s_stride, *s_storage_offset, *s_device, *s_type, *s_index, *s_name;
+static PyObject *s_name;
 
 PyObject *sp_door_types(PyObject *m, PyObject *args) {
   PyObject *tensor, *enum_type, *dtype, *missing;
@@ -175,18 +180,7 @@ PyObject *sp_door_types(PyObject *m, PyObject *args) {
   if (!PyArg_ParseTuple(args, "O!O!O!O:door_types", &PyType_Type, &tensor, &PyType_Type, &enum_type,
                         &PyType_Type, &dtype, &missing))
     return NULL;
-  if (!g_dtype_codes && !(g_dtype_codes = PyDict_New())) return NULL;
-  if (!g_device_codes && !(g_device_codes = PyDict_New())) return NULL;
-#define INTERN(var, text) if (!var && !(var = PyUnicode_InternFromString(text))) return NULL
-  INTERN(s_dtype, "dtype");
-  INTERN(s_shape, "shape");
-  INTERN(s_stride, "stride");
-  INTERN(s_storage_offset, "storage_offset");
-  INTERN(s_device, "device");
-  INTERN(s_type, "type");
-  INTERN(s_index, "index");
-  INTERN(s_name, "name");
-#undef INTERN
+  if (!s_name && !(s_name = PyUnicode_InternFromString("name"))) return NULL;
   PyObject *olds[] = {g_tensor_type, g_enum_type, g_dtype_type, g_missing};
   Py_INCREF(tensor), Py_INCREF(enum_type), Py_INCREF(dtype), Py_INCREF(missing);
   g_tensor_type = tensor, g_enum_type = enum_type, g_dtype_type = dtype, g_missing = missing;
@@ -194,70 +188,11 @@ PyObject *sp_door_types(PyObject *m, PyObject *args) {
   Py_RETURN_NONE;
 }
 
-/* The code of o (a key of codes) by lookup(str(o)), cached; -1: none. */
-static int64_t cached_code(PyObject *codes, PyObject *o, int (*lookup)(int, const char *), int table) {
-  PyObject *c = PyDict_GetItemWithError(codes, o);
-  if (c) return PyLong_AsLongLong(c);
-  if (PyErr_Occurred()) return -2;
-  PyObject *text = PyObject_Str(o);
-  const char *name = text ? PyUnicode_AsUTF8(text) : NULL;
-  int64_t code = name ? lookup(table, name) : -2;
-  Py_XDECREF(text);
-  if (code == -2) return -2;
-  PyObject *v = PyLong_FromLongLong(code);
-  if (!v || PyDict_SetItem(codes, o, v) < 0) code = -2;
-  Py_XDECREF(v);
-  return code;
-}
-
-static int64_t attr_i64(PyObject *o, PyObject *name, int call, int *ok) {
-  PyObject *v = call ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name);
-  int64_t r = v && v != Py_None ? as_i64(v, ok) : -1;
-  if (!v) *ok = 0;
-  Py_XDECREF(v);
-  return r;
-}
-
-/* <tensor> of a torch.Tensor, strided when mode says arguments; 0 if it
- * cannot be read (an unknown dtype: the caller writes its type's name). */
+/* <tensor> of a torch.Tensor, strided when mode says arguments (read from
+ * its at::Tensor, as the fallback writes an operator's); 0 if it cannot be
+ * read (symbolic sizes: the caller writes its type's name). */
 static int put_tensor_obj(sp_enc *e, PyObject *t, long mode) {
-  PyObject *dtype = PyObject_GetAttr(t, s_dtype);
-  int64_t code = dtype ? cached_code(g_dtype_codes, dtype, dtype_code, 0) : -2;
-  Py_XDECREF(dtype);
-  PyObject *shape = code >= 0 ? PyObject_GetAttr(t, s_shape) : NULL;
-  if (!shape || !PyTuple_Check(shape)) {
-    Py_XDECREF(shape);
-    PyErr_Clear();
-    return 0;
-  }
-  Py_ssize_t nd = PyTuple_GET_SIZE(shape);
-  int ok = 1;
-  PyObject *strides = NULL;
-  if (mode & SP_LOGGING_ARGS) {
-    strides = PyObject_CallMethodNoArgs(t, s_stride);
-    ok = strides && PyTuple_Check(strides) && PyTuple_GET_SIZE(strides) == nd;
-  }
-  if (ok) {
-    sp_enc_push(e, strides ? code | SP_ENC_STRIDED : code);
-    sp_enc_push(e, nd);
-    for (Py_ssize_t i = 0; i < nd; i++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(shape, i), &ok));
-  }
-  if (ok && strides) {
-    for (Py_ssize_t i = 0; i < nd; i++) sp_enc_push(e, as_i64(PyTuple_GET_ITEM(strides, i), &ok));
-    sp_enc_push(e, attr_i64(t, s_storage_offset, 1, &ok));
-    PyObject *device = PyObject_GetAttr(t, s_device);
-    PyObject *type = device ? PyObject_GetAttr(device, s_type) : NULL;
-    sp_enc_push(e, type ? cached_code(g_device_codes, type, sp_name_code, SP_NAMES_DEVICE) : -1);
-    sp_enc_push(e, device ? attr_i64(device, s_index, 0, &ok) : -1);
-    ok = ok && type;
-    Py_XDECREF(type);
-    Py_XDECREF(device);
-  }
-  Py_DECREF(shape);
-  Py_XDECREF(strides);
-  PyErr_Clear();
-  if (ok) e->tensors++;
-  return ok;
+  return sp_pytensor_put(e, t, (mode & SP_LOGGING_ARGS) != 0) > 0;
 }
 
 /* A list or tuple that holds a tensor and nothing but tensors and None. */
@@ -325,43 +260,39 @@ static void put_item_obj(sp_enc *e, int64_t arg, PyObject *v, long mode) {
   put_opaque(e, arg, v);
 }
 
-/* call_begin_args(key, operation, arg_names, defaults, index, positional,
- * skip, args, kwargs, mode): binds args and kwargs to the parameters as
+/* Binds call_args and call_kwargs (None or a dict) to the parameters as
  * Python would (defaults: per parameter its default or the missing marker;
  * index: name -> position; positional: how many can be given by position;
- * skip: leave the first positional out, a method's self) and
- * begins the call: its record filed as an operator call's, and the thread's
- * API call open until call_end_obj (one at a time per thread: the outer
- * call is the record). True if it is recorded; False when it is not
- * (nothing logs, or an API call is already open on this thread); None when
- * the values do not bind so simply (a keyword the function does not name,
- * more positionals than it has): the caller binds what it names and gives
- * the rest as other, text written as the last parameter's value. */
-PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args) {
-  PyObject *key, *operation, *arg_names, *defaults, *index, *call_args, *call_kwargs, *other = Py_None;
-  Py_ssize_t positional;
-  int skip;
-  long mode;
-  (void)m;
-  if (!PyArg_ParseTuple(args, "OUO!O!O!npO!Ol|O:call_begin_args", &key, &operation, &PyTuple_Type,
-                        &arg_names, &PyTuple_Type, &defaults, &PyDict_Type, &index, &positional,
-                        &skip, &PyTuple_Type, &call_args, &call_kwargs, &mode, &other))
-    return NULL;
+ * skip: leave the first positional out, a method's self) and begins the
+ * call: its record filed as an operator call's, and the thread's API call
+ * open until end_call (one at a time per thread: the outer call is the
+ * record). 1 if it is recorded; 0 if not (nothing logs, or an API call is
+ * already open on this thread); -1 when the values do not bind so simply (a
+ * keyword the function does not name, more positionals than it has); -2
+ * with a Python error set. other (or NULL): text written as the value of
+ * the parameter past the last, what the function does not name. */
+static int begin_call(PyObject *key, PyObject *operation, PyObject *arg_names, PyObject *defaults,
+                      PyObject *index, Py_ssize_t positional, int skip, PyObject *call_args,
+                      PyObject *call_kwargs, long mode, PyObject *other) {
   if (!g_tensor_type) {
-    PyErr_SetString(PyExc_RuntimeError, "call_begin_args before door_types");
-    return NULL;
+    PyErr_SetString(PyExc_RuntimeError, "an API call described before door_types");
+    return -2;
   }
   Py_ssize_t n = PyTuple_GET_SIZE(defaults), given = PyTuple_GET_SIZE(call_args) - (skip ? 1 : 0);
-  if (given > positional || positional > n || given < 0) Py_RETURN_NONE;
+  if (given > positional || positional > n || given < 0) return -1;
   PyObject *small[64];
   PyObject **values = n <= 64 ? small : PyMem_Malloc((size_t)n * sizeof *values);
-  if (!values) return PyErr_NoMemory();
+  if (!values) {
+    PyErr_NoMemory();
+    return -2;
+  }
   for (Py_ssize_t i = 0; i < n; i++) values[i] = PyTuple_GET_ITEM(defaults, i);
   for (Py_ssize_t i = 0; i < given; i++) values[i] = PyTuple_GET_ITEM(call_args, i + (skip ? 1 : 0));
-  PyObject *result = NULL;
-  if (call_kwargs != Py_None) {
+  int result = 0;
+  if (call_kwargs && call_kwargs != Py_None) {
     if (!PyDict_Check(call_kwargs)) {
       PyErr_SetString(PyExc_TypeError, "kwargs must be a dict or None");
+      result = -2;
       goto done;
     }
     Py_ssize_t pos = 0;
@@ -369,16 +300,13 @@ PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args) {
     while (PyDict_Next(call_kwargs, &pos, &k, &v)) {
       PyObject *at = PyDict_GetItemWithError(index, k);
       if (!at) {
-        if (PyErr_Occurred()) goto done;
-        result = Py_None; /* a keyword it does not name */
-        Py_INCREF(result);
+        result = PyErr_Occurred() ? -2 : -1; /* -1: a keyword it does not name */
         goto done;
       }
       values[PyLong_AsSsize_t(at)] = v;
     }
   }
   {
-    int recorded = 0;
     sp_profiler *p = t_api_profiler ? NULL : sp_fallback_target();
     sp_thread *t = p ? scratch() : NULL;
     int id = t ? op_id(t, key, operation, arg_names, 1) : -1;
@@ -388,35 +316,32 @@ PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args) {
       sp_enc_push(e, id);
       for (Py_ssize_t i = 0; i < n; i++)
         if (values[i] != g_missing) put_item_obj(e, i, values[i], mode);
-      if (other != Py_None) put_value(e, n, other); /* what it does not name, as text */
+      if (other) put_value(e, n, other); /* what it does not name, as text */
       sp_thread_enc(t)->within = sp_fallback_open_op(); /* a custom op's kernel calling */
       if (!e->failed && sp_call_begin(p, t) != SP_CALL_SKIP) {
         t_api_profiler = p;
-        recorded = 1;
+        result = 1;
       }
     }
     PyErr_Clear();
-    result = PyBool_FromLong(recorded);
   }
 done:
   if (values != small) PyMem_Free(values);
   return result;
 }
 
-/* call_end_obj(output, error=None): the call begun returned output (any
- * object: a tensor, a tuple or list of them, or another value, null), or
- * raised error. */
-PyObject *sp_call_api_end_obj(PyObject *m, PyObject *args) {
-  PyObject *output, *error = Py_None;
-  (void)m;
-  if (!PyArg_ParseTuple(args, "O|O:call_end_obj", &output, &error)) return NULL;
+/* Ends the API call begun on this thread: it returned output (any object:
+ * a tensor, a tuple or list of them, or another value, null), or raised
+ * error ((type name, str() as UTF-8 "surrogatepass" bytes); NULL: it
+ * returned). 0 if none was open. */
+static int end_call(PyObject *output, PyObject *error) {
   sp_profiler *p = t_api_profiler;
   sp_thread *t = p ? scratch() : NULL;
-  if (!t) Py_RETURN_FALSE;
+  if (!t) return 0;
   t_api_profiler = NULL;
-  if (error != Py_None) {
+  if (error) {
     fail(p, t, error);
-    Py_RETURN_TRUE;
+    return 1;
   }
   struct sp_thread_public *pub = sp_thread_enc(t);
   sp_enc *e = &pub->out;
@@ -447,12 +372,126 @@ PyObject *sp_call_api_end_obj(PyObject *m, PyObject *args) {
   PyErr_Clear();
   if (!ok || e->failed) e->failed = 1; /* written with "outputs": null */
   sp_call_end(p, t);
-  Py_RETURN_TRUE;
+  return 1;
 }
 
-static int dtype_code(int table, const char *name) {
-  (void)table;
-  return sp_dtype_code(name);
+PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args) {
+  PyObject *key, *operation, *arg_names, *defaults, *index, *call_args, *call_kwargs, *other = Py_None;
+  Py_ssize_t positional;
+  int skip;
+  long mode;
+  (void)m;
+  if (!PyArg_ParseTuple(args, "OUO!O!O!npO!Ol|O:call_begin_args", &key, &operation, &PyTuple_Type,
+                        &arg_names, &PyTuple_Type, &defaults, &PyDict_Type, &index, &positional,
+                        &skip, &PyTuple_Type, &call_args, &call_kwargs, &mode, &other))
+    return NULL;
+  int begun = begin_call(key, operation, arg_names, defaults, index, positional, skip, call_args, call_kwargs,
+                         mode, other == Py_None ? NULL : other);
+  if (begun == -2) return NULL;
+  if (begun == -1) Py_RETURN_NONE;
+  return PyBool_FromLong(begun);
+}
+
+PyObject *sp_call_api_end_obj(PyObject *m, PyObject *args) {
+  PyObject *output, *error = Py_None;
+  (void)m;
+  if (!PyArg_ParseTuple(args, "O|O:call_end_obj", &output, &error)) return NULL;
+  return PyBool_FromLong(end_call(output, error == Py_None ? NULL : error));
+}
+
+/* (type(e).__name__, str(e) as UTF-8 "surrogatepass" bytes) of exception
+ * value of class type; NULL if it cannot be made. No error is left set. */
+static PyObject *describe_error(PyObject *type, PyObject *value) {
+  PyObject *out = NULL;
+  PyObject *name = type ? PyObject_GetAttrString(type, "__name__") : NULL;
+  PyObject *text = value ? PyObject_Str(value) : NULL;
+  if (!text) {
+    PyErr_Clear();
+    text = name && PyUnicode_Check(name) ? PyUnicode_FromFormat("<str() of %U raised>", name)
+                                          : PyUnicode_FromString("<str() raised>");
+  }
+  PyObject *bytes = text ? PyUnicode_AsEncodedString(text, "utf-8", "surrogatepass") : NULL;
+  if (name && PyUnicode_Check(name) && bytes) out = PyTuple_Pack(2, name, bytes);
+  Py_XDECREF(name);
+  Py_XDECREF(text);
+  Py_XDECREF(bytes);
+  PyErr_Clear();
+  return out;
+}
+
+/* Ends the API call begun on this thread with the exception being raised,
+ * which stays raised. */
+static void end_call_raising(void) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *exc = PyErr_GetRaisedException();
+  PyObject *error = describe_error(exc ? (PyObject *)Py_TYPE(exc) : NULL, exc);
+#else
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  PyObject *error = describe_error(type, value);
+#endif
+  if (!error) /* its name or text could not be made: it raised all the same */
+    error = Py_BuildValue("(sy)", "BaseException", "<an exception that could not be described>");
+  PyErr_Clear();
+  end_call(error ? NULL : Py_None, error); /* out of memory: ended all the same */
+  Py_XDECREF(error);
+  PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(exc);
+#else
+  PyErr_Restore(type, value, tb);
+#endif
+}
+
+/* door_call(api, fn, args, kwargs, mode): fn(*args, **kwargs) recorded as a
+ * kernel library's API call, in one native call: api is its (key,
+ * operation, arg_names, defaults, index, positional, skip), as
+ * call_begin_args takes them; kwargs a dict or None. Returns what fn
+ * returned, or raises what it raised (also when it is not recorded);
+ * the missing marker (never a value fn returns: it is ours), without
+ * calling fn, when the call must go the long way
+ * (its values do not bind so simply, or describing them failed: the
+ * caller's path says why). While fn runs, its thread records nothing else
+ * (its own work). */
+PyObject *sp_door_call(PyObject *m, PyObject *const *argv, Py_ssize_t nargs) {
+  (void)m;
+  if (nargs != 5 || !PyTuple_Check(argv[0]) || PyTuple_GET_SIZE(argv[0]) != 7 || !PyTuple_Check(argv[2])) {
+    PyErr_SetString(PyExc_TypeError, "door_call(api, fn, args, kwargs, mode)");
+    return NULL;
+  }
+  PyObject *api = argv[0], *fn = argv[1], *call_args = argv[2];
+  PyObject *call_kwargs = argv[3] == Py_None ? NULL : argv[3];
+  long mode = PyLong_AsLong(argv[4]);
+  PyObject *arg_names = PyTuple_GET_ITEM(api, 2), *defaults = PyTuple_GET_ITEM(api, 3),
+           *index = PyTuple_GET_ITEM(api, 4), *operation = PyTuple_GET_ITEM(api, 1);
+  Py_ssize_t positional = PyLong_AsSsize_t(PyTuple_GET_ITEM(api, 5));
+  int skip = PyObject_IsTrue(PyTuple_GET_ITEM(api, 6));
+  if (PyErr_Occurred() || !PyUnicode_Check(operation) || !PyTuple_Check(arg_names) || !PyTuple_Check(defaults) ||
+      !PyDict_Check(index) || skip < 0 || !g_missing) {
+    PyErr_Clear();
+    if (!g_missing) {
+      PyErr_SetString(PyExc_RuntimeError, "door_call before door_types");
+      return NULL;
+    }
+    return Py_NewRef(g_missing);
+  }
+  int begun = begin_call(PyTuple_GET_ITEM(api, 0), operation, arg_names, defaults, index, positional, skip,
+                         call_args, call_kwargs, mode, NULL);
+  if (begun < 0) {
+    PyErr_Clear();
+    return Py_NewRef(g_missing);
+  }
+  if (!begun) return PyObject_Call(fn, call_args, call_kwargs);
+  int paused = sp_fallback_pause(); /* its own work is not recorded apart */
+  PyObject *out = PyObject_Call(fn, call_args, call_kwargs);
+  if (paused) sp_fallback_resume();
+  if (out) {
+    end_call(out, NULL);
+    return out;
+  }
+  end_call_raising();
+  return NULL;
 }
 
 /* launch(key, operation, arg_names, values, mode, error=None, convert=None):
@@ -485,7 +524,8 @@ PyObject *sp_launch(PyObject *m, PyObject *args) {
     if (v == g_missing) continue;
     PyTypeObject *type = Py_TYPE(v);
     int plain = v == Py_None || type == &PyLong_Type || type == &PyFloat_Type || type == &PyBool_Type ||
-                type == &PyUnicode_Type || PyObject_TypeCheck(v, (PyTypeObject *)g_tensor_type);
+                type == &PyUnicode_Type || PyObject_TypeCheck(v, (PyTypeObject *)g_tensor_type) ||
+                (type == &PyTuple_Type && int_tuple(v)); /* a grid, say: convert would cost a us */
     if (plain || convert == Py_None || tensor_seq(v)) {
       put_item_obj(e, i, v, mode);
       continue;

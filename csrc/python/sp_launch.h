@@ -25,5 +25,11 @@ PyObject *sp_call_api_begin_args(PyObject *m, PyObject *args);
 /* call_end_obj(output, error=None): the call begun returned output, or
  * raised error ((type name, str() as UTF-8 "surrogatepass" bytes)). */
 PyObject *sp_call_api_end_obj(PyObject *m, PyObject *args);
+/* door_call(api, fn, args, kwargs, mode): fn(*args, **kwargs), recorded as
+ * an API call begun and ended in one native call (api: call_begin_args'
+ * first seven values as a tuple); returns what fn returns, raises what it
+ * raises; the missing marker, fn not called, when the call must take the
+ * long way (call_begin_args, then call_end_obj). */
+PyObject *sp_door_call(PyObject *m, PyObject *const *argv, Py_ssize_t nargs);
 
 #endif /* SP_LAUNCH_H */

@@ -344,6 +344,9 @@ static PyMethodDef module_methods[] = {
     {"call_end_obj", sp_call_api_end_obj, METH_VARARGS,
      "call_end_obj($module, output, error=None, /)\n--\n\n"
      "The API call begun on this thread returned output, or raised error."},
+    {"door_call", (PyCFunction)(void (*)(void))sp_door_call, METH_FASTCALL,
+     "door_call($module, api, fn, args, kwargs, mode, /)\n--\n\nfn(*args, **kwargs) recorded as a kernel "
+     "library's API call in one native call; the missing marker when it must take the long way."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moduledef = {

@@ -58,6 +58,12 @@ sp_profiler *sp_fallback_target(void);
  * kernel runs now), else 0: a call recorded from inside it is its work
  * (sp_thread_public.within). */
 int sp_fallback_open_op(void);
+/* Appends <tensor> of an at::Tensor (given as `const at::Tensor *`: this
+ * header is C), strided when asked and it has strides, as the fallback
+ * describes an operator's; 1 if written, 0 if it cannot be read (undefined,
+ * symbolic or nested sizes: nothing appended). For values that reach us
+ * outside the dispatcher (a kernel library's API call, a launch). */
+int sp_tensor_put(sp_enc *e, const void *tensor, int strided);
 /* Whether the key is in the calling thread's TLS (for tests). */
 int sp_fallback_thread_enabled(void);
 

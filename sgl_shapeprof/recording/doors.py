@@ -35,6 +35,10 @@ _SKIPPED = ("self", "cls")  # a method's object: not a value of the call
 OTHER = "other_args"  # keywords the function does not name, as text
 _PLAIN = (bool, int, float, str, type(None))
 _types: list = []  # given to the native side once (native_types)
+_modules = sys.modules
+# torch.autograd._profiler_enabled, set with the types (native_types): while
+# torch.profiler runs, a recorded call is a range of its trace, the long way
+_profiler_on: Callable[[], bool] = bool
 _off = False  # recording an API call failed once: API calls are not recorded again
 
 
@@ -42,7 +46,7 @@ class _Api:
     """An API function's parameters (their defaults its own) and the key its
     calls are filed under in the core."""
     __slots__ = ("operation", "params", "index", "defaults", "positional", "arg_names", "key",
-                 "skip_first")
+                 "skip_first", "native")
 
     def __init__(self, fn: Optional[Callable], operation: str, n_positional: int = 0) -> None:
         if fn is None:  # a compiled function: n_positional values, named by position
@@ -63,6 +67,9 @@ class _Api:
                               for p in params)
         self.arg_names = self.params + (OTHER,)
         self.operation, self.key = operation_key(operation, self.arg_names)
+        # what the native door_call reads it by, in one tuple
+        self.native = (self.key, self.operation, self.arg_names, self.defaults, self.index, self.positional,
+                       self.skip_first)
 
 
 # operation name -> (its values' names, its key: kept alive here, the core
@@ -111,7 +118,7 @@ def api_door(fn: Callable, operation: str, described: Optional[Callable] = None)
 
     @functools.wraps(fn)
     def door(*args, **kwargs):
-        native = sys.modules.get("sgl_shapeprof._C")
+        native = _modules.get("sgl_shapeprof._C")
         mode = 0 if native is None or _off else native.launch_mode()
         if not mode:
             return fn(*args, **kwargs)
@@ -120,6 +127,10 @@ def api_door(fn: Callable, operation: str, described: Optional[Callable] = None)
             if a is None:
                 return fn(*args, **kwargs)
             api.append(a)
+        if not _profiler_on():  # the common case in one native call (_call's first step, inlined)
+            out = native.door_call(api[0].native, fn, args, kwargs or None, mode)
+            if out is not MISSING:
+                return out
         return _call(native, mode, api[0], fn, args, kwargs)
 
     door._shapeprof_door = operation
@@ -134,7 +145,7 @@ def positional_door(fn: Callable, operation: str) -> Callable:
     apis: Dict[int, _Api] = {}
 
     def door(*args, **kwargs):
-        native = sys.modules.get("sgl_shapeprof._C")
+        native = _modules.get("sgl_shapeprof._C")
         mode = 0 if native is None or _off else native.launch_mode()
         if not mode:
             return fn(*args, **kwargs)
@@ -154,9 +165,11 @@ def positional_door(fn: Callable, operation: str) -> Callable:
 def native_types(native) -> None:
     """The types values are told by natively (door_types), given once:
     before any call is described there (an API call's, a launch's)."""
+    global _profiler_on
     if not _types:
         torch = sys.modules["torch"]
         _types.append(native.door_types(torch.Tensor, enum.Enum, torch.dtype, MISSING))
+        _profiler_on = torch.autograd._profiler_enabled
 
 
 def _api(native, fn: Optional[Callable], operation: str, n_positional: int = 0) -> Optional[_Api]:
@@ -174,11 +187,18 @@ def _api(native, fn: Optional[Callable], operation: str, n_positional: int = 0) 
 
 
 def _call(native, mode: int, a: _Api, fn: Callable, args: tuple, kwargs: dict):
-    """fn(*args, **kwargs), its record begun before and ended after."""
+    """fn(*args, **kwargs), its record begun before and ended after: in one
+    native call (door_call), or the long way when its values do not bind
+    so simply or torch.profiler runs (the call is then a range of its
+    trace)."""
+    if not _profiler_on():
+        out = native.door_call(a.native, fn, args, kwargs or None, mode)
+        if out is not MISSING:
+            return out
+    torch = sys.modules["torch"]
     if not _begin(native, mode, a, args, kwargs):
         return fn(*args, **kwargs)
     paused = native.pause_thread()  # its own work is not recorded apart
-    torch = sys.modules["torch"]
     try:
         if torch.autograd._profiler_enabled():  # torch.profiler on: the call is a range of its trace
             with torch.autograd.profiler.record_function(a.operation):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import sys
 import threading
 import weakref
@@ -196,7 +197,7 @@ class _Kernel:
     """A kernel object's parameters (their defaults its own), and the key
     its launches are filed under in the core (shared by every kernel object
     of one operation name: the summary counts by name)."""
-    __slots__ = ("operation", "params", "index", "slots", "arg_names", "key")
+    __slots__ = ("operation", "params", "index", "slots", "arg_names", "key", "options")
 
     def __init__(self, fn) -> None:
         sig = inspect.signature(fn)
@@ -206,6 +207,7 @@ class _Kernel:
         self.slots = [MISSING if p.default is inspect.Parameter.empty else p.default
                       for p in sig.parameters.values()] + [MISSING] * len(OPTIONS)
         self.arg_names = self.params + OPTIONS
+        self.options = (None, ())  # (a compiled kernel's metadata, its launch options read from it)
         module = getattr(fn, "__module__", None) or "?"
         self.operation = f"{PREFIX}{module}.{getattr(fn, '__qualname__', None) or fn.__name__}"
         self.key = None
@@ -235,8 +237,11 @@ def launch_value(v):
     cls = type(v)
     if cls.__name__ == "constexpr" and (cls.__module__ or "").startswith("triton"):
         return launch_value(v.value)
-    if isinstance(v, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return tuple(int(x) for x in v)
+    if isinstance(v, (tuple, list)) and not any(isinstance(x, bool) for x in v):
+        try:  # ints of any kind (numpy's: a grid computed with them)
+            return tuple(operator.index(x) for x in v)
+        except TypeError:
+            pass
     if _Tensor is not None and cls.__name__ == "dtype" and cls.__module__ == "torch":
         return str(v)
     return v
@@ -264,12 +269,21 @@ def _file_launch(obj, args, kwargs, grid, kernel, mode: int, error: Optional[Bas
                 else:
                     extra[name] = v
         if grid:  # [the grid launched], or [] when Triton computed none (it raised first)
-            try:
-                values[n] = tuple(int(g) for g in grid[-1])
-            except (TypeError, ValueError):
-                pass
+            g = grid[-1]
+            if g.__class__ is not tuple:  # a tuple goes as it is (its ints read natively)
+                try:
+                    g = tuple(int(x) for x in g)
+                except (TypeError, ValueError):
+                    g = MISSING
+            values[n] = g
         meta = getattr(kernel, "metadata", None)  # the compiled kernel's (not the interpreter's)
-        if extra is not None or meta is not None:
+        if extra is None and meta is not None:  # the common case: the options read once per kernel
+            if k.options[0] is not meta:
+                k.options = (meta, tuple(getattr(meta, name, None) for name in OPTIONS[1:5]))
+            for j, v in enumerate(k.options[1], 1):
+                if v is not None:
+                    values[n + j] = v
+        elif extra is not None:
             extra = extra or {}
             for j, name in enumerate(OPTIONS[1:5], 1):
                 v = extra.pop(name, None)

@@ -16,6 +16,7 @@ launches the kernels), and launches replayed from a CUDA graph
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 from typing import Optional
 
@@ -28,10 +29,14 @@ _STATE = "_shapeprof_launch"  # on an autotuner: (its config, _Launch)
 _off = False  # recording a launch failed once: launches are not recorded again
 
 
+def _nothing(args: tuple) -> tuple:
+    return ()
+
+
 class _Launch:
     """What an autotuner's launches are described by, for its chosen config:
     the names of run()'s values, the config's own values, the grid's code."""
-    __slots__ = ("operation", "names", "arg_names", "config_values", "grid", "grids", "key")
+    __slots__ = ("operation", "names", "arg_names", "grid", "before_grid", "after_grid", "tails", "numels", "key")
 
     def __init__(self, autotuner, config, n_args: int) -> None:
         meta = autotuner.inductor_meta or {}
@@ -44,12 +49,43 @@ class _Launch:
         if len(names) != n_args:  # another layout: by position
             names = [f"arg{i}" for i in range(n_args)]
         self.names = tuple(names)
-        self.config_values = tuple(kwargs.values())
         self.arg_names = self.names + tuple(kwargs) + OPTIONS
         self.operation = PREFIX + str(meta.get("kernel_name") or getattr(autotuner.fn, "__name__", "?"))
         self.grid = _grid_code(autotuner, config)
-        self.grids: dict = {}  # the grid by the launch's integer values (the numels it is computed from)
+        # what follows run()'s values, the same at every launch of this
+        # config but the grid: the config's values, the grid, its options
+        self.before_grid = tuple(kwargs.values())
+        options = [MISSING] * (len(OPTIONS) - 1)
+        for j, name in enumerate(("num_warps", "num_stages", "num_ctas", "maxnreg")):
+            v = getattr(config, name, None) if config is not None else None
+            if v is not None:
+                options[j] = v
+        self.after_grid = tuple(options)
+        # those values by the launch's integer values (the numels its grid is computed from)
+        self.tails: dict = {}
+        self.numels = None
         self.operation, self.key = operation_key(self.operation, self.arg_names)
+
+    def tail(self, args: tuple) -> tuple:
+        """The values after run()'s, for a launch given args."""
+        if self.numels is None:  # where the ints are (the numels): the kernel's signature places them
+            at = [i for i, a in enumerate(args) if a.__class__ is int]
+            self.numels = operator.itemgetter(*at) if at else _nothing
+        numels = self.numels(args)
+        tail = self.tails.get(numels)
+        if tail is None:
+            grid = ()
+            if self.grid is not None:
+                scope = dict(zip(self.names, args))
+                try:
+                    exec(self.grid, scope)
+                    grid = (int(scope["grid_0"]), int(scope["grid_1"]), int(scope["grid_2"]))
+                except Exception:
+                    grid = ()
+            tail = self.before_grid + (grid or MISSING,) + self.after_grid
+            if len(self.tails) < 4096:
+                self.tails[numels] = tail
+        return tail
 
 
 def _grid_code(autotuner, config):
@@ -107,31 +143,11 @@ def _file_launch(native, autotuner, args: tuple, mode: int, error: Optional[Base
             native_types(native)
             state = autotuner.__dict__[_STATE] = (config, _Launch(autotuner, config, len(args)))
         launch: _Launch = state[1]
-        values = list(args) + list(launch.config_values) + [MISSING] * len(OPTIONS)
-        if launch.grid is not None:
-            numels = tuple(a for a in args if a.__class__ is int)
-            grid = launch.grids.get(numels)
-            if grid is None:
-                scope = dict(zip(launch.names, args))
-                try:
-                    exec(launch.grid, scope)
-                    grid = (int(scope["grid_0"]), int(scope["grid_1"]), int(scope["grid_2"]))
-                except Exception:
-                    grid = ()
-                if len(launch.grids) < 4096:
-                    launch.grids[numels] = grid
-            if grid:
-                values[len(args) + len(launch.config_values)] = grid
-        if config is not None:
-            at = len(args) + len(launch.config_values) + 1
-            for j, name in enumerate(("num_warps", "num_stages", "num_ctas", "maxnreg")):
-                v = getattr(config, name, None)
-                if v is not None:
-                    values[at + j] = v
         err = None
         if error is not None:
             err = (type(error).__name__, str(error).encode("utf-8", "surrogatepass"))
-        native.launch(launch.key, launch.operation, launch.arg_names, tuple(values), mode, err, launch_value)
+        native.launch(launch.key, launch.operation, launch.arg_names, args + launch.tail(args), mode, err,
+                      launch_value)
     except Exception as e:
         _off = True
         say_once("inductor-record", f"cannot record an Inductor kernel launch ({type(e).__name__}: {e}); "
