@@ -57,6 +57,23 @@ def qkv_rows(records, out_features, hidden=64):
     return rows
 
 
+def run_command_setup(**extra_env):
+    """For `sgl-shapeprof run` on SGLang's CPU engine: the environment (the
+    start-up hook's, not this process's profiling settings) and the
+    --engine-arg pairs, as a list of arguments. Skips without the hook."""
+    if not zero_edit_hook_installed():
+        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
+    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "SGLANG_NCCL_SO_PATH": "/nonexistent/libnccl.so.2", "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT]),
+                **extra_env})
+    engine = {"device": "cpu", "attention_backend": "torch_native", "sampling_backend": "pytorch",
+              "disable_cuda_graph": "true", "dtype": "bfloat16", "mem_fraction_static": "0.05",
+              "max_total_tokens": "2048", "context_length": "256", "skip_server_warmup": "true",
+              "random_seed": "0"}
+    return env, [x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]
+
+
 @pytest.mark.parametrize("way", ["zero-edit", "patched"])
 def test_llm_tp1_extend_and_decode(models, patched_tree, tmp_path, way):
     run("run_llm.py", [models / "tiny-llama", "--json", tmp_path / "out.json"], tmp_path, way, patched_tree)
@@ -301,20 +318,11 @@ def test_run_command_tp2(models, tmp_path):
     """sgl-shapeprof run --server sglang at TP=2: the real engine with
     profiling on every rank (the start-up hook), the prompts, the analysis
     of each rank's file; the model folder given relative to the caller's."""
-    if not zero_edit_hook_installed():
-        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
-    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                "SGLANG_NCCL_SO_PATH": "/nonexistent/libnccl.so.2", "SGLANG_CPU_OMP_THREADS_BIND": "0|1",
-                "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT])})
-    engine = {"device": "cpu", "attention_backend": "torch_native", "sampling_backend": "pytorch",
-              "disable_cuda_graph": "true", "dtype": "bfloat16", "mem_fraction_static": "0.05",
-              "max_total_tokens": "2048", "context_length": "256", "skip_server_warmup": "true",
-              "random_seed": "0"}
+    env, engine = run_command_setup(SGLANG_CPU_OMP_THREADS_BIND="0|1")
     model = os.path.relpath(models / "tiny-llama", tmp_path)
     r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--model-path", model,
                         "--tp", "2", "--prompts", "3", "--max-tokens", "6", "-o", "run",
-                        *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
+                        *engine],
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     out = json.load(open(tmp_path / "run" / "outputs.json"))["outputs"]
@@ -369,20 +377,12 @@ def test_run_command_workload_and_step_window(models, tmp_path):
     only the window of passes asked recorded. The oracle is the request:
     8 requests of 16 tokens, 4 at once, so each wave's extend pass holds
     4 x 16 rows and its decode passes 4; passes [1, 9) of the 10 it runs."""
-    if not zero_edit_hook_installed():
-        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
-    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                "SGLANG_NCCL_SO_PATH": "/nonexistent/libnccl.so.2", "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT])})
-    engine = {"device": "cpu", "attention_backend": "torch_native", "sampling_backend": "pytorch",
-              "disable_cuda_graph": "true", "dtype": "bfloat16", "mem_fraction_static": "0.05",
-              "max_total_tokens": "2048", "context_length": "256", "skip_server_warmup": "true",
-              "random_seed": "0"}
+    env, engine = run_command_setup()
     prompts, isl, osl, concurrency, start, stop = 8, 16, 5, 4, 1, 9
     r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--model-path",
                         str(models / "tiny-llama"), "--num-prompts", str(prompts), "--isl", str(isl), "--osl", str(osl),
                         "--concurrency", str(concurrency), "--start-step", str(start), "--stop-step", str(stop),
-                        "-o", "run", *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
+                        "-o", "run", *engine],
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     assert f"{prompts} requests of {isl} random tokens x {osl} tokens, at most {concurrency} at once" in r.stderr
@@ -404,15 +404,7 @@ def test_run_spec_runs_one_profile_per_role_of_a_srtctl_job(models, tmp_path):
     5 tokens each; the prefill role served its share (prompt and first token:
     its window holds extend passes of 4 x 16 rows only), the decode role
     passes [1, 5): the second to fifth, which decode 4 rows each."""
-    if not zero_edit_hook_installed():
-        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
-    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                "SGLANG_NCCL_SO_PATH": "/nonexistent/libnccl.so.2", "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT])})
-    engine = {"device": "cpu", "attention_backend": "torch_native", "sampling_backend": "pytorch",
-              "disable_cuda_graph": "true", "dtype": "bfloat16", "mem_fraction_static": "0.05",
-              "max_total_tokens": "2048", "context_length": "256", "skip_server_warmup": "true",
-              "random_seed": "0"}
+    env, engine = run_command_setup()
     (tmp_path / "job.yaml").write_text(
         "name: tiny-1p1d\nmodel: {path: tiny, container: latest}\n"
         "resources: {gpu_type: h200, prefill_nodes: 1, decode_nodes: 1, prefill_workers: 1, decode_workers: 1}\n"
@@ -420,7 +412,7 @@ def test_run_spec_runs_one_profile_per_role_of_a_srtctl_job(models, tmp_path):
         "benchmark: {type: sa-bench, isl: 16, osl: 5, concurrencies: 4x64}\n")
     r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--spec", "job.yaml", "--concurrency", "4",
                         "--model-path", str(models / "tiny-llama"), "--num-prompts", "8", "-o", "profiles",
-                        *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
+                        *engine],
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     assert sorted(os.listdir(tmp_path / "profiles")) == ["decode", "prefill"]
@@ -451,19 +443,11 @@ def test_run_concurrency_with_dp_is_shared_by_the_replicas(models, tmp_path):
     (max_running_requests) is its own, so each gets 4 / 2. The oracle is the
     request: every prompt's 16 rows once across the replicas, no decode pass
     of a replica above 2 rows, and 2 in its steady state."""
-    if not zero_edit_hook_installed():
-        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_PROFILE_SHAPES", "SHAPEPROF"))}
-    env.update({"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                "SGLANG_NCCL_SO_PATH": "/nonexistent/libnccl.so.2", "PYTHONPATH": os.pathsep.join([STUBS, PKG_ROOT])})
-    engine = {"device": "cpu", "attention_backend": "torch_native", "sampling_backend": "pytorch",
-              "disable_cuda_graph": "true", "dtype": "bfloat16", "mem_fraction_static": "0.05",
-              "max_total_tokens": "2048", "context_length": "256", "skip_server_warmup": "true",
-              "random_seed": "0"}
+    env, engine = run_command_setup()
     r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--model-path",
                         str(models / "tiny-llama"), "--dp", "2", "--num-prompts", "8", "--isl", "16", "--osl", "5",
                         "--concurrency", "4", "-o", "run",
-                        *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
+                        *engine],
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     assert "at most 4 at once (2 in each replica)" in r.stderr
