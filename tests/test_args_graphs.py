@@ -80,11 +80,14 @@ def test_arguments_of_every_kind(tmp_path):
 
 def test_floats_read_back_exactly(tmp_path):
     x = torch.randn(3)
-    values = [0.1, 1e-300, 1 / 3, 2.0 ** 70, -0.0, 5e-324]
+    # whole numbers (written without printf), zeros of both signs, and
+    # values again after others took their place in the recent ones kept
+    values = [0.1, 1e-300, 1 / 3, 2.0 ** 70, -0.0, 5e-324, 0.0, 3.0, -7.0, 1e15 - 1, 1e15, -1e15, 2.0 ** 53]
+    values += [i / 7 for i in range(40)] + [0.1, 1 / 3, -0.0, 1e-300]
     recs, _ = _record(tmp_path, lambda: [torch.add(x, v) for v in values], args=True)
     got = [r["args"]["other"] for r in recs if r["operation"] == "aten.add.Tensor"]
     assert got == values and all(isinstance(v, float) for v in got)
-    assert math.copysign(1, got[4]) == -1
+    assert [math.copysign(1, v) for v in got] == [math.copysign(1, v) for v in values]
 
 
 def test_dedupe_keys_on_arguments(tmp_path):
