@@ -276,7 +276,8 @@ def test_errors(fp8_records, tmp_path, capsys):
     empty.write_text('{"call_id": 1, "forward_pass": 1, "operation": "aten.relu.default", "inputs": {}, '
                      '"outputs": null}\n')
     assert main(["tune", str(empty), "--device", "H200", "--configs", str(bad)]) == 0
-    assert "no fused-MoE calls" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "no fused-MoE calls" in out and "--cuda-graph-bs" not in out  # no decode pass sized: no hint
     assert main(["tune", str(empty), "--device", "H200", "--configs", str(bad), "--fail-under", "50"]) == 2
 
 
@@ -573,3 +574,6 @@ def test_cuda_graph_bs_eager_decode_passes_of_a_dense_model(tmp_path, capsys):
     assert main(["tune", path, "--device", "H200", "--configs", str(tmp_path), "--cuda-graph-bs", "100"]) == 0
     out = capsys.readouterr().out
     assert "real decode batch sizes, 6 decode passes (4 eager, 2 graph replays): 3:2, 5:1, 6:1, 7:1, 8:1" in out
+    assert main(["tune", path, "--device", "H200", "--configs", str(tmp_path)]) == 0  # no MoE: says where to look
+    assert capsys.readouterr().out.endswith("the decode batch sizes that ran, and the CUDA-graph sizes that cover "
+                                            "them: --cuda-graph-bs\n")

@@ -24,6 +24,9 @@ def tune_text(r: TuneResult, tuners: List[str], srcs: List[Source], out: TextIO,
         print_tunableop(gemm_cov, results_path, out)
     if sizes is not None:
         print_graph_sizes(sizes, out)
+    elif not r.moe and not r.library_moe and any("decode" in s.eager_sizes or s.graphs for s in srcs):
+        # a dense model's profile: what tune can still say of it is its decode batches
+        out.write("the decode batch sizes that ran, and the CUDA-graph sizes that cover them: --cuda-graph-bs\n")
 
 
 def print_tunableop(cov: List[GemmTuned], path: str, out: TextIO) -> None:
