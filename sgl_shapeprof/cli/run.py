@@ -168,6 +168,13 @@ def run(args: argparse.Namespace) -> int:
     return run_local(args)
 
 
+def _refuse_records_in(out_dir: str) -> None:
+    """A folder that holds records already is not run into (its files would mix)."""
+    stale = glob.glob(os.path.join(glob.escape(out_dir), "shapes*.jsonl"))
+    if stale:
+        raise fail(f"{out_dir} already holds {os.path.basename(stale[0])}: give another --output-dir")
+
+
 def run_local(args: argparse.Namespace) -> int:
     """Starts the engine, sends the workload, records the window; analyzes."""
     window = _window(args.start_step, args.stop_step)
@@ -196,9 +203,7 @@ def run_local(args: argparse.Namespace) -> int:
     if why:
         raise fail(why)
     os.makedirs(out_dir, exist_ok=True)
-    stale = glob.glob(os.path.join(glob.escape(out_dir), "shapes*.jsonl"))
-    if stale:
-        raise fail(f"{out_dir} already holds {os.path.basename(stale[0])}: give another --output-dir")
+    _refuse_records_in(out_dir)
     from ..recording import config
     settings = {config.ENV_ENABLE: "1", config.ENV_RANK: "all", config.ENV_DEDUPE: "1" if args.dedupe else "0",
                 config.ENV_FILE: os.path.join(out_dir, "shapes.jsonl"), **window}
@@ -321,13 +326,18 @@ def _local_files(named: list) -> list:
     return local
 
 
+def _started_elsewhere(args: argparse.Namespace) -> None:
+    """--url: what starting an engine takes is refused (the server is its own)."""
+    for option, default in (("tp", 1), ("pp", 1), ("dp", 1), ("engine_arg", []), ("dedupe", False)):
+        if getattr(args, option) != default:
+            raise fail(f"--{option.replace('_', '-')}: the server at --url is started already (it is its own)")
+
+
 def run_remote(args: argparse.Namespace) -> int:
     """run --url: a server started elsewhere, asked for SHAPES over the
     window, sent the workload, its window closed; the files its reply names
     analyzed where they are on this machine."""
-    for option, default in (("tp", 1), ("pp", 1), ("dp", 1), ("engine_arg", []), ("dedupe", False)):
-        if getattr(args, option) != default:
-            raise fail(f"--{option.replace('_', '-')}: the server at --url is started already (it is its own)")
+    _started_elsewhere(args)
     (named,) = _drive(args, [(args.url, os.path.abspath(args.output_dir), args.start_step, args.stop_step)])
     local = _local_files(named)
     if local:
@@ -376,13 +386,10 @@ def run_spec(args: argparse.Namespace) -> int:
     _spec_server(args, job)
     args.prompts = args.prompts or srtctl.DEFAULT_NUM_PROMPTS
     root = os.path.abspath(args.output_dir)
-    for p in job.profiles:  # before any engine starts: a role's folder that holds records is refused
-        stale = glob.glob(os.path.join(glob.escape(os.path.join(root, p.folder)), "shapes*.jsonl"))
-        if stale and not args.url:
-            raise fail(f"{os.path.dirname(stale[0])} already holds {os.path.basename(stale[0])}: give another "
-                       "--output-dir")
     if args.url:
         return _run_spec_remote(args, job, root)
+    for p in job.profiles:  # before any engine starts: a role's folder that holds records is refused
+        _refuse_records_in(os.path.join(root, p.folder))
     if args.api_key:
         raise fail("--api-key goes with --url (a server started elsewhere)")
     _plan(args, job, root)
@@ -400,9 +407,7 @@ def run_spec(args: argparse.Namespace) -> int:
 
 def _run_spec_remote(args: argparse.Namespace, job: "srtctl.JobSpec", root: str) -> int:
     """Every role's workers armed with its window; one workload to --url."""
-    for option, default in (("tp", 1), ("pp", 1), ("dp", 1), ("engine_arg", []), ("dedupe", False)):
-        if getattr(args, option) != default:
-            raise fail(f"--{option.replace('_', '-')}: the servers at --url are started already")
+    _started_elsewhere(args)
     roles = {p.role: p for p in job.profiles}
     workers: dict = {}
     for pair in args.worker_url:
@@ -426,12 +431,11 @@ def _run_spec_remote(args: argparse.Namespace, job: "srtctl.JobSpec", root: str)
     _plan(args, job, root)
     p = job.profiles[0]
     args.isl, args.max_tokens, args.concurrency = p.isl, p.osl, p.concurrency
-    arms = [(url, os.path.join(root, roles[role].folder), roles[role].start_step or None, roles[role].stop_step)
-            for role in roles for url in workers[role]]
-    named = _drive(args, arms)
+    arm_roles = [role for role in roles for _ in workers[role]]
+    named = _drive(args, [(url, os.path.join(root, roles[role].folder), roles[role].start_step or None,
+                           roles[role].stop_step) for role in roles for url in workers[role]])
     for role in roles:  # each role analyzed apart, as srtctl keeps them apart
-        local = _local_files([f for (url, out_dir, _, _), n in zip(arms, named)
-                              if out_dir == os.path.join(root, roles[role].folder) for f in n])
+        local = _local_files([f for r, n in zip(arm_roles, named) if r == role for f in n])
         if local:
             _analyze(local)
     return 0

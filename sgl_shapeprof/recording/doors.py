@@ -127,10 +127,6 @@ def api_door(fn: Callable, operation: str, described: Optional[Callable] = None)
             if a is None:
                 return fn(*args, **kwargs)
             api.append(a)
-        if not _profiler_on():  # the common case in one native call (_call's first step, inlined)
-            out = native.door_call(api[0].native, fn, args, kwargs or None, mode)
-            if out is not MISSING:
-                return out
         return _call(native, mode, api[0], fn, args, kwargs)
 
     door._shapeprof_door = operation

@@ -8,7 +8,7 @@ from typing import Callable, Dict, List, Optional, TextIO
 
 from ...analysis.tunableop import GemmTuned, tunable_calls
 from ...analysis.tune.coverage import PhaseCoverage
-from ...analysis.tune.graphs import GraphSizes
+from ...analysis.tune.graphs import DECODE, GraphSizes
 from ...analysis.tune.moe import MoeUse, phase_group
 from ...analysis.tune.result import TuneResult
 from ...records.scan import Source
@@ -24,7 +24,7 @@ def tune_text(r: TuneResult, tuners: List[str], srcs: List[Source], out: TextIO,
         print_tunableop(gemm_cov, results_path, out)
     if sizes is not None:
         print_graph_sizes(sizes, out)
-    elif not r.moe and not r.library_moe and any("decode" in s.eager_sizes or s.graphs for s in srcs):
+    elif not r.moe and not r.library_moe and any(DECODE in s.eager_sizes or s.graphs for s in srcs):
         # a dense model's profile: what tune can still say of it is its decode batches
         out.write("the decode batch sizes that ran, and the CUDA-graph sizes that cover them: --cuda-graph-bs\n")
 
