@@ -372,6 +372,10 @@ def test_bundle_archive(recorded, ops_dir, tmp_path, capsys, monkeypatch):
     assert {"bug/index.json", "bug/records.jsonl", "bug/summary.json"} <= names
     assert len([n for n in names if n.endswith(".py")]) == len(FAILING) == len(records) == len(index["calls"])
     assert {json.loads(l)["call_id"] for l in records} == {c["call_id"] for c in index["calls"]}
+    # each script is named as the archive's member it is, never as a path on disk
+    said = [line.split(" -> ", 1)[1] for line in out.splitlines() if " -> " in line]
+    assert said and all(p.endswith(f" in {target}") and p.split(" in ")[0] in names for p in said), out
+    assert not any(str(target) + "/" in line for line in out.splitlines()), out
     rc, out, err = _repro([path, "--import", "reprotest_ops", "--bundle", target], capsys)
     assert rc == 2 and "exists; not overwritten" in err
 

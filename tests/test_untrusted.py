@@ -157,3 +157,124 @@ def test_a_request_count_is_a_whole_number(value):
     with pytest.raises(RequestError):
         request_count("num_steps", value)
     assert request_count("num_steps", None) == 0 and request_count("num_steps", 7) == 7
+
+
+# A records file's lines no parser takes (issue 56): json raises
+# RecursionError, not ValueError, past the interpreter's recursion limit, and
+# a value nested a little less parses but breaks whatever walks it. Each is
+# an unreadable line in every reader, never a traceback.
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _profiler_line(field: str, value: str) -> bytes:
+    """A line as the profiler lays it out (the scan's fast path takes it)."""
+    inputs = value if field == "inputs" else "{}"
+    args = f', "args": {{"x": {value}}}' if field == "args" else ""
+    return (f'{{"call_id": 9999, "forward_pass": 1, "operation": "aten.mm.default", '
+            f'"inputs": {{"self": {inputs}}}{args}, "outputs": null}}').encode()
+
+
+HOSTILE_LINES = {
+    "flood": b"[" * 100_000,                                # no JSON at all, past any parser's depth
+    "deep-record": _profiler_line("inputs", _nested(100_000)),  # JSON, past json's depth
+    "deep-inputs": _profiler_line("inputs", _nested(500)),      # parses; walking it did not
+    "deep-args": _profiler_line("args", _nested(500)),
+}
+
+COMMANDS = {
+    "analyze": lambda f, d: ["analyze", f, "--show-shapes"],
+    "analyze-json": lambda f, d: ["analyze", f, "--json"],
+    "gemm": lambda f, d: ["gemm", f],
+    "cost": lambda f, d: ["cost", f, "--gpu", "H100"],
+    "diff": lambda f, d: ["diff", f, f],
+    "tune": lambda f, d: ["tune", f, "--device", "H100"],
+    "replay": lambda f, d: ["replay", f, "--warmup", "1", "--iterations", "2"],
+    "repro": lambda f, d: ["repro", f, "-o", str(d / "repro")],
+    "report": lambda f, d: ["report", f, "-o", str(d / "report.html")],
+}
+
+
+@pytest.fixture(scope="module")
+def true_records(tmp_path_factory):
+    """A true recording with arguments: a GEMM, elementwise calls, one call that raised."""
+    d = tmp_path_factory.mktemp("true")
+    path = d / "shapes.jsonl"
+    prof = ShapeProfiler(path, args=True)
+    with prof.forward_pass("decode"):
+        a, b = torch.randn(8, 16), torch.randn(16, 4)
+        (a @ b).relu().sum()
+        with pytest.raises(RuntimeError):
+            torch.mm(a, a)
+    prof.close()
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert len(lines) >= 4
+    return lines, (d / "shapes_summary.json").read_bytes()
+
+
+def _command(tmp_path, capsys, name, path):
+    """(exit status, stdout + stderr) of one command, in this process: an
+    exception out of main() fails the test with its traceback."""
+    out = tmp_path / f"out-{name}"
+    out.mkdir(parents=True)
+    code = cli(COMMANDS[name](str(path), out))
+    said = capsys.readouterr()
+    return code, said.out, said.err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("where", ["middle", "last"])
+@pytest.mark.parametrize("hostile", HOSTILE_LINES)
+def test_a_line_no_parser_takes_is_an_unreadable_line_in_every_reader(tmp_path, capsys, true_records, command,
+                                                                      where, hostile):
+    lines, summary = true_records
+    clean = tmp_path / "clean" / "shapes.jsonl"
+    clean.parent.mkdir()
+    clean.write_bytes(b"".join(lines))
+    (clean.parent / "shapes_summary.json").write_bytes(summary)
+    bad_line = HOSTILE_LINES[hostile] + b"\n"
+    at = len(lines) - 1 if where == "middle" else len(lines)
+    bad = tmp_path / "bad" / "shapes.jsonl"
+    bad.parent.mkdir()
+    bad.write_bytes(b"".join(lines[:at]) + bad_line + b"".join(lines[at:]))
+    (bad.parent / "shapes_summary.json").write_bytes(summary)
+
+    code_clean, _, _ = _command(tmp_path / "clean", capsys, command, clean)
+    code, out, err = _command(tmp_path / "bad", capsys, command, bad)
+    said = out + err
+    assert code == code_clean, said
+    assert "Traceback" not in said and "RecursionError" not in said
+    if where == "middle":
+        assert f"1 unreadable line (first: line {at + 1})" in said, said
+    else:
+        assert "the last line was cut" in said, said
+    if command == "analyze-json":  # the readable records counted as in the clean file
+        files = json.loads(out)["files"]
+        assert files[0]["records"] == len(lines)
+        assert files[0]["unreadable_lines"] == (where == "middle")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_summary_nested_past_any_parser_is_unreadable_not_a_crash(tmp_path, capsys, true_records, command):
+    lines, summary = true_records
+    path = tmp_path / "shapes.jsonl"
+    path.write_bytes(b"".join(lines))
+    (tmp_path / "shapes_summary.json").write_bytes(summary)
+    code_clean, _, _ = _command(tmp_path / "clean", capsys, command, path)
+    (tmp_path / "shapes_summary.json").write_bytes(b"[" * 100_000)
+    code, out, err = _command(tmp_path, capsys, command, path)
+    said = out + err
+    assert code == code_clean, said
+    assert "Traceback" not in said and "RecursionError" not in said
+    if command == "analyze":
+        assert "unreadable" in said and "nested deeper than" in said, said
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_first_line_no_parser_takes_is_refused_in_one_line(tmp_path, capsys, command):
+    path = tmp_path / "shapes.jsonl"
+    path.write_bytes(b"[" * 100_000 + b"\n")
+    code = cli(COMMANDS[command](str(path), tmp_path))
+    said = capsys.readouterr()
+    assert code == 2 and said.out == "", said
+    assert said.err.count("\n") == 1 and "is not a records file" in said.err, said.err

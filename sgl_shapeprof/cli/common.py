@@ -15,6 +15,7 @@ from ..records.reader import InputError
 from ..records.filter import Filter, parse_passes
 from ..records.paths import expand_paths
 from ..records.scan import Source, scan_all
+from ..render.text.analyze import read_warnings
 
 
 class CommandFailed(Exception):
@@ -118,7 +119,7 @@ def scan_files(cmd: str, args: argparse.Namespace, files: List[str], on_record=N
             print("\r\033[K", end="", file=sys.stderr)
     except (InputError, ValueError) as e:
         raise fail(str(e)) from None
-    if cmd != "analyze":  # analyze says these in its own header
+    if cmd != "analyze" or getattr(args, "json", False):  # analyze's text says these in its own header
         lines = [f"{side}: {line}" if side else line for line in notes(srcs)]
         # --json/--csv write to stdout (true, or "-" where they take a file)
         if any(getattr(args, k, None) in (True, "-") for k in ("json", "csv")):
@@ -135,6 +136,7 @@ def notes(srcs: List[Source]) -> List[str]:
     are claimed twice) and what their counts leave out."""
     lines = inventory(srcs)
     for s in srcs:
+        lines += [f"{s.label}: {line}" for line in read_warnings(s)]
         said = uncaptured(s)
         if said:
             lines.append(f"{s.label}: {said}")

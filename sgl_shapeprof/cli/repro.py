@@ -12,7 +12,7 @@ from typing import List, Optional
 from ..records.reader import InputError, summary_path_for
 from ..records.paths import expand_paths
 from ..render.jsonout import repro_call_json, repro_index_json, write_json, write_jsonl
-from .common import EXISTS, add_filters, add_imports, fail, filter_of, import_modules, open_new
+from .common import EXISTS, add_filters, add_imports, fail, filter_of, import_modules, notes, open_new
 
 ARCHIVES = {".tar.gz": "gztar", ".tgz": "gztar", ".zip": "zip"}
 
@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         sel = select(path, flt, args.calls, args.errors)
     except (InputError, ValueError) as e:
         raise fail(str(e)) from None
+    for line in notes([sel.source]):
+        print(line)
     for cid in sel.missing:
         print(f"call {cid}: no record with this call_id in {path}", file=sys.stderr)
     if not sel.records:
@@ -104,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
             target = os.path.join(work, s.name)
             with open_new(target, args.force) as f:
                 f.write(s.text)
-            print(f"{head} -> {os.path.join(final, s.name)}")
+            # inside an archive, a script is a member, not a file on disk
+            print(f"{head} -> " + (f"{os.path.basename(work)}/{s.name} in {final}" if archive else os.path.join(final, s.name)))
             for note in s.notes[1:]:
                 print(f"    {note}")
             o = None

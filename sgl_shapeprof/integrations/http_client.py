@@ -9,6 +9,8 @@ import urllib.error
 import urllib.request
 from typing import Any, Optional, Tuple
 
+from ..records import untrusted
+
 
 class RemoteError(Exception):
     """The server refused, or could not be reached: one line."""
@@ -35,7 +37,7 @@ def call(url: str, path: str, body: Optional[dict], api_key: Optional[str], time
 def message(text: str) -> str:
     """The first line of a reply's message (its JSON's message or detail)."""
     try:
-        obj = json.loads(text)
+        obj = untrusted.loads(text)
         if isinstance(obj, dict):
             text = obj.get("message") or obj.get("detail") or (obj.get("error") or {}).get("message") or text
     except (ValueError, AttributeError):
@@ -55,7 +57,7 @@ def reply_json(text: str, url: str, path: str) -> dict:
     """A 200 reply's JSON object, else RemoteError (not this server's API:
     a proxy's page, another --server)."""
     try:
-        obj: Any = json.loads(text)
+        obj: Any = untrusted.loads(text)
     except ValueError:
         obj = None
     if not isinstance(obj, dict):

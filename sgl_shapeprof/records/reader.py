@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 from dataclasses import dataclass, field
 from typing import IO, Any, Iterator, List, Optional, Union
+
+from . import untrusted
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -55,7 +56,7 @@ def read_summary(path: PathLike) -> dict:
     sp = summary_path_for(path) if beside else path
     try:
         with open(sp, "rb") as f:
-            s = json.load(f)
+            s = untrusted.loads(f.read())
     except FileNotFoundError:
         raise SummaryError(f"no summary beside it ({os.path.basename(sp)})" if beside
                            else f"no such file: {sp}") from None
@@ -79,7 +80,7 @@ def recover(text: str) -> Optional[dict]:
     """A cut record: complete it if its inputs are whole."""
     for tail in ("}", "}}", "]}}", "}]}}"):
         try:
-            rec = json.loads(text + tail)
+            rec = untrusted.loads(text + tail)
         except ValueError:
             continue
         if isinstance(rec, dict) and "operation" in rec and isinstance(rec.get("inputs"), dict):
@@ -126,7 +127,7 @@ class LineParser:
         if not line.strip():
             return None
         try:
-            return json.loads(line)
+            return untrusted.loads(line)
         except ValueError:
             self.pending = line
             return None
@@ -262,7 +263,7 @@ def check_records(path: str, f: IO[bytes]) -> None:
         return
     if first.strip() == b"{":  # pretty-printed JSON: is it a summary?
         try:
-            data = json.loads(f.peek(1 << 20)) if hasattr(f, "peek") else None
+            data = untrusted.loads(f.peek(1 << 20)) if hasattr(f, "peek") else None
         except ValueError:
             data = None
         if isinstance(data, dict) and "total_operations" in data:
@@ -272,7 +273,7 @@ def check_records(path: str, f: IO[bytes]) -> None:
         raise InputError(f"{path} is not a records file: it holds pretty-printed JSON, "
                          "not one record per line")
     try:
-        rec = json.loads(first)
+        rec = untrusted.loads(first)
     except ValueError:
         rec = recover(first.rstrip(b"\0").decode("utf-8", "replace"))
         if rec is None:

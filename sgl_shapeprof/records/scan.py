@@ -12,11 +12,11 @@ calls its summary's `signature_counts` gives (see docs/FORMAT.md).
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional
 
+from . import untrusted
 from .filter import Filter
 from .graphs import eager_sizes, graph_replays
 from .reader import (InputError, LineParser, ReadReport, SummaryError, open_records, read_summary,
@@ -159,7 +159,7 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                 e = entries.get(key)
                 if e is None:
                     try:
-                        rec = json.loads(line)
+                        rec = untrusted.loads(line)
                     except ValueError:
                         parser.hold(line)
                         continue

@@ -7,6 +7,7 @@ import csv
 import json
 from typing import Dict, Optional, Tuple
 
+from ..records import untrusted
 from .calls import Call, signature_text
 
 
@@ -23,8 +24,8 @@ def read_csv(path: str) -> Dict[Tuple[str, str, str], dict]:
         raise ValueError(f"{path} is not a replay CSV (sgl-shapeprof replay FILE --csv {path})")
     try:
         for r in rows:
-            json.loads(r["inputs"])
-            json.loads(r["args"] or "null")
+            untrusted.loads(r["inputs"])
+            untrusted.loads(r["args"] or "null")
     except ValueError:
         raise ValueError(f"{path} is not a replay CSV: its inputs/args are not JSON") from None
     return {(r["operation"], r["inputs"], r["args"]): r for r in rows}

@@ -11,12 +11,12 @@ not to name a missing file.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from .moe import DtypeStr, Lookup, MoeKey
+from ...records import untrusted
 
 _FIELD = re.compile(r"(?:^|,)([A-Za-z_]+)=(\[[^\]]*\]|[^,]*)")
 
@@ -195,7 +195,7 @@ def tuned_ms(path: str) -> List[int]:
     """The M keys of a config file, in file order."""
     try:
         with open(path, encoding="utf-8") as f:
-            table = json.load(f)
+            table = untrusted.loads(f.read())
         if not isinstance(table, dict):
             raise ValueError("not an object of M -> kernel config")
         return [int(x) for x in table]

@@ -16,10 +16,10 @@ by (E, tokens x top-k) to read N and M; what could not be read is said.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
+from ...records import untrusted
 from ...records.signature import Signature
 from ...records.values import short_dtype
 
@@ -168,7 +168,7 @@ def moe_launches(signatures: List[Signature],
 
 def _table(path: str) -> Dict[int, Dict[str, int]]:
     with open(path, encoding="utf-8") as f:
-        return {int(m): dict(cfg) for m, cfg in json.load(f).items()}
+        return {int(m): dict(cfg) for m, cfg in untrusted.loads(f.read()).items()}
 
 
 def expect(launches: List[MoeLaunch], find: Callable[..., object],

@@ -81,13 +81,25 @@ def _source_lines(src: Source, w) -> None:
         w(f"  stopped after {_n(src.records)} records (--max-entries)\n")
     if src.summary_note and (src.deduplicated or src.summary is None):
         w(f"  note: {src.summary_note}\n")
+    for line in read_warnings(src):
+        w(f"  {line}\n")
+
+
+def read_warnings(src: Source) -> List[str]:
+    """What the reader could not take from a file (a cut last line, lines
+    no parser takes): every command says it, in these words."""
     rep = src.report
+    out = []
     if rep.cut_last_line:
-        w("  WARNING: the last line was cut (the process died during that call); "
-          + ("its inputs were recovered and it is listed under errors as INCOMPLETE\n"
-             if rep.recovered is not None else "it could not be recovered\n"))
+        out.append("WARNING: the last line was cut (the process died during that call); "
+                   + ("its inputs were recovered and it is listed under errors as INCOMPLETE"
+                      if rep.recovered is not None else "it could not be recovered"))
     if rep.bad_lines:
-        w(f"  WARNING: {len(rep.bad_lines)} unreadable lines (first: line {rep.bad_lines[0]})\n")
+        n = len(rep.bad_lines)
+        out.append(f"WARNING: {_n(n)} unreadable line{'s' if n != 1 else ''} (first: line {rep.bad_lines[0]}): "
+                   "not JSON, not a record, or nested too deep; the counts leave "
+                   f"{'them' if n != 1 else 'it'} out")
+    return out
 
 
 @dataclass
