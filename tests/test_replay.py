@@ -9,6 +9,8 @@ model's own measured time for the same passes within a factor of 2.
 import csv
 import json
 import statistics
+import subprocess
+import sys
 import time
 
 import pytest
@@ -18,7 +20,7 @@ import torch.nn.functional as F
 
 from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof.cli import main
-from sgl_shapeprof.replay import build, check, distinct_calls, replay
+from sgl_shapeprof.replay import build, check, distinct_calls, noise, replay, replay_call, timing
 from sgl_shapeprof.records.scan import scan
 
 
@@ -365,6 +367,149 @@ def test_cli_table_json_csv_and_compare(tmp_path, one_thread, capsys):
     if not torch.cuda.is_available():
         assert main(["replay", path, "--device", "cuda"]) == 2
         assert "--device cuda but CUDA is not available" in capsys.readouterr().err
+
+
+# -- doubtful timing: the verdicts on samples and run-queue readings the tests make
+
+def quantile(sorted_us, q):
+    """The run q of the way up the sorted runs (the table's median and p90)."""
+    return sorted_us[round(q * (len(sorted_us) - 1))]
+
+
+@pytest.fixture
+def four_cores(monkeypatch):
+    """A machine of 4 cores, all of them usable: the verdicts do not depend
+    on the machine the test runs on."""
+    monkeypatch.setattr(noise, "cores", lambda: 4)
+    monkeypatch.setattr(noise, "usable_cores", lambda: 4)
+
+
+def test_spread_and_load_verdicts(four_cores, monkeypatch):
+    cases = [
+        [100.0] * 80 + [300.0] * 20,        # one run in five 3x: spread
+        [100.0] * 95 + [5000.0] * 5,        # one in twenty preempted: p90 is the median's, no spread
+        [100.0] * 85 + [199.0] * 15,        # 1.99x: below the ratio
+        [2.0] * 80 + [5.0] * 20,            # 2.5x but 3 us: a tiny call's jitter, below the floor
+        [15964.0] * 10,                     # every run slowed alike: no spread (the load says it)
+        [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 30.0, 31.0],
+    ]
+    for samples in cases:
+        s = sorted(samples)
+        med, p90 = quantile(s, 0.5), quantile(s, 0.9)
+        want = p90 / med >= 2.0 and p90 - med >= 10.0
+        assert noise.spread(med, p90) == want, (s, med, p90)
+    assert [noise.spread(quantile(sorted(c), .5), quantile(sorted(c), .9)) for c in cases] == [
+        True, False, False, False, False, True]
+    # busy: more threads than the cores the other runnable tasks leave free (4 - others)
+    for others in range(7):
+        for threads in (1, 2, 4):
+            assert noise.busy(others, threads) == (threads > max(4 - others, 0)), (others, threads)
+    assert not noise.busy(None, 64)          # no reading (not Linux): no verdict
+    monkeypatch.setattr(noise, "usable_cores", lambda: 1)   # pinned to one core
+    assert noise.busy(0, 2) and not noise.busy(0, 1)
+    assert noise.doubts(100.0, 300.0, 3, 2) == ["busy", "spread"]
+    assert noise.doubts(100.0, 150.0, 0, 1) == []
+
+
+def test_a_call_doubts_its_own_runs(tmp_path, one_thread, four_cores, monkeypatch):
+    """replay_call's verdict on the runs measure() returned (replaced by the
+    test's) and the run queue read before and after them (stubbed)."""
+    write_records(tmp_path / "mm.jsonl", [
+        {"operation": "aten.mm.default", "inputs": {"self": t([16, 16]), "mat2": t([16, 16])}, "args": {},
+         "outputs": {"shape": [16, 16], "dtype": "torch.float32"}}])
+    call, = distinct_calls([scan(str(tmp_path / "mm.jsonl"))])
+    runs = {"samples": None}
+    real = timing.measure
+
+    def measure(*a, **kw):
+        _, out = real(*a, **kw)
+        return sorted(runs["samples"]), out
+    monkeypatch.setattr(timing, "measure", measure)
+
+    def replay_with(samples, readings):
+        runs["samples"] = samples
+        it = iter(readings)
+        monkeypatch.setattr(noise, "others_runnable", lambda: next(it))
+        return replay_call(call, iterations=3, warmup=1)
+
+    spread = [50.0] * 7 + [400.0] * 3
+    r = replay_with(spread, [0, 0])
+    s = sorted(spread)
+    assert (r.median_us, r.p10_us, r.p90_us) == (quantile(s, .5), quantile(s, .1), quantile(s, .9)) == (
+        50.0, 50.0, 400.0)
+    assert r.timing_doubts == ["spread"] and r.others_runnable == 0 and r.threads == 1
+    r = replay_with([50.0] * 10, [4, 5])      # 4 others at both ends, 4 cores, 1 thread: none free
+    assert r.timing_doubts == ["busy"] and r.others_runnable == 4
+    r = replay_with([50.0] * 10, [9, 0])      # one reading only: came and went
+    assert r.timing_doubts == [] and r.others_runnable == 0
+    r = replay_with([50.0] * 10, [None, 9])   # no reading: no verdict
+    assert r.timing_doubts == [] and r.others_runnable is None
+
+
+def test_replay_warns_when_its_timing_is_doubtful(tmp_path, one_thread, monkeypatch, capsys):
+    """End to end: the run queue stubbed high, the table marks the calls and
+    one line says why and what to do; stubbed low, nothing says busy."""
+    write_records(tmp_path / "two.jsonl", [
+        {"operation": "aten.mm.default", "inputs": {"self": t([32, 32]), "mat2": t([32, 32])}, "args": {},
+         "outputs": {"shape": [32, 32], "dtype": "torch.float32"}},
+        {"operation": "aten.relu.default", "inputs": {"self": t([64])}, "args": {},
+         "outputs": {"shape": [64], "dtype": "torch.float32"}}])
+    path = str(tmp_path / "two.jsonl")
+    cores = noise.cores()
+    # every core taken by others: busy whatever the threads; one thread already, so no --threads fix
+    monkeypatch.setattr(noise, "others_runnable", lambda: cores)
+    assert main(["replay", path, "--threads", "1", "--iterations", "5", "--json", str(tmp_path / "a.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("DOUBTFUL TIMING: busy") == 2
+    line, = [x for x in out.splitlines() if x.startswith("timing doubtful")]
+    assert line.startswith("timing doubtful for 2 of 2 replayed calls (DOUBTFUL TIMING above): 2 busy (")
+    assert f"{cores} at the median" in line and f"left 0 of this machine's {cores} cores free for 1 thread)" in line
+    assert line.endswith("; replay on a quieter machine")
+    rows = json.load(open(tmp_path / "a.json"))
+    assert all("busy" in r["timing_doubts"] and r["others_runnable"] == cores and r["threads"] == 1 for r in rows)
+    # one core left free, two threads: --threads 1 is the fix; the line goes to stderr with no table
+    monkeypatch.setattr(noise, "others_runnable", lambda: cores - 1)
+    assert main(["replay", path, "--threads", "2", "--iterations", "5", "--csv"]) == 0
+    cap = capsys.readouterr()
+    assert "timing doubtful for 2 of 2 replayed calls (timing_doubts in the CSV): 2 busy" in cap.err
+    assert cap.err.rstrip().endswith("; replay with --threads 1, or on a quieter machine")
+    rows = list(csv.DictReader(cap.out.splitlines()))
+    assert [r["timing_doubts"].split("; ")[0] for r in rows] == ["busy", "busy"]
+    assert {r["others_runnable"] for r in rows} == {str(cores - 1)} and {r["threads"] for r in rows} == {"2"}
+    # a quiet machine: nothing is busy; a line appears only for a spread the JSON's own numbers show
+    monkeypatch.setattr(noise, "others_runnable", lambda: 0)
+    assert main(["replay", path, "--threads", "1", "--iterations", "20", "--json", str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    rows = json.load(open(tmp_path / "b.json"))
+    spread = sum(r["p90_us"] >= 2 * r["median_us"] and r["p90_us"] - r["median_us"] >= 10 for r in rows)
+    assert "busy" not in out and all("busy" not in r["timing_doubts"] for r in rows)
+    assert sum(r["timing_doubts"] == ["spread"] for r in rows) == spread
+    assert ("timing doubtful" in out) == (spread > 0)
+
+
+def test_the_run_queue_counts_other_processes(tmp_path):
+    """The real reading, not stubbed: two processes spinning are two other
+    runnable tasks (a spinning task is runnable whether on a core or
+    waiting for one). Bounded: killed in finally."""
+    if noise.others_runnable() is None:
+        pytest.skip("no /proc/loadavg (not Linux)")
+    spin = "import sys; sys.stdout.write('r'); sys.stdout.flush()\nwhile True: pass"
+    procs = []
+    try:
+        for _ in range(2):
+            procs.append(subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE))
+        for p in procs:
+            assert p.stdout.read(1) == b"r"   # spinning now
+        readings = []
+        deadline = time.monotonic() + 5       # a CPU quota may throttle them off the run queue a while
+        while time.monotonic() < deadline and not (readings and readings[-1] >= 2):
+            readings.append(noise.others_runnable())
+            time.sleep(0.01)
+        assert readings[-1] >= 2, readings
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def test_demo_files_replay(tmp_path, one_thread, capsys):

@@ -9,7 +9,7 @@ from typing import List
 from ..records.scan import Source
 from ..render.csvout import replay_csv
 from ..render.jsonout import replay_json, write_json
-from ..render.text.replay import replay_text
+from ..render.text.replay import doubt_line, replay_text
 from ..replay import compare, default_max_bytes, distinct_calls, replay
 from .common import add_filters, add_imports, count, fail, import_modules, new_output, scan_files
 
@@ -115,4 +115,7 @@ def _replay(args: argparse.Namespace, srcs: List[Source]) -> int:
     if "-" not in (p for p, _ in outputs):
         replay_text([s.path for s in srcs], results, sys.stdout, args.warmup, args.iterations,
                     args.warm_cache)
+    else:  # no table: the doubt is still said
+        print(doubt_line(results, "timing_doubts in the " + " and ".join(k.upper() for _, k in outputs)),
+              end="", file=sys.stderr)
     return 0

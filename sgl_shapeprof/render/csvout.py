@@ -55,7 +55,8 @@ def cost_csv(rows: list, out: TextIO) -> None:
 
 
 REPLAY_FIELDS = ["operation", "inputs", "args", "count", "median_us", "p10_us", "p90_us", "total_us",
-                 "iterations", "device", "output_check", "synthesised", "reason"]
+                 "iterations", "device", "output_check", "synthesised", "reason", "timing_doubts",
+                 "others_runnable", "threads"]
 
 
 def _us(v: Optional[float]) -> str:
@@ -74,7 +75,8 @@ def replay_csv(results: List[Replayed], out: TextIO) -> None:
                 json.dumps(r.call.args) if r.call.args is not None else "", r.call.count,
                 _us(r.median_us), _us(r.p10_us), _us(r.p90_us), _us(r.total_us), r.iterations,
                 r.device, check_text, "; ".join(f"{k}: {v}" for k, v in r.synthesised.items()),
-                r.reason or ""]
+                r.reason or "", "; ".join(r.timing_doubts),
+                "" if r.others_runnable is None else r.others_runnable, r.threads or ""]
     write_csv(out, REPLAY_FIELDS, (row(r) for r in results))
 
 

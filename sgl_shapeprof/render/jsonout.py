@@ -250,7 +250,9 @@ def _replayed_json(r: Replayed) -> dict:
          "total_us": r.total_us, "iterations": r.iterations, "input_copies": r.copies,
          "device": r.device or None,
          "outputs_match": None if r.reason else r.output_mismatch is None,
-         "output_mismatch": r.output_mismatch, "synthesised": r.synthesised}
+         "output_mismatch": r.output_mismatch, "synthesised": r.synthesised,
+         "timing_doubts": None if r.reason else r.timing_doubts, "others_runnable": r.others_runnable,
+         "threads": r.threads or None}
     if r.reason is not None:
         d["reason"] = r.reason
     return d

@@ -5,6 +5,8 @@ arguments) and time it.
   replayed faithfully (check);
 - inputs.py: a call's inputs built from its record (build);
 - timing.py: each call run and timed (replay, replay_call);
+- noise.py: whether a call's timing can be trusted (its runs' spread, the
+  machine's run queue against its threads);
 - output.py: two replays compared (their CSVs; the table, CSV and JSON of
   one are render/'s).
 """

@@ -77,6 +77,9 @@ class Replayed:
     synthesised: Dict[str, str] = field(default_factory=dict)  # input -> how its values were made
     output_mismatch: Optional[str] = None  # replayed outputs differ from the recorded ones
     reason: Optional[str] = None           # not replayed: why
+    threads: int = 0                       # the CPU threads its runs used (1 for a GPU's launches)
+    others_runnable: Optional[int] = None  # other processes' runnable tasks at both ends of its runs
+    timing_doubts: List[str] = field(default_factory=list)  # "busy", "spread": noise.py
 
     @property
     def total_us(self) -> Optional[float]:

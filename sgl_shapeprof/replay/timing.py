@@ -10,6 +10,7 @@ from ..records.values import format_value
 from .calls import (MAX_COPIES, MAX_ITERATIONS, MIN_ITERATIONS, TARGET_NS, WARMUP, Call, NotReplayable, Replayed,
                     first_line, check)
 
+from . import noise
 from .inputs import build
 
 
@@ -130,13 +131,19 @@ def replay_call(call: Call, target: Optional[str] = None, warmup: int = WARMUP,
             def prepare(i: int) -> None:
                 for t, first in copies[i % n].mutated:  # in-place ops start from the same values
                     t.copy_(first)
+            before = noise.others_runnable()
             samples, out = measure(lambda i: runs[i % n](), prepare, b.cuda, warmup, iterations)
+            after = noise.others_runnable()
             r.copies = n
         r.output_mismatch = output_mismatch(call.outputs, out)
         r.median_us = _quantile(samples, 0.5)
         r.p10_us, r.p90_us = _quantile(samples, 0.1), _quantile(samples, 0.9)
         r.iterations = len(samples)
         r.device = dev
+        r.threads = 1 if b.cuda else torch.get_num_threads()
+        # a task runnable at one reading only came and went: the spread says if it mattered
+        r.others_runnable = None if before is None or after is None else min(before, after)
+        r.timing_doubts = noise.doubts(r.median_us, r.p90_us, r.others_runnable, r.threads)
     except NotReplayable as e:
         r.reason = str(e)
     except Exception as e:  # the op's own failure on these inputs: said, and the others go on

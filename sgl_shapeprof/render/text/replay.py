@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import List, Optional, TextIO
 
+from ...replay import noise
 from ...replay.calls import MAX_COPIES, MAX_ITERATIONS, MIN_ITERATIONS, TARGET_NS, WARMUP, Replayed, signature_text
 from ...replay.timing import rotation_bytes
 
@@ -13,7 +14,35 @@ def _notes(r: Replayed) -> str:
     notes = [f"{k}: {v}" for k, v in r.synthesised.items()]
     if r.output_mismatch:
         notes.append("OUTPUT MISMATCH: " + r.output_mismatch)
+    if r.timing_doubts:
+        notes.append("DOUBTFUL TIMING: " + ", ".join(r.timing_doubts))
     return "; ".join(notes)
+
+
+def doubt_line(results: List[Replayed], marked: str = "DOUBTFUL TIMING above") -> str:
+    """One line: how many replayed calls' timing is doubtful, why, and what
+    to do; "" when none is. marked: where the calls are marked."""
+    done = [r for r in results if r.reason is None]
+    busy = [r for r in done if "busy" in r.timing_doubts]
+    spread = [r for r in done if "spread" in r.timing_doubts]
+    if not busy and not spread:
+        return ""
+    why, fix = [], "on a quieter machine"
+    if busy:
+        others = sorted(r.others_runnable or 0 for r in busy)[(len(busy) - 1) // 2]
+        threads = max(r.threads for r in busy)
+        free = noise.free_cores(others)
+        why.append(f"{len(busy)} busy (other processes' runnable tasks, {others} at the median before and "
+                   f"after a call's runs, left {free} of this machine's {noise.cores()} cores free for "
+                   f"{threads} thread{'s' if threads != 1 else ''})")
+        if threads > max(free, 1):  # one thread waits for no other at a barrier
+            fix = f"with --threads {max(free, 1)}, or {fix}"
+    if spread:
+        why.append(f"{len(spread)} spread (p90 at least {noise.SPREAD:g}x the median and "
+                   f"{noise.SPREAD_FLOOR_US:g} us above it)")
+    n = sum(bool(r.timing_doubts) for r in done)
+    return (f"timing doubtful for {n} of {len(done)} replayed calls ({marked}): "
+            f"{', '.join(why)}; replay {fix}\n")
 
 
 def _header(paths: List[str], results: List[Replayed], warmup: int, iterations: Optional[int],
@@ -65,3 +94,6 @@ def replay_text(paths: List[str], results: List[Replayed], out: TextIO, warmup: 
     if mism:
         w(f"\n{mism} replayed calls gave outputs of other shapes or dtypes than recorded "
           "(OUTPUT MISMATCH above): their work differs from the recorded calls'\n")
+    doubted = doubt_line(results)
+    if doubted:
+        w("\n" + doubted)
