@@ -49,19 +49,27 @@ PYSRC  := $(filter-out sgl_shapeprof/_build.py,$(wildcard sgl_shapeprof/*.py sgl
   sgl_shapeprof/*/*/*.py sgl_shapeprof/*.pth))
 SOURCES := $(NATIVE) $(if $(EDITABLE),,$(PYSRC))
 
+# A person waiting at the first `make demo` sees each step and pip's own
+# progress (what it downloads and installs); CI's logs keep pip quiet.
+PIP_Q := $(if $(CI),-q,)
+
 $(VENV)/.torch:
+	@echo "== [1/3] creating $(VENV) (a virtual environment, once)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q "setuptools>=64" wheel
-	$(PY) -m pip install -q "torch==$(TORCH)"
+	$(PY) -m pip install $(PIP_Q) "setuptools>=64" wheel
+	@echo "== [2/3] installing torch $(TORCH) into $(VENV) (once; a CPU wheel of about 200 MB, a CUDA build of 4 GB)"
+	$(PY) -m pip install $(PIP_Q) "torch==$(TORCH)"
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.torch $(SOURCES)
-	$(PY) -m pip install -q --no-build-isolation $(EDITABLE) $(if $(EDITABLE),.,$(SRC))
+	@echo "== [3/3] building sgl_shapeprof against torch $(TORCH) (C and C++: about a minute)"
+	$(PY) -m pip install $(PIP_Q) --no-build-isolation $(EDITABLE) $(if $(EDITABLE),.,$(SRC))
 	touch $@
 
 # with the test extras: pytest, and transformers/diffusers for the real-model tests
 $(VENV)/.installed-test: $(VENV)/.torch $(SOURCES)
-	$(PY) -m pip install -q --no-build-isolation $(EDITABLE) "$(if $(EDITABLE),.,$(SRC))[test]"
+	@echo "== [3/3] building sgl_shapeprof against torch $(TORCH), with the test extras (pytest, transformers, diffusers, plotly)"
+	$(PY) -m pip install $(PIP_Q) --no-build-isolation $(EDITABLE) "$(if $(EDITABLE),.,$(SRC))[test]"
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

@@ -7,6 +7,9 @@
 
 Importing this package imports nothing heavy (the start-up hook relies on
 that): the names below load on first use; creating a profiler imports torch.
+It puts on the kernel libraries' doors (integrations/door_finder.py): a
+library imported after it (FlashInfer, tvm-ffi, CuTe DSL, Inductor) is
+recorded in logged passes, and runs as it is outside them.
 """
 import sys as _sys  # already loaded by the interpreter: free
 
@@ -44,3 +47,9 @@ def thread_logging() -> bool:
 from .lazy import lazy_attributes  # noqa: E402  (plain Python, imports nothing)
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY)
+
+# a meta path finder for the kernel libraries' modules, a name compared per
+# import (the registry's seams: standard library only)
+from .integrations import door_finder as _door_finder  # noqa: E402
+
+_door_finder.install()

@@ -1,15 +1,25 @@
 """A server's modules patched where they are imported: a meta path finder
 whose loader runs the module, then our patch of it. Shared by the SGLang
-start-up hook, the vLLM plugin and the Triton launch hook (recording/triton.py):
-below both recording/ and integrations/, it imports nothing of the package. Imports nothing heavy (both run in every
+start-up hook, the vLLM plugin, the kernel libraries' doors (put on by the
+package's import: integrations/doors.py) and the Triton launch hook
+(recording/triton.py): below both recording/ and integrations/, it imports
+nothing of the package. Imports nothing heavy (both run in every
 process of a server): a patch function loads only when its module is
 imported, and any failure of a patch leaves the module as it is (said on
 stderr), never a failed import.
+
+A module imported before its finder is patched in place when the finder is
+installed, which may be too late to be whole (a decorator replaced after it
+was applied); what the finder says of it then waits here for a profiler to
+say it (imported_before()).
 """
 from __future__ import annotations
 
 import importlib.machinery
 import sys
+
+_patched: set = set()  # modules a loader of ours patched as they were imported
+_late: dict = {}  # a module imported before its finder -> what that finder said of it
 
 
 def patch_now(patches: dict, module) -> None:
@@ -32,6 +42,8 @@ class PatchingLoader:
             self._patch(module)
         except Exception as e:  # never break the import
             sys.stderr.write(f"sgl_shapeprof: cannot patch {module.__name__}: {e}\n")
+        else:
+            _patched.add(module.__name__)
 
     def __getattr__(self, name):  # get_source, get_code, ... for tools
         return getattr(self._loader, name)
@@ -56,6 +68,13 @@ class PatchingFinder:
     def patch(self, module) -> None:
         patch_now(self.patches, module)
 
+    def imported_before(self, name: str) -> "str | None":
+        """What to say of module `name` of patches, imported before this
+        finder and patched by none of ours as it was: what its patch, made
+        in place now, misses. Said once when a profiler is made; None:
+        nothing to say."""
+        return None
+
     def find_spec(self, name, path, target=None):
         if name not in self.patches:
             return None
@@ -72,9 +91,18 @@ def install_finder(finder: PatchingFinder) -> bool:
         return False
     for name in finder.patches:
         if name in sys.modules:  # imported before us: patch in place
+            line = finder.imported_before(name) if name not in _patched else None
+            if line:
+                _late.setdefault(name, line)
             try:
                 finder.patch(sys.modules[name])
             except Exception as e:
                 sys.stderr.write(f"sgl_shapeprof: cannot patch {name}: {e}\n")
     sys.meta_path.insert(0, finder)
     return True
+
+
+def imported_before() -> list:
+    """What the finders said of the modules imported before them, each line
+    once (a library's modules say one line): for a profiler to say."""
+    return list(dict.fromkeys(_late.values()))

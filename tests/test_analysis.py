@@ -72,7 +72,8 @@ def test_true_counts_dedupe_on_equal_dedupe_off_and_the_summary(tmp_path, capsys
     assert main(["analyze", on.path, "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert f"{a_on.records} records standing for {a_on.calls:,} calls (deduplicated" in out
-    assert "6 forward passes logged (records from 2)" in out
+    assert ("6 forward passes logged (records from 2 of them: the other passes' calls repeat signatures "
+            "written before)") in out
     linear = a_on.ops["aten.linear.default"]
     assert f"{linear.calls:>12,}" in out and linear.calls == 6 * 3 * 2
 
@@ -343,7 +344,7 @@ def test_cost_flops_match_flop_counter_and_roofline_bounds(tmp_path, capsys):
 
 def test_json_pass_counts_say_what_they_count(tmp_path, capsys):
     """A deduplicated file whose later passes held only repeats: the text says
-    "3 forward passes logged (records from 1)", and so must the JSON."""
+    "3 forward passes logged (records from 1 of them ...)", and so must the JSON."""
     prof = ShapeProfiler(str(tmp_path / "d.jsonl"), dedupe=True, skip_warmup=1)
     x = torch.randn(4, 4)
     for _ in range(4):  # pass 1 is warm-up
@@ -352,7 +353,8 @@ def test_json_pass_counts_say_what_they_count(tmp_path, capsys):
     prof.close()
     assert {r["forward_pass"] for r in load(prof.path)} == {2}
     assert main(["analyze", prof.path]) == 0
-    assert "3 forward passes logged of 4 started (records from 1)" in capsys.readouterr().out
+    assert "3 forward passes logged of 4 started (records from 1 of them: the other passes' calls repeat" \
+        in capsys.readouterr().out
     assert main(["analyze", prof.path, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     f = data["files"][0]
@@ -438,3 +440,47 @@ def test_records_past_the_summary_are_said(tmp_path):
     r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", path, "--json"],
                        capture_output=True, text=True, timeout=120)
     assert json.loads(r.stdout)["files"][0]["records_after_summary"] == 0
+
+
+def _views(path, offsets):
+    """aten.view of a [2, 1, 32] slice of one row buffer at each element
+    offset, recorded with arguments (strides and offsets kept)."""
+    prof = ShapeProfiler(path, args=True)
+    buf = torch.randn(2, 1, 128)
+    with prof.forward_pass("decode"):
+        for at in offsets:
+            buf[..., at:at + 32].view(2, 1, 2, 16)
+        buf[..., :64].view(2, 1, 4, 16)  # a shape of its own: nothing to tell apart
+    prof.close()
+    return str(path)
+
+
+def _view_lines(text):
+    return [line.strip() for line in text.splitlines() if "self=[2, 1, " in line]
+
+
+def test_show_shapes_tells_apart_signatures_that_print_alike(tmp_path, capsys):
+    """Two views that differ only in their input's storage offset printed as
+    two identical lines (issue 56): each now names its offset, and a line
+    that prints like no other names nothing."""
+    path = _views(tmp_path / "v.jsonl", [64, 96])
+    assert main(["analyze", path, "--filter-op", "aten.view", "--show-shapes"]) == 0
+    lines = _view_lines(capsys.readouterr().out)
+    assert len(lines) == 3 and len(set(lines)) == 3, lines
+    alike = [line for line in lines if "[2, 1, 32]" in line]
+    assert sorted(line.rsplit("(", 1)[1] for line in alike) == ["self offset=64)", "self offset=96)"], alike
+    (alone,) = [line for line in lines if "[2, 1, 64]" in line]
+    assert not alone.endswith(")"), alone
+
+
+def test_diff_shapes_only_compares_what_it_prints(tmp_path, capsys):
+    """--shapes-only: signatures that print alike compare equal; a plain
+    diff still tells them apart, and says by what."""
+    a = _views(tmp_path / "a.jsonl", [64])
+    b = _views(tmp_path / "b.jsonl", [64, 96])
+    assert main(["diff", a, b, "--shapes-only", "--filter-op", "aten.view"]) == 0
+    assert "no differences in signatures" in capsys.readouterr().out
+    assert main(["diff", a, b, "--filter-op", "aten.view"]) == 1
+    out = capsys.readouterr().out
+    (only_b,) = _view_lines(out.split("Signatures only in B", 1)[1].split("\n\n")[0])
+    assert only_b.endswith("(self offset=96)"), out

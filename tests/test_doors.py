@@ -2,15 +2,23 @@
 docs/FORMAT.md, "Kernel library calls"), with a stand-in library of our own
 here: its functions run torch operators and call each other, as FlashInfer's
 do. The real FlashInfer's door is tested in tests/sglang/test_flashinfer.py.
-The oracle is what each test passed in and got back, never our records."""
+The oracle is what each test passed in and got back, never our records.
+
+Below, the doors that `import sgl_shapeprof` puts on (integrations/
+door_finder.py), in fresh processes without the variable: a stand-in
+FlashInfer under FlashInfer's module names goes through the real registry,
+finder and FlashInfer door."""
 import contextlib
 import enum
 import io
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
-from helpers import load
+from helpers import PKG_ROOT, ROOT, copy_hook, load
 
 from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof.analysis.analyze import analyze_file
@@ -244,3 +252,245 @@ def test_under_torch_profiler_a_recorded_call_is_a_range_named_as_its_record(tmp
     ranged = next(e for e in trace.events() if e.name == "stand_in:ops._norm")
     inside = {e.name for e in trace.events() if e.cpu_parent is ranged}
     assert "aten::mul" in inside or "aten::rsqrt" in inside  # its own work, under it
+
+
+# -- the doors put on by `import sgl_shapeprof` (integrations/door_finder.py) --
+# A stand-in FlashInfer, under FlashInfer's own module names, so that the real
+# registry, finder and FlashInfer door take it: its public API marked by
+# flashinfer_api from flashinfer.api_logging, which hands back the function
+# itself, as FlashInfer's does at FLASHINFER_LOGLEVEL=0.
+STAND_IN_FLASHINFER = {
+    "__init__.py": "from . import api_logging, norm\nfrom .norm import rmsnorm\n",
+    "api_logging.py": (
+        "def flashinfer_api(func=None, *, trace=None):\n"
+        "    if func is None:\n"
+        "        return lambda f: flashinfer_api(f, trace=trace)\n"
+        "    return func\n"),
+    "norm.py": (
+        "import torch\n"
+        "from .api_logging import flashinfer_api\n\n\n"
+        "@flashinfer_api\n"
+        "def rmsnorm(input, weight, eps=1e-6, out=None):\n"
+        "    \"Root mean square normalization.\"\n"
+        "    if weight.shape[-1] != input.shape[-1]:\n"
+        "        raise ValueError(f'weight has {weight.shape[-1]} elements, input rows {input.shape[-1]}')\n"
+        "    y = input * torch.rsqrt(input.pow(2).mean(-1, keepdim=True) + eps) * weight\n"
+        "    return y if out is None else out.copy_(y)\n"),
+}
+
+# the line a profiler says of a FlashInfer imported before sgl_shapeprof
+IMPORTED_FIRST = ("sgl_shapeprof: flashinfer was imported before sgl_shapeprof, so the API functions it had "
+                  "defined by then are not wrapped: their calls are not recorded; import sgl_shapeprof before "
+                  "flashinfer, or start the process with SHAPEPROF=1 (the start-up hook, `sgl-shapeprof hook "
+                  "install`, then wraps flashinfer as it is imported)")
+
+# a logged pass of the stand-in's rmsnorm: once as it returns, once as it raises
+PASS = r'''
+from flashinfer import rmsnorm  # a caller's own reference, as SGLang takes them
+x, w = torch.randn(4, 64), torch.randn(64)
+prof = sgl_shapeprof.ShapeProfiler(sys.argv[1])
+sys.stderr.write("-- profiler made\n")
+prof2 = sgl_shapeprof.ShapeProfiler(sys.argv[1] + ".2.jsonl")  # a second one says nothing more
+with prof.forward_pass("decode"):
+    y = rmsnorm(x, w, eps=1e-5)
+    try:
+        rmsnorm(x, torch.randn(8))
+    except ValueError as e:
+        error = [type(e).__name__, str(e)]
+prof.close()
+prof2.close()
+print(json.dumps({"shape": list(y.shape), "error": error, "door": getattr(rmsnorm, "_shapeprof_door", None)}))
+'''
+
+
+@pytest.fixture
+def stand_in(tmp_path):
+    """A folder holding the stand-in FlashInfer: the child's working
+    directory, so first on its path."""
+    pkg = tmp_path / "flashinfer"
+    pkg.mkdir()
+    for name, text in STAND_IN_FLASHINFER.items():
+        (pkg / name).write_text(text)
+    return tmp_path
+
+
+def run_child(code: str, cwd, *args, **env_extra) -> subprocess.CompletedProcess:
+    """A fresh Python with neither SHAPEPROF nor SGLANG_PROFILE_SHAPES set
+    (unless given), importing the package under test."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHAPEPROF", "SGLANG_PROFILE_SHAPES"))}
+    env["PYTHONPATH"] = os.pathsep.join([PKG_ROOT, env.get("PYTHONPATH", "")])
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=str(cwd))
+
+
+def _ran(r: subprocess.CompletedProcess) -> dict:
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def test_importing_the_package_first_is_enough_for_a_librarys_door(stand_in):
+    """The issue's script: sgl_shapeprof, then the library, then a profiler,
+    no variable set. Its calls in a logged pass are records, as the
+    start-up hook's are (tests/sglang/test_flashinfer.py)."""
+    path = stand_in / "shapes.jsonl"
+    r = run_child("import json, sys\nimport sgl_shapeprof\nimport torch\nimport flashinfer\n" + PASS,
+                  stand_in, path)
+    out = _ran(r)
+    assert out["door"] == "flashinfer:norm.rmsnorm"
+    assert "imported before" not in r.stderr, r.stderr
+    recs = [rec for rec in load(str(path)) if rec["operation"].startswith("flashinfer:")]
+    assert [rec["operation"] for rec in recs] == ["flashinfer:norm.rmsnorm"] * 2
+    assert recs[0]["inputs"] == {"input": {"shape": [4, 64], "dtype": "torch.float32"},
+                                 "weight": {"shape": [64], "dtype": "torch.float32"}}
+    assert recs[0]["args"]["eps"] == 1e-5
+    assert recs[0]["outputs"] == {"shape": out["shape"], "dtype": "torch.float32"}
+    assert recs[1]["error"] == {"error_type": out["error"][0], "error_message": out["error"][1]}
+
+
+def test_a_library_imported_first_is_named_once_when_a_profiler_is_made(stand_in):
+    """Imported before sgl_shapeprof, FlashInfer's decorator is replaced
+    after its functions were decorated: their calls are not records, and
+    the first profiler made says so, once, naming the library. Inductor
+    imported first is patched whole (a class's method): nothing to say."""
+    path = stand_in / "shapes.jsonl"
+    first = ("import json, sys\nimport torch, flashinfer\n"
+             "try:\n    import torch._inductor.runtime.triton_heuristics as heuristics\n"
+             "except ImportError:\n    heuristics = None\n"
+             "import sgl_shapeprof\nsys.stderr.write('-- imported\\n')\n")
+    r = run_child(first + PASS + "print(json.dumps(heuristics is None or "
+                  "hasattr(heuristics.CachingAutotuner.run, '_shapeprof_original')))\n", stand_in, path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.splitlines()[-1]) is True  # Inductor's door, put on in place
+    out = json.loads(r.stdout.splitlines()[-2])
+    assert out["door"] is None and out["error"][0] == "ValueError"  # FlashInfer's own function, as it was
+    lines = r.stderr.splitlines()
+    assert lines[lines.index("-- imported") + 1:] == [IMPORTED_FIRST, "-- profiler made"]
+    assert not [rec for rec in load(str(path)) if rec["operation"].startswith("flashinfer:")]
+
+
+def test_with_the_start_up_hook_a_library_imported_first_is_wrapped_and_nothing_said(stand_in):
+    """SHAPEPROF=1 and the start-up hook's line (what its .pth runs at
+    start-up): the package, so the door, is there before the script
+    imports FlashInfer."""
+    site_dir = stand_in / "site"
+    site_dir.mkdir()
+    copy_hook(site_dir)
+    path = stand_in / "shapes.jsonl"
+    code = "import sgl_shapeprof_autohook\nimport json, sys\nimport torch, flashinfer\nimport sgl_shapeprof\n"
+    r = run_child(code + PASS, stand_in, path, SHAPEPROF="1",
+                  PYTHONPATH=os.pathsep.join([str(site_dir), PKG_ROOT]))
+    assert _ran(r)["door"] == "flashinfer:norm.rmsnorm"
+    assert "imported before" not in r.stderr, r.stderr
+    ops = [rec["operation"] for rec in load(str(path))]
+    assert ops.count("flashinfer:norm.rmsnorm") == 2
+
+
+def test_a_module_patched_as_it_was_imported_is_not_said_late(tmp_path):
+    """on_import's rule: a module that a finder of ours patched at its
+    import, found imported by another finder later, was not imported
+    before the doors (the start-up hook's finder and the package's)."""
+    (tmp_path / "lib_early.py").write_text("patched = False\n")
+    (tmp_path / "lib_late.py").write_text("patched = False\n")
+    code = r'''
+import json, sys
+from sgl_shapeprof import on_import
+
+def patch(module):
+    module.patched = True
+
+class First(on_import.PatchingFinder):
+    pass
+
+class Second(on_import.PatchingFinder):
+    def imported_before(self, name):
+        return "late: " + name
+
+patches = {n: ("__main__", "patch") for n in ("lib_early", "lib_late")}
+import lib_late  # before any finder
+on_import.install_finder(First({"lib_early": patches["lib_early"]}))
+import lib_early  # patched as it is imported
+on_import.install_finder(Second(patches))
+print(json.dumps([lib_early.patched, lib_late.patched, on_import.imported_before()]))
+'''
+    assert _ran(run_child(code, tmp_path)) == [True, True, ["late: lib_late"]]
+
+
+NEVER_PROFILES = r'''
+import json, sys
+if sys.argv[1] == "1":
+    import sgl_shapeprof
+light = sorted(m for m in ("torch", "flashinfer") if m in sys.modules)
+import torch, flashinfer
+from flashinfer import rmsnorm
+torch.manual_seed(0)
+x, w = torch.randn(4, 64), torch.randn(64)
+results = [rmsnorm(x, w).tolist(), rmsnorm(x, w, 1e-3).tolist()]
+for bad in (lambda: rmsnorm(x, torch.randn(8)), lambda: rmsnorm(x), lambda: rmsnorm(x, w, nope=1)):
+    try:
+        bad()
+    except Exception as e:
+        results.append([type(e).__name__, str(e)])
+import inspect
+print(json.dumps({"results": results, "light": light, "native": "sgl_shapeprof._C" in sys.modules,
+                  "signature": str(inspect.signature(rmsnorm)), "name": rmsnorm.__name__, "doc": rmsnorm.__doc__,
+                  "door": getattr(rmsnorm, "_shapeprof_door", None),
+                  "finders": [type(f).__name__ for f in sys.meta_path if type(f).__module__.startswith("sgl_")]}))
+'''
+
+
+def test_a_program_that_never_profiles_runs_as_it_did(stand_in):
+    """sgl_shapeprof imported first and no profiler made: the library's
+    function is in its door, which hands back the same results and raises
+    the same exceptions; nothing heavy was imported, the native module
+    never loaded, and the one finder installed is the doors'."""
+    plain = _ran(run_child(NEVER_PROFILES, stand_in, 0))
+    ours = _ran(run_child(NEVER_PROFILES, stand_in, 1))
+    assert ours["door"] == "flashinfer:norm.rmsnorm" and plain["door"] is None
+    assert ours["results"] == plain["results"]
+    assert [r[0] for r in ours["results"][2:]] == ["ValueError", "TypeError", "TypeError"]
+    for key in ("signature", "name", "doc"):
+        assert ours[key] == plain[key]
+    assert ours["light"] == [] and not ours["native"]
+    assert ours["finders"] == ["DoorFinder"] and plain["finders"] == []
+
+
+def test_a_plain_import_puts_on_the_kernel_libraries_doors_only():
+    """The servers' hooks wait for the variable: the package's finder
+    patches the registry's DOORS, none of a server's modules."""
+    code = ("import json, sys\nimport sgl_shapeprof\nfrom sgl_shapeprof.integrations import registry\n"
+            "[f] = [f for f in sys.meta_path if type(f).__name__ == 'DoorFinder']\n"
+            "servers = {}\n"
+            "for n in registry.servers():\n"
+            "    s = registry.seam(n)\n"
+            "    for table in ('HOOKS', 'UNARMED_HOOKS', 'PLUGIN_HOOKS', 'PLUGIN_UNARMED_HOOKS'):\n"
+            "        servers.update(getattr(s, table, {}))\n"
+            "print(json.dumps([sorted(f.patches), sorted(registry.doors()), sorted(set(f.patches) & set(servers)),"
+            " 'torch' in sys.modules]))\n")
+    patches, doors, shared, torch_loaded = _ran(run_child(code, ROOT))
+    assert patches == doors and doors and shared == [] and not torch_loaded
+
+
+OFF_HOOK = r'''
+import json, sys
+import sgl_shapeprof
+{hook}
+import flashinfer
+print(json.dumps([type(f).__name__ for f in sys.meta_path if type(f).__name__ == "DoorFinder"]
+                 + [getattr(flashinfer.rmsnorm, "_shapeprof_door", None)]))
+'''
+
+
+@pytest.mark.parametrize("hook", [
+    # vLLM's plugin entry point, in each vLLM process, profiling off
+    "from sgl_shapeprof.integrations.vllm import plugin\nplugin.register()",
+    # SGLang's tokenizer control module found by the .pth's unarmed finder, profiling off
+    "from sgl_shapeprof.integrations import startup_hook\n"
+    "startup_hook.unarmed_spec('sglang.srt.managers.tokenizer_control_mixin', None)",
+], ids=["vllm-plugin-off", "sglang-unarmed"])
+def test_a_servers_hook_with_profiling_off_takes_the_doors_off(stand_in, hook):
+    """Off means off: a server that does not profile loads the package
+    through its own hook, and then no kernel library is wrapped."""
+    assert _ran(run_child(OFF_HOOK.format(hook=hook), stand_in)) == [None]
+    # the same program without the hook: the door is on
+    assert _ran(run_child(OFF_HOOK.format(hook=""), stand_in)) == ["DoorFinder", "flashinfer:norm.rmsnorm"]

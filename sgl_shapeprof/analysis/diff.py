@@ -8,6 +8,7 @@ from typing import Dict, List, Tuple
 from .analyze import build
 from ..records.scan import Source
 from ..records.signature import Signature
+from ..records.values import format_inputs
 
 
 @dataclass
@@ -20,23 +21,27 @@ class Diff:
     ops: List[Tuple[str, int, int]] = field(default_factory=list)  # op, calls A, calls B (differing)
     shapes_only: bool = False
     with_outputs: bool = True  # False when a side is deduplicated
+    every: List[Signature] = field(default_factory=list)  # both sides' (what a line may print like)
 
     @property
     def differs(self) -> bool:
         return bool(self.only_a or self.only_b or (not self.shapes_only and (self.changed or self.ops)))
 
 
-def _index(srcs: List[Source], by_phase: bool, with_outputs: bool) -> Dict[tuple, Signature]:
+def _index(srcs: List[Source], by_phase: bool, with_outputs: bool, shapes_only: bool) -> Dict[tuple, Signature]:
     out: Dict[tuple, Signature] = {}
     for s in build(srcs).signatures:
-        k = s.key if with_outputs else s.key[:2] + (s.error is not None,)
+        if shapes_only:  # by what a line prints: strides, offsets and arguments aside
+            k: tuple = (s.operation, s.text if with_outputs else format_inputs(s.inputs), s.error is not None)
+        else:
+            k = s.key if with_outputs else s.key[:2] + (s.error is not None,)
         if by_phase:
             k = (k, s.phase)
         m = out.get(k)
         if m is None:
             out[k] = Signature(s.operation, s.inputs, s.outputs, s.error, s.phase if by_phase else None,
                                s.incomplete, s.count, s.records, s.first_call, s.out_elements,
-                               within=s.within)
+                               args=s.args, graph=s.graph, within=s.within)
         else:
             m.count += s.count
             m.records += s.records
@@ -54,8 +59,9 @@ def diff(a: List[Source], b: List[Source], by_phase: bool = False, shapes_only: 
     # does not say what a signature is) kept one record per operation and
     # inputs: the outputs of its repeats are not known, compare without them.
     with_outputs = not any(s.deduplicated and not (s.summary or {}).get("signature") for s in a + b)
-    ia, ib = _index(a, by_phase, with_outputs), _index(b, by_phase, with_outputs)
+    ia, ib = _index(a, by_phase, with_outputs, shapes_only), _index(b, by_phase, with_outputs, shapes_only)
     d = Diff(a, b, shapes_only=shapes_only, with_outputs=with_outputs)
+    d.every = list(ia.values()) + [s for k, s in ib.items() if k not in ia]
     d.only_a = sorted((ia[k] for k in ia.keys() - ib.keys()),
                       key=lambda s: (s.operation, -s.count, _text(s)))
     d.only_b = sorted((ib[k] for k in ib.keys() - ia.keys()),

@@ -1,6 +1,8 @@
 """`sgl-shapeprof demo`: profile the built-in tiny models and show the result."""
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 import sys
 import time
@@ -27,7 +29,8 @@ def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> N
         run_llama(model, prof, decode_steps=decode_steps)
     print(f"    {prof.stats()['records']} records in {time.perf_counter() - t0:.2f}s")
 
-    print(f"2/2 tiny UNet denoiser: 2 passes x {diffusion_steps} steps, deduplicated (float32, CPU)")
+    print(f"2/2 tiny UNet denoiser: 2 requests of {diffusion_steps} denoising steps, each request one forward "
+          f"pass, deduplicated (float32, CPU)")
     t0 = time.perf_counter()
     unet = make_unet()
     with torch.inference_mode(), ShapeProfiler(dif_path, dedupe=True, args=True) as prof:
@@ -43,6 +46,29 @@ def run_demo(folder: str, decode_steps: int = 4, diffusion_steps: int = 50) -> N
     print(f"\nFiles are in {folder}:")
     for name in sorted(os.listdir(folder)):
         print(f"  {name}")
-    print("Next: sgl-shapeprof analyze FILE --show-shapes [--filter-op PATTERN]; gemm FILE; cost FILE --gpu H100; "
-          "report FILE; replay FILE")
+    print(next_steps())
     sys.stdout.flush()
+
+
+def next_steps() -> str:
+    """The commands to try next on the demo's files; one that needs a
+    package this environment lacks names its extra (pyproject.toml's, read
+    from the installed metadata)."""
+    report = "report FILE"
+    if importlib.util.find_spec("plotly") is None:
+        report += f" (needs plotly: pip install {extra_requirement('report')!r})"
+    return ("Next: sgl-shapeprof analyze FILE --show-shapes [--filter-op PATTERN]; gemm FILE; cost FILE --gpu H100; "
+            f"{report}; replay FILE")
+
+
+def extra_requirement(extra: str) -> str:
+    """The requirement an extra of this package adds ("plotly>=5.20"), as
+    installed; the extra's own spelling where the metadata is missing."""
+    try:
+        for req in importlib.metadata.requires("sgl_shapeprof") or []:
+            name, _, marker = req.partition(";")
+            if marker.replace(" ", "").replace("'", '"') == f'extra=="{extra}"':
+                return name.strip()
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return f"sgl_shapeprof[{extra}]"

@@ -2,9 +2,12 @@
 start-up by its .pth line (sgl_shapeprof_autohook.pth; `sgl-shapeprof hook
 install` puts it in place, sglang/install.py) only when profiling is on
 (recording.switch.loads_hook: a bad value too, and the worker's
-from_env() then says which). It patches every integration's HOOKS
-(registry.py, each folder's seam.py) when, and if, their modules are
-imported; nothing else is touched and torch is not imported here.
+from_env() then says which). It patches every integration's HOOKS and
+DOORS (registry.py, each folder's seam.py) when, and if, their modules are
+imported; nothing else is touched and torch is not imported here. (The
+package's own import puts the DOORS on too, door_finder.py: the hook, which
+imports the package at start-up, puts them on before any library can be
+imported, whatever order a script imports them in.)
 
 With profiling off the .pth imports nothing: its own finder asks
 unarmed_spec() for the integrations' UNARMED_HOOKS only (SGLang's
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 from ..on_import import PatchingFinder, install_finder, patch_now, patching_spec
 from ..recording.switch import loads_hook
+from . import door_finder
 from .registry import hooks
 
 # module -> (our module, its patch function), imported when the module is
@@ -32,6 +36,7 @@ def unarmed_spec(name, path):
     module, for UNARMED_TARGETS."""
     if name not in UNARMED_PATCHES:
         return None
+    door_finder.stand_down()  # off means off: the package's import put the doors on
     return patching_spec(name, path, lambda module: patch_now(UNARMED_PATCHES, module))
 
 

@@ -13,6 +13,7 @@ import sys
 import weakref
 from typing import ContextManager, Iterable, Optional, Union
 
+from ..on_import import imported_before
 from .config import INT_MAX, parse_max_mb, phase_filter
 from .messages import say, say_once
 from .nesting import NESTED, REFUSED, OpenPass, Passes, nest
@@ -226,6 +227,8 @@ class ShapeProfiler(PassContext):
         self._pid = os.getpid()     # a forked child records nothing (_after_fork)
         _open_profilers.add(self)
         _triton.watch(_any_logging)
+        for line in imported_before():  # a kernel library imported before its door: what it misses
+            say_once(line, line)
 
     # -- passes -------------------------------------------------------------
     def _usable(self) -> bool:

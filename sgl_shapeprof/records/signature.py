@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .values import elements, format_inputs, format_value
 
@@ -99,3 +99,54 @@ def key_of(rec: dict) -> bytes:
     forward_pass, as the profiler writes it, with float arguments masked."""
     return float_key(rec) or json.dumps(
         {k: v for k, v in rec.items() if k not in ("call_id", "forward_pass")}).encode()[1:]
+
+
+def _details(s: Signature) -> Dict[str, str]:
+    """What a signature holds beyond its text: strides, offsets, devices,
+    arguments (float values masked, as the signature keeps them), graph,
+    error, each under a name a person can read ("self offset")."""
+    out: Dict[str, str] = {}
+
+    def tensor(name: str, v: object) -> None:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if k not in ("shape", "dtype"):
+                    out[f"{name} {k}"] = json.dumps(x)
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                tensor(f"{name}[{i}]", x)
+    for name, v in (s.inputs or {}).items():
+        tensor(name, v)
+    tensor("output", s.outputs)
+    for k, v in (mask_floats(s.args) or {}).items():
+        out[k] = json.dumps(v)
+    if s.graph is not None:
+        out["graph"] = str(s.graph)
+    if s.error is not None:
+        out["error"] = str(s.error.get("error_type")) if isinstance(s.error, dict) else "?"
+    if s.incomplete:
+        out["incomplete"] = "true"
+    return out
+
+
+def tell_apart(sigs: Sequence[Signature], among: Optional[Sequence[Signature]] = None) -> List[str]:
+    """For each of sigs, what tells it apart from the signatures of `among`
+    (default: sigs) that print alike (operation, phase and text): the
+    fields whose values differ among them ("self offset=64"), or its first
+    call where none do; "" for one that prints like no other."""
+    pool = list(among) if among is not None else list(sigs)
+    groups: Dict[tuple, List[Signature]] = {}
+    for s in pool:
+        groups.setdefault((s.operation, s.phase, s.text), []).append(s)
+    said = []
+    for s in sigs:
+        alike = groups.get((s.operation, s.phase, s.text), [])
+        if len(alike) < 2 and not (alike and alike[0] is not s):
+            said.append("")
+            continue
+        details = [_details(x) for x in alike]
+        differ = [k for k in sorted({k for d in details for k in d}) if len({d.get(k) for d in details}) > 1]
+        mine = _details(s)
+        parts = [f"{k}={mine[k]}" if k in mine else f"no {k}" for k in differ]
+        said.append(", ".join(parts) if parts else f"first call {s.first_call}")
+    return said

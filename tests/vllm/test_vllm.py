@@ -29,11 +29,16 @@ print(json.dumps({"modules": sorted(set(sys.modules) - before), "seconds": secon
                   "finders": [type(f).__name__ for f in sys.meta_path[:len(sys.meta_path) - finders]]}))
 '''
 
-# the package, its lazy tables and the variables' names: nothing else
-OFF_MODULES = ["sgl_shapeprof", "sgl_shapeprof.integrations", "sgl_shapeprof.integrations.vllm",
-               "sgl_shapeprof.integrations.vllm.plugin", "sgl_shapeprof.integrations.vllm.seam",
-               "sgl_shapeprof.lazy", "sgl_shapeprof.on_import", "sgl_shapeprof.recording",
-               "sgl_shapeprof.recording.switch"]
+# the package, its lazy tables and the variables' names, and the finder the
+# package's import installs for the kernel libraries' doors with the
+# registry's seams it reads (integrations/door_finder.py): nothing else
+OFF_MODULES = sorted(["sgl_shapeprof", "sgl_shapeprof.integrations", "sgl_shapeprof.integrations.vllm",
+                      "sgl_shapeprof.integrations.vllm.plugin", "sgl_shapeprof.integrations.vllm.seam",
+                      "sgl_shapeprof.lazy", "sgl_shapeprof.on_import", "sgl_shapeprof.recording",
+                      "sgl_shapeprof.recording.switch", "sgl_shapeprof.integrations.door_finder",
+                      "sgl_shapeprof.integrations.registry"] +
+                     [f"sgl_shapeprof.integrations.{n}{s}" for n in ("sglang", "flashinfer", "tvm_ffi", "cute_dsl",
+                                                                     "inductor") for s in ("", ".seam")])
 
 
 def load_plugin(times=1, **env):
@@ -47,8 +52,9 @@ def load_plugin(times=1, **env):
 
 def test_plugin_off_loads_nothing_heavy():
     """Off (the variable unset or 0): no torch, no profiler; one hook, for
-    vLLM's profile routes only (a name compared per import); the cost is
-    the entry point's own import (a few small modules)."""
+    vLLM's profile routes only (a name compared per import): the package's
+    own for the kernel libraries' doors is taken off again (off means off);
+    the cost is the entry point's own import (small modules)."""
     for env in ({}, {"SHAPEPROF": "0"}, {"SGLANG_PROFILE_SHAPES": "0"}):
         out = load_plugin(times=2, **env)
         assert out["finders"] == ["VllmUnarmedFinder"], env
@@ -62,7 +68,7 @@ def test_plugin_on_installs_one_hook_and_imports_nothing_of_vllm():
     imports its runner, in the worker)."""
     for env in ({"SHAPEPROF": "1"}, {"SGLANG_PROFILE_SHAPES": "1"}, {"SHAPEPROF": "on_request"}):
         out = load_plugin(times=3, **env)
-        assert out["finders"] == ["VllmFinder"], env
+        assert out["finders"] == ["VllmFinder", "DoorFinder"], env  # the package's doors' beside it
         assert not [m for m in out["modules"] if m.split(".")[0] in ("vllm", "torch")], out["modules"]
 
 

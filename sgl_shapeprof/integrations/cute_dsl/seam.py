@@ -19,8 +19,17 @@ BINARY_MODULE = "cutlass.base_dsl.export.external_binary_module"
 
 _HERE = __package__
 
-HOOKS = {COMPILER: (f"{_HERE}.door", "patch_compiler"),
+# module -> (our module, its patch function): doors (inert outside logged
+# passes), patched where they are imported in any process that imported
+# sgl_shapeprof first, and by the start-up hook (registry.py)
+DOORS = {COMPILER: (f"{_HERE}.door", "patch_compiler"),
          JIT_EXECUTOR: (f"{_HERE}.door", "patch_jit_executor"),
          TVM_FFI_PROVIDER: (f"{_HERE}.door", "patch_tvm_ffi_provider"),
          BINARY_MODULE: (f"{_HERE}.door", "patch_binary_module")}
 UNARMED_HOOKS: dict = {}
+# CuTe DSL imported before the doors: its classes are patched then, so every
+# compiled function's call is seen, but what was compiled or loaded before
+# was not named (said when a profiler is made)
+IMPORTED_BEFORE = ("what it had compiled by then is recorded under its symbol (cute:<symbol>), a module it "
+                   "had loaded ahead of time as cute:module, and the functions fetched from such a module "
+                   "by then are not wrapped (their calls are not recorded)")

@@ -13,5 +13,11 @@ PACKAGE = "flashinfer"
 
 _HERE = __package__
 
-HOOKS = {API_LOGGING: (f"{_HERE}.door", "patch_api_logging_module")}
+# module -> (our module, its patch function): a door (inert outside logged
+# passes), patched where it is imported in any process that imported
+# sgl_shapeprof first, and by the start-up hook (registry.py)
+DOORS = {API_LOGGING: (f"{_HERE}.door", "patch_api_logging_module")}
 UNARMED_HOOKS: dict = {}
+# FlashInfer imported before the door: its decorator is replaced then, after
+# FlashInfer's modules applied it (said when a profiler is made)
+IMPORTED_BEFORE = "the API functions it had defined by then are not wrapped: their calls are not recorded"

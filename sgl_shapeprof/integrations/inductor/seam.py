@@ -12,5 +12,11 @@ HEURISTICS = "torch._inductor.runtime.triton_heuristics"
 
 _HERE = __package__
 
-HOOKS = {HEURISTICS: (f"{_HERE}.door", "patch_triton_heuristics")}
+# module -> (our module, its patch function): a door (inert outside logged
+# passes), patched where it is imported in any process that imported
+# sgl_shapeprof first, and by the start-up hook (registry.py). Imported
+# before it (torch.compile run first), the method is patched on its class
+# then, which every launch after goes through: nothing is missed, nothing
+# to say (no IMPORTED_BEFORE).
+DOORS = {HEURISTICS: (f"{_HERE}.door", "patch_triton_heuristics")}
 UNARMED_HOOKS: dict = {}

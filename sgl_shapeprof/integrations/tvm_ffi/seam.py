@@ -13,5 +13,13 @@ MODULE = "tvm_ffi.module"
 
 _HERE = __package__
 
-HOOKS = {MODULE: (f"{_HERE}.door", "patch_module_module")}
+# module -> (our module, its patch function): a door (inert outside logged
+# passes), patched where it is imported in any process that imported
+# sgl_shapeprof first, and by the start-up hook (registry.py)
+DOORS = {MODULE: (f"{_HERE}.door", "patch_module_module")}
 UNARMED_HOOKS: dict = {}
+# tvm-ffi imported before the door: patched then, after its package bound
+# load_module and its callers fetched functions (said when a profiler is made)
+IMPORTED_BEFORE = ("the functions fetched from its modules by then are not wrapped (their calls are not "
+                   "recorded), and a module loaded through tvm_ffi.load_module is named tvm_ffi:module, "
+                   "not by its file")

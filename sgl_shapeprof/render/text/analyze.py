@@ -14,6 +14,7 @@ from ...analysis.deployment import inventory
 from ...records.doors import DISPATCHER
 from ...records.filter import close_names
 from ...records.scan import Source
+from ...records.signature import tell_apart
 from ...records.values import format_inputs, format_value
 
 
@@ -33,7 +34,9 @@ def _source_lines(src: Source, w) -> None:
         if started is not None and started != logged:
             text += f" of {started} started"
         if passes != logged and passes and not src.filtered:
-            text += f" (records from {passes})"
+            text += f" (records from {passes} of them: " + (
+                "the other passes' calls repeat signatures written before)" if src.deduplicated
+                else "the others recorded no call)")
         if s.get("ended_by"):
             text += f", ended by {s['ended_by']}"
     else:
@@ -157,9 +160,9 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
         w(row + o.operation + "\n")
         if sec.show_shapes:
             shown = o.signatures[:sec.max_shapes] if sec.max_shapes else o.signatures
-            for s in shown:
+            for s, apart in zip(shown, tell_apart(shown, o.signatures)):
                 ph = f"[{s.phase}] " if s.phase is not None and len(phases) > 1 else ""
-                w(f"{'':>12} {_n(s.count):>6}x  {ph}{s.text}\n")
+                w(f"{'':>12} {_n(s.count):>6}x  {ph}{s.text}{f'  ({apart})' if apart else ''}\n")
             hidden = len(o.signatures) - len(shown)
             if hidden > 0:
                 w(f"{'':>12} {'':>6}   ... {hidden} more (--max-shapes)\n")

@@ -5,6 +5,7 @@ from typing import List, Optional, TextIO
 
 from ...analysis.diff import Diff
 from ...records.scan import Source
+from ...records.signature import tell_apart
 
 
 def _names(srcs: List[Source]) -> str:
@@ -28,9 +29,9 @@ def print_diff(d: Diff, out: TextIO, top: Optional[int] = None) -> None:
     for title, sigs in (("only in A", d.only_a), ("only in B", d.only_b)):
         if sigs:
             w(f"\nSignatures {title} ({len(sigs)}):\n")
-            for s in rows(sigs):
+            for s, apart in zip(rows(sigs), tell_apart(rows(sigs), d.every)):
                 ph = f" [{s.phase}]" if s.phase is not None else ""
-                w(f"  {s.count:>10,}x  {s.operation}{ph}  {s.text}\n")
+                w(f"  {s.count:>10,}x  {s.operation}{ph}  {s.text}{f'  ({apart})' if apart else ''}\n")
     if d.ops and not d.shapes_only:
         w(f"\nCall counts per operation that changed ({len(d.ops)}):\n")
         w(f"  {'A':>12} {'B':>12} {'change':>9}  operation\n")
@@ -39,5 +40,6 @@ def print_diff(d: Diff, out: TextIO, top: Optional[int] = None) -> None:
             w(f"  {x:>12,} {y:>12,} {ch:>9}  {op}\n")
     if d.changed and not d.shapes_only:
         w(f"\nSignatures whose count changed ({len(d.changed)}):\n")
-        for s, x, y in rows(d.changed):
-            w(f"  {x:>10,} -> {y:<10,} {s.operation}  {s.text}\n")
+        shown = rows(d.changed)
+        for (s, x, y), apart in zip(shown, tell_apart([s for s, _, _ in shown], d.every)):
+            w(f"  {x:>10,} -> {y:<10,} {s.operation}  {s.text}{f'  ({apart})' if apart else ''}\n")
