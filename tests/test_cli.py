@@ -249,3 +249,115 @@ def test_run_url_says_in_one_line_when_the_vocabulary_cannot_be_read(tmp_path):
                         "-o", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.startswith(f"sgl-shapeprof run: --isl: cannot read the vocabulary size "
                                                      f"of {tmp_path / 'no-model'} (") and r.stderr.count("\n") == 1
+
+
+def _model_folder(path, config='{"model_type": "llama", "vocab_size": 97}'):
+    path.mkdir()
+    if config is not None:
+        (path / "config.json").write_text(config)
+    return str(path)
+
+
+@pytest.mark.parametrize("server,install", [("sglang", 'pip install "sglang==0.5.23"'),
+                                            ("vllm", 'pip install "vllm==0.32.0"')])
+def test_run_without_the_server_installed_says_what_to_install_in_one_line_and_leaves_nothing(
+        tmp_path, capsys, server, install):
+    """The engine child would end in a ModuleNotFoundError traceback: the
+    missing server is refused before anything is created, with the release
+    the tests run (its seam's) and how to install it."""
+    import importlib.metadata
+
+    from sgl_shapeprof.integrations.registry import seam
+    s = seam(server)
+    if s.MODULE in importlib.metadata.packages_distributions():
+        pytest.skip(f"{s.NAME} is installed here")
+    model = _model_folder(tmp_path / "tiny")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for out in (tmp_path / "new", kept):
+        assert main(["run", "--server", server, "--model-path", model, "--concurrency", "4", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"sgl-shapeprof run: --server {server}: {s.NAME} is not installed in this Python "
+                       f"({sys.executable}): {s.INSTALL} installs the release tested; or run sgl-shapeprof from "
+                       f"{s.NAME}'s environment\n")
+        assert install in err
+    assert not (tmp_path / "new").exists() and os.listdir(kept) == []
+
+
+def test_run_with_a_model_folder_it_cannot_read_says_what_is_wrong_in_one_line(tmp_path, capsys):
+    """The engine child would end in transformers' traceback (an empty
+    folder: "Unrecognized model ... model_type"), plain or from a job file;
+    refused first, whichever server, installed or not."""
+    empty = _model_folder(tmp_path / "empty", config=None)
+    weights_only = _model_folder(tmp_path / "weights", config=None)
+    (tmp_path / "weights" / "model.safetensors").write_bytes(b"")
+    bad = _model_folder(tmp_path / "bad", config="{not json")
+    out = tmp_path / "o"
+    for model, says in ((empty, f"{empty}: an empty folder without config.json (a model folder holds the "
+                                "model's config.json, its weights and its tokenizer)"),
+                        (weights_only, f"{weights_only}: a folder without config.json"),
+                        (bad, f"{bad}/config.json is not JSON (Expecting property name"),
+                        (str(tmp_path / "typo" / "tiny"), f"{tmp_path}/typo/tiny: no such folder")):
+        for server in ("sglang", "vllm"):
+            assert main(["run", "--server", server, "--model-path", model, "--isl", "8", "-o", str(out)]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith(f"sgl-shapeprof run: --model-path {says}") and err.count("\n") == 1, err
+    job = tmp_path / "job.yaml"
+    job.write_text(f"name: j\nmodel: {{path: {empty}}}\nresources: {{gpu_type: h200, agg_nodes: 1, agg_workers: 1}}\n"
+                   "profiling: {type: shapes, aggregated: {start_step: 1, stop_step: 4}}\n"
+                   "benchmark: {type: sa-bench, isl: 16, osl: 5, concurrencies: 4}\n")
+    assert main(["run", "--spec", str(job), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (f"sgl-shapeprof run: {job}'s model.path {empty}: an empty folder without "
+                                       "config.json (a model folder holds the model's config.json, its weights and "
+                                       "its tokenizer)\n")
+    assert main(["run", "--spec", str(job), "--model-path", bad, "-o", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"sgl-shapeprof run: --model-path {bad}/config.json is not JSON")
+    assert not out.exists()
+    # a hub name is the engine's to fetch: not refused for its folder
+    from sgl_shapeprof.integrations.engines import model_folder_problem
+    assert model_folder_problem("meta-llama/Llama-3.1-8B") is None and model_folder_problem("gpt2") is None
+
+
+@pytest.mark.parametrize("concurrency,osl,start,stop,want", [
+    (4, 10, 3, 7, 4),      # the window ends inside the first wave: one request per slot
+    (4, 5, 3, 12, 12),     # passes 1-5, 6-10, 11-15: the window reaches into the third wave
+    (4, 5, 0, 10, 8),      # the window ends with the second wave's last decode
+    (4, 5, 0, 11, 12),     # one pass more: the third wave's prefill
+    (4, 5, 12, None, 16),  # no stop: one request's life past the warm-up, passes 13-17
+    (1, 50, None, None, 1),
+    (8, 1, 0, 20, 160),    # a prefill worker's share (one token): one pass per wave
+])
+def test_run_sends_enough_requests_to_keep_the_concurrency_in_flight_through_the_window(
+        concurrency, osl, start, stop, want):
+    from sgl_shapeprof.cli.run import prompts_in_flight
+    assert prompts_in_flight(concurrency, osl, start, stop) == want
+
+
+def test_run_concurrency_without_num_prompts_sends_that_many_and_says_when_given_too_few(tmp_path, capsys):
+    """run --url --concurrency 4 without --num-prompts: the requests that keep
+    4 in flight through --stop-step (docs/traffic.md's rule), not the default 3;
+    --num-prompts fewer than that is sent as asked, with a line saying so."""
+    for extra, generates, note in (
+            ([], 12, ""),
+            (["--num-prompts", "3"], 3, "sgl-shapeprof run: --num-prompts 3 is too few to keep 4 requests in flight "
+                                        "through pass 12 (12 would: 4 for every 5 passes, a request's --osl); the "
+                                        "window's last passes run fewer\n"),
+            (["--num-prompts", "20"], 20, "")):
+        srv = StubServer()
+        try:
+            code = main(["run", "--server", "sglang", "--url", srv.url, "--model-path", "m", "--osl", "5",
+                         "--concurrency", "4", "--start-step", "3", "--stop-step", "12", *extra,
+                         "-o", str(tmp_path / f"o{generates}")])
+        finally:
+            srv.close()
+        assert code == 0
+        assert srv.seen == ["/start_profile"] + ["/generate"] * generates + ["/stop_profile"]
+        err = capsys.readouterr().err
+        assert err.startswith(note) and "too few" not in err[len(note):], err
+    srv = StubServer()  # without --concurrency: the default 3, all at once
+    try:
+        assert main(["run", "--server", "sglang", "--url", srv.url, "--model-path", "m", "--stop-step", "12",
+                     "-o", str(tmp_path / "default")]) == 0
+    finally:
+        srv.close()
+    assert srv.seen.count("/generate") == 3

@@ -264,3 +264,20 @@ print(json.dumps(bad))
                        timeout=120, cwd=tempfile.gettempdir())
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == [], f"docs cite Python paths that do not resolve: {r.stdout}"
+
+
+def test_the_tune_example_outside_sglangs_environment_says_what_it_needs_in_one_line(tmp_path):
+    """docs/examples/tune_mixtral.py calls SGLang's fused-MoE ops: in a
+    Python without SGLang, one line saying so and what to install, no
+    traceback, no records file."""
+    import importlib.metadata
+    if "sglang" in importlib.metadata.packages_distributions():
+        pytest.skip("SGLang is installed here")
+    out = tmp_path / "mixtral.jsonl"
+    r = subprocess.run([sys.executable, os.path.join(DOCS, "examples", "tune_mixtral.py"), str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert r.returncode == 1 and r.stdout == "", r.stderr
+    assert r.stderr.startswith(f"tune_mixtral.py needs SGLang's fused-MoE ops, which this Python "
+                               f"({sys.executable}) cannot import (No module named 'sglang'): ") \
+        and r.stderr.count("\n") == 1 and 'pip install "sglang==0.5.23"' in r.stderr, r.stderr
+    assert not out.exists()

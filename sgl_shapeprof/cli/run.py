@@ -20,9 +20,46 @@ from ..integrations.registry import servers
 from . import analyze
 from .common import fail
 
-# without --spec: the requests sent, the tokens each generates
+# without --spec: the requests sent (without --concurrency), the tokens each generates
 PROMPTS = 3
 MAX_TOKENS = 50
+
+
+def prompts_in_flight(concurrency: int, osl: int, start: Optional[int], stop: Optional[int]) -> int:
+    """The requests that keep `concurrency` of them in flight through the
+    window: up to pass `stop`, or without one, through one request's life
+    past the warm-up (start + osl).
+
+    Every request is given to the engine at once, and it runs `concurrency`
+    of them, refilling a slot from the queue as its request finishes. A
+    request holds its slot for at least osl passes: its prefill pass makes
+    its first token, each decode pass one more. So k requests through one
+    slot keep it busy through pass k * osl at least, and ceil(last / osl)
+    per slot keep every slot busy through pass `last`. What breaks the
+    lockstep only lengthens a request's stay, never shortens it: a wave's
+    requests reaching the scheduler over a few passes, a prefill chunked
+    over several, another slot's prefill pass that decodes nothing else;
+    so no wave is added for safety (the engine runs every request to its
+    end: one more wave is osl passes more after the window). With --dp
+    each replica runs concurrency/dp slots and takes every dp-th request
+    (SGLang's round robin), so the count is the same in all. Not covered:
+    a pass that makes several tokens of a request (speculative decoding),
+    which needs more (--num-prompts).
+    """
+    last = stop if stop is not None else (start or 0) + osl
+    return concurrency * -(-last // osl)
+
+
+def _too_few(given: int, concurrency: int, osl: int, start: Optional[int], stop: Optional[int],
+             role: str = "") -> None:
+    """One line when --num-prompts cannot keep --concurrency in flight
+    through the window (a note: a run may mean to record the drain)."""
+    need = prompts_in_flight(concurrency, osl, start, stop)
+    if given < need:
+        last = stop if stop is not None else (start or 0) + osl
+        print(f"sgl-shapeprof run: {role}--num-prompts {given} is too few to keep {concurrency} requests in flight "
+              f"through pass {last} ({need} would: {concurrency} for every {osl} passes, a request's --osl); "
+              f"the window's last passes run fewer", file=sys.stderr)
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
@@ -38,7 +75,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     r.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline parallel size (default 1)")
     r.add_argument("--dp", type=int, default=1, metavar="N", help="data parallel size (default 1)")
     r.add_argument("--prompts", "--num-prompts", dest="prompts", type=int, metavar="N",
-                   help=f"requests sent (default {PROMPTS}; with --spec {srtctl.DEFAULT_NUM_PROMPTS}, as srtctl's "
+                   help=f"requests sent (default {PROMPTS}; with --concurrency C, enough to keep C in flight "
+                        f"through the window; with --spec at least {srtctl.DEFAULT_NUM_PROMPTS}, as srtctl's "
                         "profiling script sends)")
     r.add_argument("--max-tokens", "--osl", dest="max_tokens", type=int, metavar="N",
                    help=f"tokens generated per request, exactly (end of sequence ignored; default {MAX_TOKENS})")
@@ -158,14 +196,27 @@ def run(args: argparse.Namespace) -> int:
         raise fail("--server is required (or --spec, whose backend.type names it)")
     if not args.model_path:
         raise fail("--model-path is required")
-    args.prompts = args.prompts or PROMPTS
     args.max_tokens = args.max_tokens or MAX_TOKENS
     _window(args.start_step, args.stop_step)
-    if args.url:
-        return run_remote(args)
-    if args.api_key:
+    if args.api_key and not args.url:
         raise fail("--api-key goes with --url (a server started elsewhere)")
-    return run_local(args)
+    if not args.prompts:
+        args.prompts = PROMPTS if args.concurrency is None else \
+            prompts_in_flight(args.concurrency, args.max_tokens, args.start_step, args.stop_step)
+    return run_remote(args) if args.url else run_local(args)
+
+
+def _refuse_unrunnable(server: str, model_path: str, given_as: str = "--model-path") -> None:
+    """A local run: a model folder that cannot be read, or a server this
+    Python cannot import, refused in one line before anything is created
+    (the engine child would end in a traceback)."""
+    from ..integrations.engines import model_folder_problem, not_installed
+    why = model_folder_problem(model_path)
+    if why:
+        raise fail(f"{given_as} {why}")
+    why = not_installed(server)
+    if why:
+        raise fail(f"--server {server}: {why}")
 
 
 def _refuse_records_in(out_dir: str) -> None:
@@ -202,8 +253,11 @@ def run_local(args: argparse.Namespace) -> int:
     why = server.refuse(spec)
     if why:
         raise fail(why)
-    os.makedirs(out_dir, exist_ok=True)
     _refuse_records_in(out_dir)
+    _refuse_unrunnable(args.server, args.model_path)
+    if args.concurrency:  # (a count run chose itself is never too few)
+        _too_few(args.prompts, args.concurrency, args.max_tokens, args.start_step, args.stop_step)
+    os.makedirs(out_dir, exist_ok=True)
     from ..recording import config
     settings = {config.ENV_ENABLE: "1", config.ENV_RANK: "all", config.ENV_DEDUPE: "1" if args.dedupe else "0",
                 config.ENV_FILE: os.path.join(out_dir, "shapes.jsonl"), **window}
@@ -338,6 +392,8 @@ def run_remote(args: argparse.Namespace) -> int:
     window, sent the workload, its window closed; the files its reply names
     analyzed where they are on this machine."""
     _started_elsewhere(args)
+    if args.concurrency:
+        _too_few(args.prompts, args.concurrency, args.max_tokens, args.start_step, args.stop_step)
     (named,) = _drive(args, [(args.url, os.path.abspath(args.output_dir), args.start_step, args.stop_step)])
     local = _local_files(named)
     if local:
@@ -345,8 +401,9 @@ def run_remote(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spec_server(args: argparse.Namespace, job: "srtctl.JobSpec") -> None:
-    """--server and --model-path from the job file where not given."""
+def _spec_server(args: argparse.Namespace, job: "srtctl.JobSpec") -> str:
+    """--server and --model-path from the job file where not given; how the
+    model was given."""
     names = servers()
     if args.server and job.backend and job.backend != args.server:
         raise fail(f"--server {args.server}, but {job.path}'s backend.type is {job.backend}")
@@ -358,11 +415,27 @@ def _spec_server(args: argparse.Namespace, job: "srtctl.JobSpec") -> None:
             raise fail(f"--model-path is required: {job.path}'s model.path ({job.model_path or 'none'}) is not a "
                        "folder here (srtctl resolves its aliases itself)")
         args.model_path = job.model_path
+        return f"{job.path}'s model.path"
+    return "--model-path"
 
 
-def _plan(args: argparse.Namespace, job: "srtctl.JobSpec", root: str) -> None:
+def _share(job: "srtctl.JobSpec", p: "srtctl.Profile") -> "srtctl.Profile":
+    """What a role's engine is sent here: a disaggregated prefill role, a
+    prefill worker's share of each request."""
+    return srtctl.prefill_share(p) if job.disaggregated and p.role == "prefill" else p
+
+
+def _spec_prompts(args: argparse.Namespace, job: "srtctl.JobSpec") -> dict:
+    """The requests sent per role: --num-prompts, else srtctl's number or
+    more, as many as keep the role's concurrency in flight through its
+    window."""
+    return {p.role: args.prompts or max(srtctl.DEFAULT_NUM_PROMPTS, prompts_in_flight(
+        p.concurrency, _share(job, p).osl, p.start_step, p.stop_step)) for p in job.profiles}
+
+
+def _plan(job: "srtctl.JobSpec", root: str, counts: dict) -> None:
     for p in job.profiles:
-        print(f"{job.path}: {p.role}: passes {p.start_step + 1} to {p.stop_step}, {args.prompts} requests of "
+        print(f"{job.path}: {p.role}: passes {p.start_step + 1} to {p.stop_step}, {counts[p.role]} requests of "
               f"{p.isl} tokens x {p.osl}, at most {p.concurrency} at once -> {os.path.join(root, p.folder)}",
               file=sys.stderr)
 
@@ -383,8 +456,7 @@ def run_spec(args: argparse.Namespace) -> int:
         raise fail(str(e))
     if args.worker_url and not args.url:
         raise fail("--worker-url goes with --url (the deployment's front, where the traffic goes)")
-    _spec_server(args, job)
-    args.prompts = args.prompts or srtctl.DEFAULT_NUM_PROMPTS
+    model_given_as = _spec_server(args, job)
     root = os.path.abspath(args.output_dir)
     if args.url:
         return _run_spec_remote(args, job, root)
@@ -392,15 +464,17 @@ def run_spec(args: argparse.Namespace) -> int:
         _refuse_records_in(os.path.join(root, p.folder))
     if args.api_key:
         raise fail("--api-key goes with --url (a server started elsewhere)")
-    _plan(args, job, root)
+    _refuse_unrunnable(args.server, args.model_path, model_given_as)
+    counts = _spec_prompts(args, job)
+    _plan(job, root, counts)
     for p in job.profiles:
-        share = srtctl.prefill_share(p) if job.disaggregated and p.role == "prefill" else p
+        share = _share(job, p)
         if share is not p:
             print(f"{p.role}: one engine serves it here: each request's prompt and first token only (a prefill "
                   "worker's share), so its window holds prefill passes", file=sys.stderr)
         run_local(argparse.Namespace(**{**vars(args), "isl": share.isl, "max_tokens": share.osl,
                                         "concurrency": share.concurrency, "start_step": share.start_step or None,
-                                        "stop_step": share.stop_step,
+                                        "stop_step": share.stop_step, "prompts": counts[p.role],
                                         "output_dir": os.path.join(root, share.folder)}))
     return 0
 
@@ -428,9 +502,13 @@ def _run_spec_remote(args: argparse.Namespace, job: "srtctl.JobSpec", root: str)
     if len(loads) > 1:
         raise fail(f"{job.path}: prefill and decode give different traffic, but a deployment is sent one "
                    "workload (through --url)")
-    _plan(args, job, root)
+    counts = _spec_prompts(args, job)
+    for p in job.profiles:  # (locally, run_local says it per role)
+        _too_few(counts[p.role], p.concurrency, _share(job, p).osl, p.start_step, p.stop_step, role=f"{p.role}: ")
+    _plan(job, root, dict.fromkeys(counts, max(counts.values())))  # one workload: enough for every role
     p = job.profiles[0]
     args.isl, args.max_tokens, args.concurrency = p.isl, p.osl, p.concurrency
+    args.prompts = max(counts.values())
     arm_roles = [role for role in roles for _ in workers[role]]
     named = _drive(args, [(url, os.path.join(root, roles[role].folder), roles[role].start_step or None,
                            roles[role].stop_step) for role in roles for url in workers[role]])

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from types import ModuleType
-from typing import List
+from typing import List, Optional
 
+from ..records import untrusted
 from .registry import seam
 
 PROMPTS = ["The capital of France is", "Write a haiku about GPUs:", "Explain tensor parallelism in one sentence:",
@@ -56,6 +58,61 @@ def engine(server: str) -> ModuleType:
     """The engine module of a server the registry lists (run_engine,
     prepare, refuse, NOT_RECORDED_HINT)."""
     return importlib.import_module(seam(server).ENGINE)
+
+
+def not_installed(server: str) -> Optional[str]:
+    """Why the engine child (this Python, sys.executable, on this
+    environment's path) cannot import the server, in one line, with what to
+    install; None: it can. Finds the module without importing it; a
+    folder of that name without __init__.py on the path (a namespace
+    package: a checkout's top folder, our tests' tests/sglang) is not it."""
+    import importlib.util
+    s = seam(server)
+    try:
+        found = importlib.util.find_spec(s.MODULE)
+    except (ImportError, ValueError):
+        found = None
+    if found is not None and found.origin not in (None, "namespace"):
+        return None
+    return (f"{s.NAME} is not installed in this Python ({sys.executable}): {s.INSTALL} installs the release "
+            f"tested; or run sgl-shapeprof from {s.NAME}'s environment")
+
+
+# what marks a folder as a model: Hugging Face's config.json, or Mistral's own
+# format (params.json), which vLLM reads too
+MODEL_CONFIGS = ("config.json", "params.json")
+
+
+def model_folder_problem(path: str) -> Optional[str]:
+    """What is wrong with a local model folder, in one line naming it; None
+    when it looks like one, or when path is a hub name (org/name: the
+    engine fetches it) or a file (a GGUF checkpoint, say)."""
+    if not os.path.exists(path):
+        # a hub name is `name` or `org/name`; anything else is a path
+        if os.path.isabs(path) or path.startswith((".", "~")) or path.count("/") > 1:
+            return f"{path}: no such folder"
+        return None
+    if not os.path.isdir(path):
+        return None
+    try:
+        names = set(os.listdir(path))
+    except OSError as e:
+        return f"{path}: cannot read the folder ({e.strerror or e})"
+    found = [n for n in MODEL_CONFIGS if n in names]
+    if not found:
+        return (f"{path}: {'an empty folder' if not names else 'a folder'} without config.json (a model folder "
+                "holds the model's config.json, its weights and its tokenizer)")
+    config = os.path.join(path, found[0])
+    try:
+        with open(config, encoding="utf-8") as f:
+            doc = untrusted.loads(f.read())
+    except OSError as e:
+        return f"{config}: cannot read it ({e.strerror or e})"
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        return f"{config} is not JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+    if not isinstance(doc, dict):
+        return f"{config} is not a JSON object (a model's config maps names to values)"
+    return None
 
 
 def main(argv: List[str]) -> None:

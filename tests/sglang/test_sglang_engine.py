@@ -469,3 +469,30 @@ def test_run_concurrency_with_dp_is_shared_by_the_replicas(models, tmp_path):
     assert r.returncode == 2 and r.stderr == ("sgl-shapeprof run: --concurrency 3 with --dp 2: each replica runs at "
                                               "most concurrency/dp requests (its own scheduler's limit): give a "
                                               "multiple of 2\n")
+
+
+def test_run_concurrency_without_num_prompts_keeps_it_in_flight_through_the_window(models, tmp_path):
+    """run --concurrency 4 without --num-prompts: enough requests to keep 4
+    in flight up to --stop-step (cli/run.py's prompts_in_flight), where the
+    default 3 ran every decode pass at 3. The oracle is the request: 5
+    tokens each, so the waves of 4 are passes 1-5, 6-10 and 11-15, and the
+    window [3, 12) reaches into the third: 12 requests, and every decode
+    pass in it runs 4 rows, its last (pass 12, in the third wave) included."""
+    env, engine = run_command_setup()
+    isl, osl, concurrency, start, stop = 24, 5, 4, 3, 12
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--model-path",
+                        str(models / "tiny-llama"), "--isl", str(isl), "--osl", str(osl), "--concurrency",
+                        str(concurrency), "--start-step", str(start), "--stop-step", str(stop), "-o", "run", *engine],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    assert f"12 requests of {isl} random tokens x {osl} tokens, at most {concurrency} at once" in r.stderr
+    assert json.load(open(tmp_path / "run" / "outputs.json"))["outputs"] == [[isl, osl]] * 12
+    records, summary = read_run(tmp_path / "run" / "shapes.rank0.jsonl")
+    assert summary["logged_forward_passes"] == stop - start
+    rows = qkv_rows(records, out_features=64 + 2 * 32)
+    assert sorted(p for p, _ in rows) == list(range(start + 1, stop + 1)), sorted(rows)
+    decode = {p: v for (p, phase), v in rows.items() if phase == "decode"}
+    assert decode and all(v == [concurrency] * 2 for v in decode.values()), rows
+    assert stop in decode  # the window's last pass: the third wave still decodes 4
+    for (_, phase), v in rows.items():
+        assert phase == "decode" or (v[0] % isl == 0 and v[0] <= concurrency * isl), rows

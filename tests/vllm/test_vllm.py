@@ -253,10 +253,16 @@ def test_run_refuses_bad_arguments_in_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr == "sgl-shapeprof run: --api-key goes with --url (a server started elsewhere)\n"
 
 
+@needs_vllm(VLLM_VERSION)
 def test_run_says_when_the_engine_fails(tmp_path):
-    """A model folder that does not exist: the engine's own error (its log's
-    tail), then one line with the status and where the log is."""
-    r = cli("run", "--server", "vllm", "--model-path", tmp_path / "no-model", "-o", tmp_path / "out")
+    """A model folder the engine cannot load (its config names no model
+    type vLLM knows; one that is not a model folder at all is refused
+    before the engine starts, tests/test_cli.py): the engine's own error
+    (its log's tail), then one line with the status and where the log is."""
+    model = tmp_path / "bad-model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "no_such_model_type", "architectures": ["NoSuchModel"]}')
+    r = cli("run", "--server", "vllm", "--model-path", model, "-o", tmp_path / "out")
     assert r.returncode == 2, r.stderr
     last = r.stderr.splitlines()[-1]
     assert last.startswith("sgl-shapeprof run: the vllm engine exited with status 1 (its log: ")

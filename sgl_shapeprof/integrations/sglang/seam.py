@@ -45,6 +45,12 @@ UNARMED_HOOKS = {TOKENIZER_CONTROL: HOOKS[TOKENIZER_CONTROL]}
 # `sgl-shapeprof run --server sglang`: the module with the engine's runner
 # (run_engine, prepare, NOT_RECORDED_HINT: engine.py)
 ENGINE = f"{_HERE}.engine"
+# ... which runs SGLang in run's own Python: its name, the module that must
+# be there, the release our tests run (tests/sglang_env) and how to install it
+NAME = "SGLang"
+MODULE = "sglang"
+TESTED_RELEASE = "0.5.23"
+INSTALL = f'pip install "sglang=={TESTED_RELEASE}"'
 
 # `sgl-shapeprof run --server sglang --url URL`: the module that drives a
 # running server (start, generate, stop: remote.py)

