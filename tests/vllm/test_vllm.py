@@ -26,7 +26,8 @@ for i in range(int(sys.argv[1])):
     ep.load()()
 seconds = time.perf_counter() - t0
 print(json.dumps({"modules": sorted(set(sys.modules) - before), "seconds": seconds,
-                  "finders": [type(f).__name__ for f in sys.meta_path[:len(sys.meta_path) - finders]]}))
+                  "finders": [type(f).__name__ for f in sys.meta_path[:len(sys.meta_path) - finders]],
+                  "all_finders": [type(f).__name__ for f in sys.meta_path]}))
 '''
 
 # the package, its lazy tables and the variables' names, and the finder the
@@ -68,7 +69,11 @@ def test_plugin_on_installs_one_hook_and_imports_nothing_of_vllm():
     imports its runner, in the worker)."""
     for env in ({"SHAPEPROF": "1"}, {"SGLANG_PROFILE_SHAPES": "1"}, {"SHAPEPROF": "on_request"}):
         out = load_plugin(times=3, **env)
-        assert out["finders"] == ["VllmFinder", "DoorFinder"], env  # the package's doors' beside it
+        # the package's doors beside it: put on by the plugin's import, or
+        # at start-up already where the start-up hook is installed (a
+        # regular install's .pth imports the package then, with profiling on)
+        assert out["finders"] in (["VllmFinder"], ["VllmFinder", "DoorFinder"]), env
+        assert out["all_finders"].count("DoorFinder") == 1, out["all_finders"]
         assert not [m for m in out["modules"] if m.split(".")[0] in ("vllm", "torch")], out["modules"]
 
 
