@@ -114,6 +114,11 @@ class BuildPy(build_py):
     def run(self):
         super().run()
         self.copy_file(self.PTH, os.path.join(self.build_lib, os.path.basename(self.PTH)))
+        # the module as `sgl-shapeprof hook install` writes it: its switch
+        # names and targets from their owners (its source leaves them empty)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # this checkout's, not an installed one
+        from sgl_shapeprof.integrations import install
+        install.write_module(os.path.join(self.build_lib, os.path.basename(install.MODULE_SOURCE)))
 
 
 # Torch's headers are system headers to us: our warning flags are for our code.

@@ -18,12 +18,13 @@ would load it in every process.
 import os
 import sys
 
-# recording/config.py's ENV_ENABLE in its neutral spelling and its own, and
-# the start-up hook's UNARMED_TARGETS, which the registry's seams give (tests
-# check they agree: this module cannot import them, it would load the
-# package in every process)
-SWITCHES = ("SHAPEPROF", "SGLANG_PROFILE_SHAPES")
-UNARMED_TARGETS = ("sglang.srt.managers.tokenizer_control_mixin",)
+# Written where the hook is installed (sgl_shapeprof/integrations/install.py:
+# `sgl-shapeprof hook install`, and setup.py into a wheel) from their owners:
+# recording/switch.py's switch in its neutral spelling and its own, and the
+# registry's unarmed hooks (this module cannot import them: it would load the
+# package in every process). Here, as checked in: empty, the hook does nothing.
+SWITCHES = ()  # install.py writes it
+UNARMED_TARGETS = ()  # install.py writes it
 
 
 class UnarmedFinder:
@@ -42,7 +43,8 @@ class UnarmedFinder:
 
 
 def switched_on(environ=os.environ) -> bool:
-    return (environ.get(SWITCHES[0]) or environ.get(SWITCHES[1]) or "").strip() not in ("", "0")
+    """The first spelling set and not empty, not 0 (recording/switch.py's loads_hook)."""
+    return next((environ[n] for n in SWITCHES if environ.get(n)), "").strip() not in ("", "0")
 
 
 if switched_on():

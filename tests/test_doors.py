@@ -463,8 +463,8 @@ def test_a_plain_import_puts_on_the_kernel_libraries_doors_only():
             "servers = {}\n"
             "for n in registry.servers():\n"
             "    s = registry.seam(n)\n"
-            "    for table in ('HOOKS', 'UNARMED_HOOKS', 'PLUGIN_HOOKS', 'PLUGIN_UNARMED_HOOKS'):\n"
-            "        servers.update(getattr(s, table, {}))\n"
+            "    for table in ('hooks', 'unarmed_hooks', 'plugin_hooks', 'plugin_unarmed_hooks'):\n"
+            "        servers.update(getattr(s, table))\n"
             "print(json.dumps([sorted(f.patches), sorted(registry.doors()), sorted(set(f.patches) & set(servers)),"
             " 'torch' in sys.modules]))\n")
     patches, doors, shared, torch_loaded = _ran(run_child(code, ROOT))

@@ -572,12 +572,64 @@ def test_the_makefile_selects_by_the_rule():
 
 
 def test_every_subpackage_is_installed():
-    """pyproject.toml lists the packages (no discovery): a folder missing
-    there is missing from every regular install, while an editable one
-    hides it."""
+    """pyproject.toml's package discovery finds every folder of the package
+    (a folder it misses is missing from every regular install, while an
+    editable one hides it), and nothing else."""
     tomllib = pytest.importorskip("tomllib")
-    with open(os.path.join(os.path.dirname(ROOT), "pyproject.toml"), "rb") as f:
-        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
-    found = {os.path.relpath(d, os.path.dirname(ROOT)).replace(os.sep, ".")
-             for d, _, files in os.walk(ROOT) if "__init__.py" in files}
-    assert listed == found
+    from setuptools import find_packages
+    top = os.path.dirname(ROOT)
+    with open(os.path.join(top, "pyproject.toml"), "rb") as f:
+        find = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]
+    discovered = set(find_packages(where=os.path.join(top, find.get("where", ["."])[0]),
+                                   include=find["include"], exclude=find.get("exclude", ())))
+    found = {os.path.relpath(d, top).replace(os.sep, ".")
+             for d, _, files in os.walk(ROOT) if "__init__.py" in files and "__pycache__" not in d}
+    assert discovered == found
+
+
+# -- the seams (integrations/registry.py): complete, checked when loaded -------
+
+def test_every_seam_is_complete():
+    from sgl_shapeprof.integrations import registry
+    got = registry.seams()  # each checked (registry.check) as it is loaded
+    assert [s.name for s in got] == list(registry.INTEGRATIONS) == list(integration_names(load_package()))
+    assert {s.kind for s in got} == set(registry.KINDS)
+    for s in got:
+        with pytest.raises(AttributeError, match="frozen"):
+            s.name = "other"
+
+
+@pytest.mark.parametrize("fields,why", [
+    (dict(kind="plugin"), "SEAM.kind: 'plugin' is not one of"),
+    (dict(name="other"), "SEAM.name: 'other' is not its folder's name"),
+    (dict(hooks={"mod": "ours.patch"}), "SEAM.hooks: mod: 'ours.patch' is not (our module, its patch function)"),
+    (dict(doors={"a b": ("x", "y")}), "SEAM.doors: 'a b' is not a module's name"),
+    (dict(door_prefixes=()), "SEAM.door_prefixes: a kernel library's door writes"),
+    (dict(door_prefixes=("cute:",)), "SEAM.door_prefixes: 'cute:' is not a name"),
+    (dict(engine="x.engine"), "SEAM.engine: a kernel library has no engine"),
+    (dict(kind="server", door_prefixes=(), doors={}, engine="x.engine"), "SEAM.engine_api: a server's seam says it"),
+    (dict(imported_before="", doors={}), "SEAM.imported_before: '' is not a non-empty string"),
+])
+def test_a_broken_seam_is_refused(fields, why):
+    from sgl_shapeprof.integrations.registry import KERNEL_LIBRARY, Seam, SeamError, check
+    good = dict(kind=KERNEL_LIBRARY, name="stand_in", doors={"lib.api": ("ours.door", "patch")},
+                door_prefixes=("stand_in",), imported_before="what it misses")
+    check(Seam(**good), "stand_in")
+    args = {**good, **fields}
+    with pytest.raises(SeamError) as e:
+        check(Seam(args.pop("kind"), args.pop("name"), **args), "stand_in")
+    assert str(e.value).startswith("integrations/stand_in/seam.py: "), e.value
+    assert why in str(e.value), e.value
+
+
+def test_a_seam_that_is_not_one_or_claims_anothers_prefix_is_refused(monkeypatch):
+    from sgl_shapeprof.integrations import registry
+    with pytest.raises(registry.SeamError, match=r"integrations/x/seam.py: SEAM is dict, not a registry.Seam"):
+        registry.check({}, "x")
+    taken = registry.seams()[-1].door_prefixes[0]
+    stand_in = registry.Seam(registry.KERNEL_LIBRARY, "stand_in", door_prefixes=(taken,))
+    monkeypatch.setattr(registry, "INTEGRATIONS", registry.INTEGRATIONS + ("stand_in",))
+    monkeypatch.setitem(registry._seams, "stand_in", stand_in)
+    with pytest.raises(registry.SeamError, match=r"integrations/stand_in/seam.py: SEAM.door_prefixes: '\w+' is "
+                                                 r"integrations/\w+/'s already"):
+        registry.seams()

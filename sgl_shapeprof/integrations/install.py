@@ -29,13 +29,46 @@ def hook_path(site_dir: str) -> str:
     return os.path.join(site_dir, PTH_NAME)
 
 
+# the module's lines install writes (its source leaves them empty), each
+# "NAME = ()  # install.py writes it"
+WRITTEN = ("SWITCHES", "UNARMED_TARGETS")
+_UNWRITTEN = "()  # install.py writes it"
+
+
+def written_values() -> "dict[str, tuple]":
+    """What the module is given, from the owners: the switch in its neutral
+    spelling and its own (recording/switch.py), the registry's unarmed hooks."""
+    from ..recording.switch import ENV_ENABLE, neutral_name
+    from .registry import hooks
+    return {"SWITCHES": (neutral_name(ENV_ENABLE), ENV_ENABLE), "UNARMED_TARGETS": tuple(hooks(unarmed=True))}
+
+
+def module_text(source: str = MODULE_SOURCE) -> str:
+    """The hook's module as installed: its source with WRITTEN's values."""
+    with open(source, encoding="utf-8") as f:
+        text = f.read()
+    for name, value in written_values().items():
+        line = f"{name} = {_UNWRITTEN}"
+        if text.count(line) != 1:
+            raise ValueError(f"{source}: no line {line!r} to write {name} into")
+        text = text.replace(line, f"{name} = {value!r}  # written by install.py from its owner")
+    return text
+
+
+def write_module(path: str) -> None:
+    """The hook's module, written (module_text) to path."""
+    text = module_text()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def install(site_dir: str) -> str:
-    """Copies the hook's module and line into site_dir (the line last: it
-    imports the module); the line's path. OSError on failure."""
+    """Writes the hook's module and copies its line into site_dir (the line
+    last: it imports the module); the line's path. OSError on failure."""
     target = hook_path(site_dir)
     module = os.path.join(site_dir, MODULE_NAME)
     if os.path.abspath(module) != MODULE_SOURCE:
-        shutil.copyfile(MODULE_SOURCE, module)
+        write_module(module)
     shutil.copyfile(PTH_SOURCE, target)
     return target
 

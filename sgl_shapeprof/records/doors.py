@@ -3,8 +3,12 @@
 custom op's namespace is its library's, "sglang.fused_moe.default"); a call
 that did not is named "<door>:..." ("triton:<kernel>" for a Triton launch,
 "flashinfer:<module>.<function>" for a kernel library's API call). The
-coverage ledger (analyze) counts calls by door."""
+coverage ledger (analyze) counts calls by door, each named by its
+integration (the registry's seams say which prefixes each door writes:
+"cute:..." is the cute_dsl door's)."""
 from __future__ import annotations
+
+from ..integrations.registry import door_names, launch_prefixes
 
 DISPATCHER = "dispatcher"
 CUSTOM_OPS = "custom_ops"  # dispatcher operators outside torch's own namespaces
@@ -14,10 +18,30 @@ TORCH_NAMESPACES = frozenset((
     "_c10d_functional_autograd", "_dtensor", "profiler", "inductor", "_test"))
 
 
+_names: "dict[str, str] | None" = None  # an operation's prefix -> its door's integration
+
+
 def door_of(operation: str) -> str:
-    """"dispatcher", "custom_ops", or the door's own name ("triton",
-    "flashinfer") for a call that did not pass the dispatcher."""
+    """"dispatcher", "custom_ops", or the integration whose door wrote a call
+    that did not pass the dispatcher ("flashinfer", "cute_dsl"); a prefix no
+    seam claims (a door since removed), as it is."""
+    global _names
     head, colon, _ = operation.partition(":")
     if colon:
-        return head
+        if _names is None:
+            _names = door_names()
+        return _names.get(head, head)
     return DISPATCHER if operation.partition(".")[0] in TORCH_NAMESPACES else CUSTOM_OPS
+
+
+_launches: "tuple[str, ...] | None" = None
+
+
+def is_launch(operation: str) -> bool:
+    """A kernel launch's record (FORMAT.md, "Kernel launches": the kernel's
+    parameters by name, its grid and launch options), by the seams that say
+    their door writes launches."""
+    global _launches
+    if _launches is None:
+        _launches = launch_prefixes()
+    return operation.startswith(_launches)

@@ -11,6 +11,7 @@ import types
 import pytest
 from helpers import needs_vllm
 
+from sgl_shapeprof.integrations.registry import INTEGRATIONS
 from sgl_shapeprof.integrations.vllm import workers
 
 VLLM_VERSION = "0.32.0"
@@ -37,8 +38,8 @@ OFF_MODULES = sorted(["sgl_shapeprof", "sgl_shapeprof.integrations", "sgl_shapep
                       "sgl_shapeprof.lazy", "sgl_shapeprof.on_import", "sgl_shapeprof.recording",
                       "sgl_shapeprof.recording.switch", "sgl_shapeprof.integrations.door_finder",
                       "sgl_shapeprof.integrations.registry"] +
-                     [f"sgl_shapeprof.integrations.{n}{s}" for n in ("sglang", "flashinfer", "tvm_ffi", "cute_dsl",
-                                                                     "inductor") for s in ("", ".seam")])
+                     [f"sgl_shapeprof.integrations.{n}{s}" for n in INTEGRATIONS if n != "vllm"
+                      for s in ("", ".seam")])
 
 
 def load_plugin(times=1, **env):

@@ -20,8 +20,8 @@ import sys
 from typing import Callable, Optional
 
 from ...recording.doors import api_door, positional_door
+from .seam import PREFIX as LIBRARY
 
-LIBRARY = "cute"
 _NAME = "_shapeprof_operation"  # set at compile on what cute.compile returned
 _DOOR = "_shapeprof_door"  # a compiled function's door, made at its first recorded call
 _FILE = "_shapeprof_file"  # a loaded module's object file name

@@ -9,8 +9,8 @@ import functools
 
 from ...recording.doors import api_door, operation_name
 from .seam import PACKAGE
+from .seam import PREFIX as LIBRARY
 
-LIBRARY = "flashinfer"
 
 
 def patch_api_logging_module(module) -> None:

@@ -23,8 +23,8 @@ from typing import Optional
 from ...recording.doors import MISSING, native_types, operation_key
 from ...recording.messages import say_once
 from ...recording.triton import OPTIONS, launch_value
+from .seam import PREFIX
 
-PREFIX = "inductor:"
 _STATE = "_shapeprof_launch"  # on an autotuner: (its config, _Launch)
 _off = False  # recording a launch failed once: launches are not recorded again
 
@@ -50,7 +50,7 @@ class _Launch:
             names = [f"arg{i}" for i in range(n_args)]
         self.names = tuple(names)
         self.arg_names = self.names + tuple(kwargs) + OPTIONS
-        self.operation = PREFIX + str(meta.get("kernel_name") or getattr(autotuner.fn, "__name__", "?"))
+        self.operation = f"{PREFIX}:" + str(meta.get("kernel_name") or getattr(autotuner.fn, "__name__", "?"))
         self.grid = _grid_code(autotuner, config)
         # what follows run()'s values, the same at every launch of this
         # config but the grid: the config's values, the grid, its options

@@ -10,8 +10,8 @@ import functools
 import os
 
 from ...recording.doors import positional_door
+from .seam import PREFIX as LIBRARY
 
-LIBRARY = "tvm_ffi"
 _NAME = "_shapeprof_library"  # set on a module by load_module: its file's name
 _DOORS = "_shapeprof_doors"  # a module's doors, by function name
 
