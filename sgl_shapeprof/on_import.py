@@ -1,8 +1,8 @@
 """A server's modules patched where they are imported: a meta path finder
 whose loader runs the module, then our patch of it. Shared by the SGLang
-start-up hook, the vLLM plugin, the kernel libraries' doors (put on by the
-package's import: integrations/doors.py) and the Triton launch hook
-(recording/triton.py): below both recording/ and integrations/, it imports
+start-up hook, the vLLM plugin and the kernel libraries' doors (put on by
+the package's import: integrations/door_finder.py; Triton's among them):
+below both recording/ and integrations/, it imports
 nothing of the package. Imports nothing heavy (both run in every
 process of a server): a patch function loads only when its module is
 imported, and any failure of a patch leaves the module as it is (said on

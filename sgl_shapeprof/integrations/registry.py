@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 
-INTEGRATIONS = ("sglang", "vllm", "flashinfer", "tvm_ffi", "cute_dsl", "inductor")
+INTEGRATIONS = ("sglang", "vllm", "flashinfer", "tvm_ffi", "cute_dsl", "inductor", "triton")
 
 SERVER = "server"
 KERNEL_LIBRARY = "kernel library"
@@ -38,7 +38,7 @@ class Seam:
     more than the package's whole import, which every profiled process
     pays); each integrations/<name>/seam.py builds one, SEAM."""
     __slots__ = ("kind", "name", "hooks", "unarmed_hooks", "plugin_hooks", "plugin_unarmed_hooks", "doors",
-                 "imported_before", "door_prefixes", "launches", "engine", "engine_api", "remote", "concurrency_arg",
+                 "imported_before", "wraps_at_import", "door_prefixes", "launches", "engine", "engine_api", "remote", "concurrency_arg",
                  "srtctl_backend", "display_name", "module", "tested_release", "install", "tests")
     kind: str                     # SERVER or KERNEL_LIBRARY
     name: str                     # its folder and registry line; `run --server NAME` for a server
@@ -48,6 +48,8 @@ class Seam:
     plugin_unarmed_hooks: dict    # ... and off
     doors: dict                   # a kernel library's Hooks, inert outside logged passes (door_finder.py)
     imported_before: "str | None"  # what its doors miss when the library was imported first
+    wraps_at_import: bool         # its doors wrap the library where it is imported (False: Triton's,
+                                  # put on only while a logged pass is open)
     door_prefixes: "tuple[str, ...]"  # what its records' operations start with, before ':' (FORMAT.md)
     launches: bool                # its records are kernel launches: parameters by name, grid, options
     engine: "str | None"          # a server: the module `run` starts (engine.py)
@@ -63,7 +65,7 @@ class Seam:
 
     def __init__(self, kind: str, name: str, *, hooks: "dict | None" = None, unarmed_hooks: "dict | None" = None,
                  plugin_hooks: "dict | None" = None, plugin_unarmed_hooks: "dict | None" = None,
-                 doors: "dict | None" = None, imported_before: "str | None" = None,
+                 doors: "dict | None" = None, imported_before: "str | None" = None, wraps_at_import: bool = True,
                  door_prefixes: "tuple[str, ...]" = (), launches: bool = False, engine: "str | None" = None,
                  engine_api: "str | None" = None, remote: "str | None" = None, concurrency_arg: "str | None" = None,
                  srtctl_backend: "str | None" = None, display_name: "str | None" = None,
@@ -71,7 +73,8 @@ class Seam:
                  tests: "str | None" = None) -> None:
         values = dict(kind=kind, name=name, hooks=hooks or {}, unarmed_hooks=unarmed_hooks or {},
                       plugin_hooks=plugin_hooks or {}, plugin_unarmed_hooks=plugin_unarmed_hooks or {},
-                      doors=doors or {}, imported_before=imported_before, door_prefixes=tuple(door_prefixes),
+                      doors=doors or {}, imported_before=imported_before,
+                      wraps_at_import=wraps_at_import, door_prefixes=tuple(door_prefixes),
                       launches=launches, engine=engine, engine_api=engine_api, remote=remote,
                       concurrency_arg=concurrency_arg,
                       srtctl_backend=srtctl_backend, display_name=display_name, module=module,
@@ -123,8 +126,9 @@ def check(s: object, name: str) -> None:
         value = getattr(s, field)
         if value is not None and not (isinstance(value, str) and value.strip()):
             raise bad(field, f"{value!r} is not a non-empty string (or None)")
-    if not isinstance(s.launches, bool):
-        raise bad("launches", f"{s.launches!r} is not True or False")
+    for field in ("launches", "wraps_at_import"):
+        if not isinstance(getattr(s, field), bool):
+            raise bad(field, f"{getattr(s, field)!r} is not True or False")
     for prefix in s.door_prefixes:
         if not (isinstance(prefix, str) and prefix.isidentifier()):
             raise bad("door_prefixes", f"{prefix!r} is not a name (what an operation starts with, before ':')")
@@ -203,6 +207,12 @@ def doors() -> "dict[str, tuple[str, str]]":
     for s in seams():
         out.update(s.doors)
     return out
+
+
+def inert_doors() -> "frozenset[str]":
+    """The modules of doors() whose patch wraps nothing where they are
+    imported (a door put on only while a logged pass is open)."""
+    return frozenset(m for s in seams() if not s.wraps_at_import for m in s.doors)
 
 
 def door_misses() -> "dict[str, str]":

@@ -20,9 +20,8 @@ import operator
 import sys
 from typing import Optional
 
-from ...recording.doors import MISSING, native_types, operation_key
+from ...recording.doors import MISSING, OPTIONS, launch_value, native_types, operation_key
 from ...recording.messages import say_once
-from ...recording.triton import OPTIONS, launch_value
 from .seam import PREFIX
 
 _STATE = "_shapeprof_launch"  # on an autotuner: (its config, _Launch)
