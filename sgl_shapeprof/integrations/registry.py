@@ -38,8 +38,8 @@ class Seam:
     more than the package's whole import, which every profiled process
     pays); each integrations/<name>/seam.py builds one, SEAM."""
     __slots__ = ("kind", "name", "hooks", "unarmed_hooks", "plugin_hooks", "plugin_unarmed_hooks", "doors",
-                 "imported_before", "wraps_at_import", "door_prefixes", "launches", "engine", "engine_api", "remote", "concurrency_arg",
-                 "srtctl_backend", "display_name", "module", "tested_release", "install", "tests")
+                 "imported_before", "wraps_at_import", "door_prefixes", "launches", "engine", "engine_api", "remote",
+                 "concurrency_arg", "srtctl_backend", "display_name", "module", "tested_release", "install", "tests")
     kind: str                     # SERVER or KERNEL_LIBRARY
     name: str                     # its folder and registry line; `run --server NAME` for a server
     hooks: dict                   # Hooks patched where imported, profiling on (the start-up hook)
