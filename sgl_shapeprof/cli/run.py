@@ -17,8 +17,13 @@ from typing import Optional
 
 from ..integrations import srtctl
 from ..integrations.registry import seam, servers, srtctl_backends
+from ..records.reader import SUMMARY_SUFFIX
 from . import analyze
 from .common import fail
+
+# the records files run asks for: shapes.jsonl, each worker's named from it
+# (shapes_tp0.jsonl, ...; recording/worker.py), each summary beside it
+RECORDS_STEM, RECORDS_EXT = "shapes", ".jsonl"
 
 # without --spec: the requests sent (without --concurrency), the tokens each generates
 PROMPTS = 3
@@ -149,7 +154,7 @@ def progress(out_dir: str, total: Optional[int]) -> str:
     """'recorded 12/50 passes': the most any worker's summary snapshot says
     it logged (each worker's runs as the engine steps)."""
     logged = 0
-    for path in glob.glob(os.path.join(glob.escape(out_dir), "shapes*_summary.json")):
+    for path in glob.glob(os.path.join(glob.escape(out_dir), f"{RECORDS_STEM}*{SUMMARY_SUFFIX}")):
         try:
             with open(path) as f:
                 n = json.load(f).get("logged_forward_passes")
@@ -223,7 +228,7 @@ def _refuse_unrunnable(server: str, model_path: str, given_as: str = "--model-pa
 
 def _refuse_records_in(out_dir: str) -> None:
     """A folder that holds records already is not run into (its files would mix)."""
-    stale = glob.glob(os.path.join(glob.escape(out_dir), "shapes*.jsonl"))
+    stale = glob.glob(os.path.join(glob.escape(out_dir), f"{RECORDS_STEM}*{RECORDS_EXT}"))
     if stale:
         raise fail(f"{out_dir} already holds {os.path.basename(stale[0])}: give another --output-dir")
 
@@ -263,7 +268,7 @@ def run_local(args: argparse.Namespace) -> int:
     os.makedirs(out_dir, exist_ok=True)
     from ..recording import config
     settings = {config.ENV_ENABLE: "1", config.ENV_RANK: "all", config.ENV_DEDUPE: "1" if args.dedupe else "0",
-                config.ENV_FILE: os.path.join(out_dir, "shapes.jsonl"), **window}
+                config.ENV_FILE: os.path.join(out_dir, RECORDS_STEM + RECORDS_EXT), **window}
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(config.ENV_ENABLE) and not k.startswith(config.neutral_name(config.ENV_ENABLE) + "_")
            and k != config.neutral_name(config.ENV_ENABLE)}
@@ -304,7 +309,7 @@ def run_local(args: argparse.Namespace) -> int:
             tail = f.read()[-3000:]
         sys.stderr.write(tail)
         raise fail(f"the {args.server} engine exited with status {rc} (its log: {log_path})")
-    files = sorted(glob.glob(os.path.join(glob.escape(out_dir), "shapes*.jsonl")))
+    files = sorted(glob.glob(os.path.join(glob.escape(out_dir), f"{RECORDS_STEM}*{RECORDS_EXT}")))
     if not files:
         raise fail(f"the {args.server} engine ran but recorded nothing{server.NOT_RECORDED_HINT}; "
                    f"its log: {log_path}")

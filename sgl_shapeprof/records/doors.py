@@ -12,10 +12,15 @@ from ..integrations.registry import door_names, launch_prefixes
 
 DISPATCHER = "dispatcher"
 CUSTOM_OPS = "custom_ops"  # dispatcher operators outside torch's own namespaces
-# torch's own operator namespaces; any other is a custom op's library
-TORCH_NAMESPACES = frozenset((
-    "aten", "prims", "rngprims", "quantized", "_quantized", "mkldnn", "c10d", "_c10d_functional",
-    "_c10d_functional_autograd", "_dtensor", "profiler", "inductor", "_test"))
+# torch's own operator namespaces, the one list (replay and repro take theirs
+# from here): those `import torch` registers (a repro script imports nothing
+# else for them), the collectives' (replayed only with a process group), and
+# the rest; any other namespace is a custom op's library
+REGISTERED_BY_TORCH = frozenset(("aten", "prims", "quantized", "_quantized", "profiler", "c10d", "_c10d_functional"))
+COLLECTIVE_NAMESPACES = frozenset(("c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd",
+                                   "symm_mem"))
+TORCH_NAMESPACES = REGISTERED_BY_TORCH | COLLECTIVE_NAMESPACES | frozenset((
+    "rngprims", "mkldnn", "_dtensor", "inductor", "_test"))
 
 
 _names: "dict[str, str] | None" = None  # an operation's prefix -> its door's integration

@@ -54,6 +54,11 @@ MODULE = "sglang"
 TESTED_RELEASE = "0.5.23"
 INSTALL = f'pip install "sglang=={TESTED_RELEASE}"'
 
+# SGLang's runtime profiling routes, and the activity that asks them for
+# shapes (start_profile.py takes it, remote.py sends it)
+START_PROFILE, STOP_PROFILE = "/start_profile", "/stop_profile"
+SHAPES = "SHAPES"
+
 # `sgl-shapeprof run --server sglang --url URL`: the module that drives a
 # running server (start, generate, stop: remote.py)
 REMOTE = f"{_HERE}.remote"

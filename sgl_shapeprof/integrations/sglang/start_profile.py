@@ -16,6 +16,7 @@ from ...recording.messages import say_once
 from ...recording.on_request import OnRequestProfiler
 from ...recording.requests import RequestError, request_count, request_name
 from ...recording.switch import armed_on_request
+from .seam import SHAPES
 from .workers import llm_tp_rank
 
 
@@ -25,8 +26,7 @@ from .workers import llm_tp_rank
 # activity is kept and ignored there, so "SHAPES" is taken out here and
 # becomes a request to this process's armed profiler; the other activities
 # (CPU, GPU, MEM, ...) go on to SGLang's torch profiler over the same steps.
-SHAPES = "SHAPES"
-NOT_ARMED = ("SHAPES: this server was not started with SGLANG_PROFILE_SHAPES=on_request, "
+NOT_ARMED = (f"{SHAPES}: this server was not started with SGLANG_PROFILE_SHAPES=on_request, "
              "so it cannot record on request")
 
 

