@@ -84,6 +84,28 @@ class PatchingFinder:
         pass
 
 
+# Our wrappers, one marker: every function we put in a library's or a
+# server's place carries the function it wraps under this attribute, so that
+# a wrapper is never wrapped again (a module patched twice, a plugin loaded
+# twice, a door and the start-up hook both) and is taken off by original_of.
+WRAPPED = "__sgl_shapeprof_wrapped__"
+
+
+def mark(wrapper, original):
+    """wrapper, marked as ours, wrapping original."""
+    setattr(wrapper, WRAPPED, original)
+    return wrapper
+
+
+def original_of(fn):
+    """What our wrapper fn wraps; None when fn is not ours."""
+    return getattr(fn, WRAPPED, None)
+
+
+def is_ours(fn) -> bool:
+    return original_of(fn) is not None
+
+
 def install_finder(finder: PatchingFinder) -> bool:
     """Patches the modules already imported, and the others when they are;
     once per finder class. True if installed now."""

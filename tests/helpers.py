@@ -26,17 +26,19 @@ HOOK_FILES = ("sgl_shapeprof_autohook.pth", "sgl_shapeprof_autohook.py")
 
 def hook_module():
     """The start-up hook's module (sgl_shapeprof_autohook.py, as the package
-    under test installs it: integrations/install.py's module_text) with its
-    definitions only: running it whole would install its finder here."""
+    under test installs it), a fresh copy given what its .pth line gives
+    start() (integrations/install.py's pth_text), without calling start():
+    that would install its finder here."""
+    import ast
     import importlib.util
-    import types
 
     from sgl_shapeprof.integrations import install
     spec = importlib.util.find_spec("sgl_shapeprof_autohook")
     assert spec is not None, "sgl_shapeprof_autohook.py is not installed beside the package"
-    module = types.ModuleType("sgl_shapeprof_autohook")
-    source = install.module_text(spec.origin)
-    exec(compile(source.partition("\nif switched_on():")[0], spec.origin, "exec"), module.__dict__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # definitions only: start() is the line's
+    call = ast.parse(install.pth_text().partition(";")[2].strip()).body[0].value
+    module.SWITCHES, module.UNARMED_TARGETS = (ast.literal_eval(a) for a in call.args)
     return module
 
 

@@ -101,7 +101,7 @@ import sgl_shapeprof
 import stand_in_kernels.api as api
 from sgl_shapeprof.integrations import install, registry, startup_hook
 print(json.dumps({"door": getattr(api, "patched_by", None), "targets": list(startup_hook.TARGETS),
-                  "written": install.written_values()["UNARMED_TARGETS"],
+                  "written": install.pth_text(),
                   "srtctl": registry.srtctl_backends(), "tests": [s.tests for s in registry.seams() if s.tests]}))
 '''
 
@@ -212,7 +212,7 @@ def test_the_hooks_doors_srtctl_and_placement_take_them(added):
     got = json.loads(r.stdout)
     assert got["door"] == "sgl_shapeprof.integrations.stand_in_lib.door"  # import sgl_shapeprof put it on
     assert {"stand_in_kernels.api", "stand_in_server_pkg.worker"} <= set(got["targets"])
-    assert "stand_in_server_pkg.tokenizer" in got["written"]  # what hook install writes into the .pth module
+    assert "'stand_in_server_pkg.tokenizer'" in got["written"]  # what hook install writes into the .pth line
     assert got["srtctl"]["standin"] == "stand_in_server"
     assert "stand_in_server" in got["tests"]  # tests/placement.py's engine folders
 

@@ -7,10 +7,11 @@ SHAPEPROF for SGLANG_PROFILE_SHAPES, SHAPEPROF_FILE for
 SGLANG_PROFILE_SHAPES_FILE, and so on. Either works; the neutral one is read
 when it is set and not empty (config.read_env refuses two that disagree).
 
-The start-up hook's .pth line cannot import even this (it runs in every
-Python process, and must not load the package while the variable is unset),
-so it spells loads_hook()'s test itself; tests/test_layout.py checks that the
-two agree on every kind of value.
+The start-up hook's module cannot import even this (it runs in every
+Python process, and must not load the package while the variable is unset):
+its .pth line is given the names from here when it is installed
+(integrations/install.py), and the module spells loads_hook()'s test
+itself; tests/test_env.py checks that the two agree on every kind of value.
 """
 ENV_ENABLE = "SGLANG_PROFILE_SHAPES"
 ON_REQUEST = "on_request"  # SGLANG_PROFILE_SHAPES=on_request: armed, records when asked

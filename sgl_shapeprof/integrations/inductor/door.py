@@ -20,6 +20,7 @@ import operator
 import sys
 from typing import Optional
 
+from ...on_import import is_ours, mark
 from ...recording.doors import MISSING, OPTIONS, launch_value, native_types, operation_key
 from ...recording.messages import say_once
 from .seam import PREFIX
@@ -105,7 +106,7 @@ def patch_triton_heuristics(module) -> None:
     autotuner's run() records the launches of logged passes."""
     cls = getattr(module, "CachingAutotuner", None)
     original = getattr(cls, "run", None) if cls is not None else None
-    if original is None or getattr(original, "_shapeprof_original", None) is not None:
+    if original is None or is_ours(original):
         return
 
     @functools.wraps(original)
@@ -127,7 +128,7 @@ def patch_triton_heuristics(module) -> None:
         _file_launch(native, self, args, mode, None)
         return out
 
-    run._shapeprof_original = original
+    mark(run, original)
     cls.run = run
 
 

@@ -10,6 +10,7 @@ import logging
 import os
 from typing import Any, Callable, Optional
 
+from ...on_import import is_ours, mark
 from ...recording.config import read_env
 from ...recording.env import env_profiler
 from ...recording.messages import say_once
@@ -189,7 +190,7 @@ def _with_shapes(res: Any, text: str) -> Any:
 def patch_profiler_manager_module(module: Any) -> None:
     cls = module.SchedulerProfilerManager
     profile = cls._profile
-    if getattr(profile, "__sgl_shapeprof_wrapped__", False):
+    if is_ours(profile):
         return
     from sglang.srt.managers.io_struct import ProfileReqOutput, ProfileReqType
 
@@ -251,7 +252,7 @@ def patch_profiler_manager_module(module: Any) -> None:
                     return ProfileReqOutput(success=True, message=text)
                 return _with_shapes(res, text)
         return profile(self, recv_req)
-    _profile.__sgl_shapeprof_wrapped__ = True
+    mark(_profile, profile)
     cls._profile = _profile
 
 
@@ -307,7 +308,7 @@ def _bad_request_error() -> type:
 def patch_tokenizer_control_module(module: Any) -> None:
     cls = module.TokenizerControlMixin
     execute = cls._execute_profile
-    if getattr(execute, "__sgl_shapeprof_wrapped__", False):
+    if is_ours(execute):
         return
     from sglang.srt.managers.io_struct import ProfileReqType
     bad_request = _bad_request_error()
@@ -335,7 +336,7 @@ def patch_tokenizer_control_module(module: Any) -> None:
         if not result.success:
             raise RuntimeError(result.message)
         return result
-    _execute_profile.__sgl_shapeprof_wrapped__ = True
+    mark(_execute_profile, execute)
     cls._execute_profile = _execute_profile
 
 

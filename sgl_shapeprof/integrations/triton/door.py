@@ -31,6 +31,7 @@ import threading
 import weakref
 from typing import Callable, Dict, Optional, Tuple
 
+from ...on_import import is_ours, mark
 from ...recording.doors import MISSING, OPTIONS, launch_types, launch_value, native_types, operation_key, pass_door
 from ...recording.messages import say_once
 from ...recording.pauses import pause_thread, resume_thread
@@ -85,10 +86,10 @@ def enter() -> None:
                 if (cls, name) in _installed:
                     continue
                 original = cls.__dict__.get(name)
-                if original is None or getattr(original, "_shapeprof_original", None) is not None:
+                if original is None or is_ours(original):
                     continue
                 wrapper = wrap(original)
-                wrapper._shapeprof_original = original
+                mark(wrapper, original)
                 setattr(cls, name, wrapper)
                 _installed[(cls, name)] = original
         except Exception as e:  # another Triton: its launches are not recorded
