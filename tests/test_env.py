@@ -437,3 +437,17 @@ def test_the_hook_module_holds_no_copy_of_what_its_line_gives(tmp_path):
     planted = tmp_path / "sgl_shapeprof_autohook.py"
     planted.write_text(open(module).read().replace("SWITCHES = ()", 'SWITCHES = ("SHAPEPROF",)'))
     assert hand_copies_in_the_hook_module(str(planted), names) == ["sgl_shapeprof_autohook.py:28: 'SHAPEPROF'"]
+
+
+def test_a_childs_environment_is_built_in_one_place_with_records_and_runs_rules():
+    """record keeps the user's other variables of ours, run drops them; both
+    give each setting in its neutral spelling only."""
+    from sgl_shapeprof.recording import config
+    environ = {"PATH": "/bin", "SGLANG_PROFILE_SHAPES_FILE": "old", "SHAPEPROF_RANK": "1",
+               "SGLANG_PROFILE_SHAPES_PHASES": "decode", "SHAPEPROF": "0"}
+    settings = {config.ENV_ENABLE: "1", config.ENV_FILE: "new"}
+    assert config.child_environ(settings, environ=environ) == {
+        "PATH": "/bin", "SHAPEPROF_RANK": "1", "SGLANG_PROFILE_SHAPES_PHASES": "decode", "SHAPEPROF": "1",
+        "SHAPEPROF_FILE": "new"}
+    assert config.child_environ(settings, keep_others=False, environ=environ) == {
+        "PATH": "/bin", "SHAPEPROF": "1", "SHAPEPROF_FILE": "new"}

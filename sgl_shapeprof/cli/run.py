@@ -269,10 +269,7 @@ def run_local(args: argparse.Namespace) -> int:
     from ..recording import config
     settings = {config.ENV_ENABLE: "1", config.ENV_RANK: "all", config.ENV_DEDUPE: "1" if args.dedupe else "0",
                 config.ENV_FILE: os.path.join(out_dir, RECORDS_STEM + RECORDS_EXT), **window}
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(config.ENV_ENABLE) and not k.startswith(config.neutral_name(config.ENV_ENABLE) + "_")
-           and k != config.neutral_name(config.ENV_ENABLE)}
-    env.update({config.neutral_name(k): v for k, v in settings.items()})
+    env = config.child_environ(settings, keep_others=False)  # run decides them all
     for line in server.prepare(spec, env):
         print(f"sgl-shapeprof run: {line}", file=sys.stderr)
     with open(os.path.join(out_dir, "run.json"), "w") as f:

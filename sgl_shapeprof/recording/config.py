@@ -71,6 +71,26 @@ class EnvConfig:
         return records_path_for(self.path, worker, several=tp is None or len(tp) > 1, rank=rank)
 
 
+def ours(name: str) -> bool:
+    """A variable of ours, in either spelling (the switch or one of its settings)."""
+    neutral = neutral_name(ENV_ENABLE)
+    return name.startswith(ENV_ENABLE) or name == neutral or name.startswith(neutral + "_")
+
+
+def child_environ(settings: Mapping[str, str], keep_others: bool = True,
+                  environ: Optional[Mapping[str, str]] = None) -> dict:
+    """The environment of a child process profiled with `settings` (ENV_*
+    name -> value), the one place it is built (`record`, `run`): this
+    process's, each setting under its neutral spelling, its SGLang
+    spelling dropped. keep_others: the user's other variables of ours go
+    with it (`record`: a script's own SHAPEPROF_RANK, say); else every other
+    one of ours is dropped (`run` decides them all)."""
+    env = os.environ if environ is None else environ
+    out = {k: v for k, v in env.items() if k not in settings and (keep_others or not ours(k))}
+    out.update({neutral_name(k): v for k, v in settings.items()})
+    return out
+
+
 def records_path_for_rank(path: str, rank: int, several: bool) -> str:
     return records_path_for(path, Worker(tp_rank=rank), several)
 
