@@ -1,6 +1,7 @@
-"""SGLANG_PROFILE_SHAPES, the on/off switch, the variables' two spellings,
-and the phase names that mean one phase: the one definition of each. Imports
-nothing: the start-up hook reads it at Python start-up.
+"""SGLANG_PROFILE_SHAPES, the on/off switch, and the variables' two
+spellings: the one definition of each; which phase names mean one phase
+(records/phases.py's aliases). Imports nothing but records/phases.py (which
+imports nothing): the start-up hook reads it at Python start-up.
 
 Every variable has a neutral spelling for any server (vLLM, a script):
 SHAPEPROF for SGLANG_PROFILE_SHAPES, SHAPEPROF_FILE for
@@ -13,6 +14,8 @@ its .pth line is given the names from here when it is installed
 (integrations/install.py), and the module spells loads_hook()'s test
 itself; tests/test_env.py checks that the two agree on every kind of value.
 """
+from ..records.phases import PHASE_ALIASES  # the phases' owner (imports nothing)
+
 ENV_ENABLE = "SGLANG_PROFILE_SHAPES"
 ON_REQUEST = "on_request"  # SGLANG_PROFILE_SHAPES=on_request: armed, records when asked
 
@@ -82,10 +85,6 @@ def loads_hook(environ=None) -> bool:
 
 def armed_on_request(environ=None) -> bool:
     return parse_switch(switch_value(environ)) == ARMED
-
-
-# SGLang runs prefill as EXTEND batches: either name selects both.
-PHASE_ALIASES = {"prefill": "extend", "extend": "prefill"}
 
 
 def same_phase(a: str, b: str) -> bool:

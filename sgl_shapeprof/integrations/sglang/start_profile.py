@@ -17,6 +17,7 @@ from ...recording.messages import say_once
 from ...recording.on_request import OnRequestProfiler
 from ...recording.requests import RequestError, request_count, request_name
 from ...recording.switch import armed_on_request
+from ...records.phases import BY_STAGE
 from .seam import SHAPES
 from .workers import llm_tp_rank
 
@@ -127,7 +128,7 @@ def _take(manager: Any, req: Any, armed: OnRequestProfiler, out_dir: str) -> str
     phases = _stage_phases(getattr(req, "profile_stages", None))
     if by_stage and not n:
         raise RequestError("SHAPES: profile_by_stage needs num_steps")
-    path = armed.request(passes=n, phases=phases or (["extend", "decode"] if by_stage else None),
+    path = armed.request(passes=n, phases=phases or (list(BY_STAGE) if by_stage else None),
                          output=os.path.join(out_dir, name), skip=skip, per_phase=by_stage)
     _STARTED["path"] = path
     what = f"{n} passes" if n and not by_stage else f"{n} passes per stage" if n else "passes until /stop_profile"

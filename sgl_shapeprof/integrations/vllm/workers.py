@@ -25,10 +25,11 @@ import os
 import threading
 from typing import Any, Callable, Optional
 
+from ...records.phases import DECODE, PREFILL
 from ...records.worker import Worker
 from ..passes import attach, call_quietly, close_attached, wrap_init, wrap_method
 
-PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
+MIXED = "mixed"  # a vLLM step of both (records/phases.py has the others)
 WARMUP_PREFIXES = ("_warmup_", "_v2_mixed_warmup", "_dummy_req_")
 _step = threading.local()  # sizes: the running step's (requests, tokens), for its graph replays
 
