@@ -18,7 +18,7 @@ from ...recording.on_request import OnRequestProfiler
 from ...recording.requests import RequestError, request_count, request_name
 from ...recording.switch import armed_on_request
 from ...records.phases import BY_STAGE
-from .seam import SHAPES
+from .seam import SHAPES, START_PROFILE, STOP_PROFILE
 from .workers import llm_tp_rank
 
 
@@ -270,7 +270,7 @@ def patch_profiler_manager_module(module: Any) -> None:
 # started with on_request would take a SHAPES request and record nothing. It
 # is refused there, before any scheduler sees it.
 _REPLY: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("sgl_shapeprof_reply", default=None)
-_PROFILE_PATHS = ("/start_profile", "/stop_profile")
+_PROFILE_PATHS = (START_PROFILE, STOP_PROFILE)
 
 
 def _never_raises(patch: Callable[[Any], None]) -> Callable[[Any], None]:
