@@ -399,8 +399,8 @@ OWNED = {
     "SHAPES": (f"{PKG}.integrations.sglang.seam", f"{PKG}.integrations.sglang"),  # (its lazy table's name)
     "/start_profile": (f"{PKG}.integrations.sglang.seam", f"{PKG}.integrations.vllm.seam"),
     "/stop_profile": (f"{PKG}.integrations.sglang.seam", f"{PKG}.integrations.vllm.seam"),
-    "symm_mem": (f"{PKG}.records.doors",),  # torch's namespaces
-    "_c10d_functional": (f"{PKG}.records.doors",),
+    "symm_mem": (f"{PKG}.records.ledger",),  # torch's namespaces
+    "_c10d_functional": (f"{PKG}.records.ledger",),
     "extend": (f"{PKG}.records.phases",),  # phases
     "SHAPEPROF": (f"{PKG}.recording.switch",),  # the switch's neutral spelling
 }
@@ -695,7 +695,7 @@ def test_a_seam_that_is_not_one_or_claims_anothers_prefix_is_refused(monkeypatch
      "spells 'triton:': sgl_shapeprof.integrations.triton's seam's"),
     ("integrations/sglang/remote.py", "_MARK = \"__sgl_shapeprof_wrapped__\"\n",
      "spells '__sgl_shapeprof_wrapped__': sgl_shapeprof.on_import's"),
-    ("replay/scripts.py", "_MORE = {\"symm_mem\"}\n", "spells 'symm_mem': sgl_shapeprof.records.doors's"),
+    ("replay/scripts.py", "_MORE = {\"symm_mem\"}\n", "spells 'symm_mem': sgl_shapeprof.records.ledger's"),
     ("integrations/vllm/remote.py", "_ROUTE = \"/start_profile\"\n", "spells '/start_profile'"),
 ])
 def test_each_owned_fact_spelled_again_is_caught(tmp_path, rel, code, said):

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from ..records.doors import is_launch
+from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape
 from .gemm import launch_gemm, library_gemms

@@ -22,7 +22,7 @@ from . import analyze
 from .common import fail
 
 # the records files run asks for: shapes.jsonl, each worker's named from it
-# (shapes_tp0.jsonl, ...; recording/worker.py), each summary beside it
+# (shapes_tp0.jsonl, ...; recording/selection.py), each summary beside it
 RECORDS_STEM, RECORDS_EXT = "shapes", ".jsonl"
 
 # without --spec: the requests sent (without --concurrency), the tokens each generates

@@ -29,13 +29,14 @@ def _environ(environ):
     return environ
 
 
-SGLANG_PREFIX, NEUTRAL_PREFIX = ENV_ENABLE, "SHAPEPROF"
+# every variable's neutral spelling starts with this in place of ENV_ENABLE
+NEUTRAL_ENABLE = "SHAPEPROF"
 
 
 def neutral_name(name: str) -> str:
     """SGLANG_PROFILE_SHAPES_X -> SHAPEPROF_X (the name every server reads)."""
-    if name.startswith(SGLANG_PREFIX):
-        return NEUTRAL_PREFIX + name[len(SGLANG_PREFIX):]
+    if name.startswith(ENV_ENABLE):
+        return NEUTRAL_ENABLE + name[len(ENV_ENABLE):]
     return name
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 
-from ..records.doors import COLLECTIVE_NAMESPACES
+from ..records.ledger import COLLECTIVE_NAMESPACES
 from ..records.scan import Source
 from ..records.values import format_value, short_dtype
 

@@ -20,7 +20,7 @@ from ..records.reader import RecordReader
 from ..records.filter import Filter
 from ..records.scan import Source, scan
 from ..records.signature import Signature, mask_floats
-from ..records.doors import COLLECTIVE_NAMESPACES, REGISTERED_BY_TORCH
+from ..records.ledger import COLLECTIVE_NAMESPACES, REGISTERED_BY_TORCH
 from .calls import Call, NotReplayable, resolve, split_operation, tensor_specs
 from .inputs import TensorPlan, plan
 from . import tensors as _tensors_module, verdict as _verdict_module

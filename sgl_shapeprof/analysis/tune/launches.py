@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ...records import untrusted
-from ...records.doors import is_launch
+from ...records.ledger import is_launch
 from ...records.signature import Signature
 from ...records.values import short_dtype
 
