@@ -107,13 +107,14 @@ class BuildPy(build_py):
     """Puts the zero-edit start-up hook's .pth line at the top of the wheel,
     so that it lands in site-packages/ beside the module it imports
     (sgl_shapeprof_autohook.py, a py-module: it does nothing unless
-    SGLANG_PROFILE_SHAPES is set)."""
-
-    PTH = os.path.join("sgl_shapeprof", "sgl_shapeprof_autohook.pth")
+    SGLANG_PROFILE_SHAPES is set): the line `sgl-shapeprof hook install`
+    writes, with the switch's names and targets from their owners."""
 
     def run(self):
         super().run()
-        self.copy_file(self.PTH, os.path.join(self.build_lib, os.path.basename(self.PTH)))
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # this checkout's, not an installed one
+        from sgl_shapeprof.integrations import install
+        install.write_pth(os.path.join(self.build_lib, install.PTH_NAME))
 
 
 # Torch's headers are system headers to us: our warning flags are for our code.

@@ -1,6 +1,11 @@
 """sgl_shapeprof's start-up hook: what the line of sgl_shapeprof_autohook.pth
-imports in every Python process of the environment. Standard library only,
-and nothing of sgl_shapeprof loads unless it is wanted:
+runs in every Python process of the environment. Standard library only, and
+nothing of sgl_shapeprof loads unless it is wanted. The line imports this
+module and calls start() with the switch's names and the unarmed targets,
+which `sgl-shapeprof hook install` (and a wheel's build) writes into it from
+their owners (recording/switch.py, integrations/registry.py's seams): this
+module, which cannot import them (it would load the package in every
+process), holds no copy. start():
 
 - SHAPEPROF or SGLANG_PROFILE_SHAPES set, and not 0: the start-up hook
   loads (sgl_shapeprof/integrations/startup_hook.py), which patches every
@@ -18,12 +23,10 @@ would load it in every process.
 import os
 import sys
 
-# recording/config.py's ENV_ENABLE in its neutral spelling and its own, and
-# the start-up hook's UNARMED_TARGETS, which the registry's seams give (tests
-# check they agree: this module cannot import them, it would load the
-# package in every process)
-SWITCHES = ("SHAPEPROF", "SGLANG_PROFILE_SHAPES")
-UNARMED_TARGETS = ("sglang.srt.managers.tokenizer_control_mixin",)
+# the .pth line's, given to start(): the switch in its neutral spelling and
+# its own; the modules patched with profiling off
+SWITCHES = ()
+UNARMED_TARGETS = ()
 
 
 class UnarmedFinder:
@@ -42,10 +45,17 @@ class UnarmedFinder:
 
 
 def switched_on(environ=os.environ) -> bool:
-    return (environ.get(SWITCHES[0]) or environ.get(SWITCHES[1]) or "").strip() not in ("", "0")
+    """The first spelling set and not empty, not 0 (recording/switch.py's loads_hook)."""
+    return next((environ[n] for n in SWITCHES if environ.get(n)), "").strip() not in ("", "0")
 
 
-if switched_on():
-    import sgl_shapeprof.integrations.startup_hook  # noqa: F401
-else:
-    sys.meta_path.insert(0, UnarmedFinder)
+def start(switches, unarmed_targets) -> None:
+    """The .pth line's call; once per process."""
+    global SWITCHES, UNARMED_TARGETS
+    if SWITCHES:
+        return
+    SWITCHES, UNARMED_TARGETS = tuple(switches), tuple(unarmed_targets)
+    if switched_on():
+        import sgl_shapeprof.integrations.startup_hook  # noqa: F401
+    else:
+        sys.meta_path.insert(0, UnarmedFinder)

@@ -88,8 +88,9 @@ def inductor(rounds: int, calls: int) -> None:
 
     from sgl_shapeprof import ShapeProfiler
     from sgl_shapeprof.integrations.inductor.door import patch_triton_heuristics
+    from sgl_shapeprof.on_import import original_of
     patch_triton_heuristics(heuristics)
-    own = heuristics.CachingAutotuner.run._shapeprof_original
+    own = original_of(heuristics.CachingAutotuner.run)
     at, _ = autotuner([config(128, 4)])
     x, y = torch.zeros(1000), torch.zeros(1000)
 

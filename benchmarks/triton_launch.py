@@ -74,7 +74,7 @@ def main() -> None:
         return (time.perf_counter() - t0) / a.launches * 1e6
 
     # ours alone: the wrapper (installed by a logged pass) around a run that does nothing
-    from sgl_shapeprof.recording import triton as hook
+    from sgl_shapeprof.integrations.triton import door as hook
     stub = hook._launcher(lambda self, *args, grid, warmup, **kwargs: None)
 
     def ours_alone(mode):

@@ -1,8 +1,8 @@
 """A server's modules patched where they are imported: a meta path finder
 whose loader runs the module, then our patch of it. Shared by the SGLang
-start-up hook, the vLLM plugin, the kernel libraries' doors (put on by the
-package's import: integrations/doors.py) and the Triton launch hook
-(recording/triton.py): below both recording/ and integrations/, it imports
+start-up hook, the vLLM plugin and the kernel libraries' doors (put on by
+the package's import: integrations/door_finder.py; Triton's among them):
+below both recording/ and integrations/, it imports
 nothing of the package. Imports nothing heavy (both run in every
 process of a server): a patch function loads only when its module is
 imported, and any failure of a patch leaves the module as it is (said on
@@ -82,6 +82,28 @@ class PatchingFinder:
 
     def invalidate_caches(self):
         pass
+
+
+# Our wrappers, one marker: every function we put in a library's or a
+# server's place carries the function it wraps under this attribute, so that
+# a wrapper is never wrapped again (a module patched twice, a plugin loaded
+# twice, a door and the start-up hook both) and is taken off by original_of.
+WRAPPED = "__sgl_shapeprof_wrapped__"
+
+
+def mark(wrapper, original):
+    """wrapper, marked as ours, wrapping original."""
+    setattr(wrapper, WRAPPED, original)
+    return wrapper
+
+
+def original_of(fn):
+    """What our wrapper fn wraps; None when fn is not ours."""
+    return getattr(fn, WRAPPED, None)
+
+
+def is_ours(fn) -> bool:
+    return original_of(fn) is not None
 
 
 def install_finder(finder: PatchingFinder) -> bool:

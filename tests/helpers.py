@@ -26,22 +26,27 @@ HOOK_FILES = ("sgl_shapeprof_autohook.pth", "sgl_shapeprof_autohook.py")
 
 def hook_module():
     """The start-up hook's module (sgl_shapeprof_autohook.py, as the package
-    under test installs it) with its definitions only: running it whole
-    would install its finder here."""
+    under test installs it), a fresh copy given what its .pth line gives
+    start() (integrations/install.py's pth_text), without calling start():
+    that would install its finder here."""
+    import ast
     import importlib.util
+
+    from sgl_shapeprof.integrations import install
     spec = importlib.util.find_spec("sgl_shapeprof_autohook")
     assert spec is not None, "sgl_shapeprof_autohook.py is not installed beside the package"
     module = importlib.util.module_from_spec(spec)
-    source = open(spec.origin).read()
-    exec(compile(source.partition("\nif switched_on():")[0], spec.origin, "exec"), module.__dict__)
+    spec.loader.exec_module(module)  # definitions only: start() is the line's
+    call = ast.parse(install.pth_text().partition(";")[2].strip()).body[0].value
+    module.SWITCHES, module.UNARMED_TARGETS = (ast.literal_eval(a) for a in call.args)
     return module
 
 
 def copy_hook(site_dir) -> None:
-    """The start-up hook's two files into site_dir, from the checkout."""
-    import shutil
-    shutil.copy(os.path.join(ROOT, "sgl_shapeprof", HOOK_FILES[0]), site_dir)
-    shutil.copy(os.path.join(ROOT, HOOK_FILES[1]), site_dir)
+    """The start-up hook's two files into site_dir, from the checkout, as
+    `sgl-shapeprof hook install` writes them."""
+    from sgl_shapeprof.integrations import install
+    install.install(str(site_dir))
 
 
 def load(path: str) -> List[dict]:

@@ -13,6 +13,8 @@ new module named with a new prefix here.
 """
 import os
 
+from sgl_shapeprof.integrations.registry import seams
+
 # prefix of the test module's file name -> the concern it covers on every torch
 EVERY_TORCH = {
     "test_build": "the build against this torch's headers, warnings as errors",
@@ -28,8 +30,8 @@ EVERY_TORCH = {
     "test_cuda": "CUDA (skips without a GPU)",
 }
 
-# the folders of the servers' real-engine tests, by engine
-ENGINE_DIRS = ("sglang", "vllm")
+# the folders of the servers' real-engine tests, by engine (each server's seam says its own)
+ENGINE_DIRS = tuple(s.tests for s in seams() if s.tests)
 
 # what a module that uses them is testing: it must run on every torch
 PARITY_ORACLE = {"reference_logger", "ReferenceLogger", "run_both", "assert_same_stream"}

@@ -269,17 +269,17 @@ def test_run_without_the_server_installed_says_what_to_install_in_one_line_and_l
 
     from sgl_shapeprof.integrations.registry import seam
     s = seam(server)
-    if s.MODULE in importlib.metadata.packages_distributions():
-        pytest.skip(f"{s.NAME} is installed here")
+    if s.module in importlib.metadata.packages_distributions():
+        pytest.skip(f"{s.display_name} is installed here")
     model = _model_folder(tmp_path / "tiny")
     kept = tmp_path / "kept"
     kept.mkdir()
     for out in (tmp_path / "new", kept):
         assert main(["run", "--server", server, "--model-path", model, "--concurrency", "4", "-o", str(out)]) == 2
         err = capsys.readouterr().err
-        assert err == (f"sgl-shapeprof run: --server {server}: {s.NAME} is not installed in this Python "
-                       f"({sys.executable}): {s.INSTALL} installs the release tested; or run sgl-shapeprof from "
-                       f"{s.NAME}'s environment\n")
+        assert err == (f"sgl-shapeprof run: --server {server}: {s.display_name} is not installed in this Python "
+                       f"({sys.executable}): {s.install} installs the release tested; or run sgl-shapeprof from "
+                       f"{s.display_name}'s environment\n")
         assert install in err
     assert not (tmp_path / "new").exists() and os.listdir(kept) == []
 

@@ -15,6 +15,7 @@ import sys
 import tempfile
 
 import pytest
+from integration_docs import integrations, undocumented
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -143,6 +144,23 @@ def test_every_variable_s_neutral_spelling_is_documented():
     neutral = sorted({neutral_name(n) for n in variables() if n.startswith("SGLANG_PROFILE_SHAPES")})
     assert "SHAPEPROF" in neutral and "SHAPEPROF_FILE" in neutral, neutral
     assert not undocumented_variables(neutral, _all_docs()), undocumented_variables(neutral, _all_docs())
+
+
+def test_every_integration_is_documented():
+    """Its folder in the code map, its records' operation prefixes in
+    FORMAT.md, a server in run's synopsis (tests/integration_docs.py)."""
+    offences = undocumented(DOCS, integrations())
+    assert not offences, "\n".join(offences)
+
+
+def test_an_undocumented_integration_is_caught():
+    found = integrations() + [{"name": "trtllm", "kind": "server", "door_prefixes": []},
+                              {"name": "aiter", "kind": "kernel library", "door_prefixes": ["aiter"]}]
+    assert undocumented(DOCS, found) == [
+        "how-it-works.md: the code map has no integrations/trtllm/",
+        "how-it-works.md: the code map has no integrations/aiter/",
+        "FORMAT.md: no operation `aiter:...` (aiter's door)",
+        "cli.md: run's synopsis does not say --server sglang|vllm|trtllm"]
 
 
 def test_the_checks_would_fail():

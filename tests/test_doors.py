@@ -359,7 +359,7 @@ def test_a_library_imported_first_is_named_once_when_a_profiler_is_made(stand_in
              "except ImportError:\n    heuristics = None\n"
              "import sgl_shapeprof\nsys.stderr.write('-- imported\\n')\n")
     r = run_child(first + PASS + "print(json.dumps(heuristics is None or "
-                  "hasattr(heuristics.CachingAutotuner.run, '_shapeprof_original')))\n", stand_in, path)
+                  "hasattr(heuristics.CachingAutotuner.run, '__sgl_shapeprof_wrapped__')))\n", stand_in, path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.splitlines()[-1]) is True  # Inductor's door, put on in place
     out = json.loads(r.stdout.splitlines()[-2])
@@ -377,7 +377,8 @@ def test_with_the_start_up_hook_a_library_imported_first_is_wrapped_and_nothing_
     site_dir.mkdir()
     copy_hook(site_dir)
     path = stand_in / "shapes.jsonl"
-    code = "import sgl_shapeprof_autohook\nimport json, sys\nimport torch, flashinfer\nimport sgl_shapeprof\n"
+    code = (site_dir / "sgl_shapeprof_autohook.pth").read_text() + \
+        "import json, sys\nimport torch, flashinfer\nimport sgl_shapeprof\n"
     r = run_child(code + PASS, stand_in, path, SHAPEPROF="1",
                   PYTHONPATH=os.pathsep.join([str(site_dir), PKG_ROOT]))
     assert _ran(r)["door"] == "flashinfer:norm.rmsnorm"
@@ -463,8 +464,8 @@ def test_a_plain_import_puts_on_the_kernel_libraries_doors_only():
             "servers = {}\n"
             "for n in registry.servers():\n"
             "    s = registry.seam(n)\n"
-            "    for table in ('HOOKS', 'UNARMED_HOOKS', 'PLUGIN_HOOKS', 'PLUGIN_UNARMED_HOOKS'):\n"
-            "        servers.update(getattr(s, table, {}))\n"
+            "    for table in ('hooks', 'unarmed_hooks', 'plugin_hooks', 'plugin_unarmed_hooks'):\n"
+            "        servers.update(getattr(s, table))\n"
             "print(json.dumps([sorted(f.patches), sorted(registry.doors()), sorted(set(f.patches) & set(servers)),"
             " 'torch' in sys.modules]))\n")
     patches, doors, shared, torch_loaded = _ran(run_child(code, ROOT))

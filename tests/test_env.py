@@ -413,3 +413,41 @@ def test_neutral_switch_turns_from_env_on(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SGLANG_PROFILE_SHAPES_FILE", str(tmp_path / "other.jsonl"))
     assert sgl_shapeprof.from_env() is None
     assert capsys.readouterr().err.strip().endswith("disagree: set one of them; profiling is off")
+
+
+def hand_copies_in_the_hook_module(path, names) -> list:
+    """String literals of the start-up hook's module that spell one of
+    names: the switch's names and the unarmed targets have their owners
+    (recording/switch.py, the registry's seams), and the module is given
+    them by its .pth line."""
+    import ast
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    return [f"{os.path.basename(path)}:{n.lineno}: {n.value!r}" for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and n.value in names]
+
+
+def test_the_hook_module_holds_no_copy_of_what_its_line_gives(tmp_path):
+    from helpers import ROOT
+    from sgl_shapeprof.integrations import install
+    values = install.written_values()
+    names = set(values["SWITCHES"]) | set(values["UNARMED_TARGETS"])
+    module = os.path.join(ROOT, "sgl_shapeprof_autohook.py")
+    assert hand_copies_in_the_hook_module(module, names) == []
+    planted = tmp_path / "sgl_shapeprof_autohook.py"
+    planted.write_text(open(module).read().replace("SWITCHES = ()", 'SWITCHES = ("SHAPEPROF",)'))
+    assert hand_copies_in_the_hook_module(str(planted), names) == ["sgl_shapeprof_autohook.py:28: 'SHAPEPROF'"]
+
+
+def test_a_childs_environment_is_built_in_one_place_with_records_and_runs_rules():
+    """record keeps the user's other variables of ours, run drops them; both
+    give each setting in its neutral spelling only."""
+    from sgl_shapeprof.recording import config
+    environ = {"PATH": "/bin", "SGLANG_PROFILE_SHAPES_FILE": "old", "SHAPEPROF_RANK": "1",
+               "SGLANG_PROFILE_SHAPES_PHASES": "decode", "SHAPEPROF": "0"}
+    settings = {config.ENV_ENABLE: "1", config.ENV_FILE: "new"}
+    assert config.child_environ(settings, environ=environ) == {
+        "PATH": "/bin", "SHAPEPROF_RANK": "1", "SGLANG_PROFILE_SHAPES_PHASES": "decode", "SHAPEPROF": "1",
+        "SHAPEPROF_FILE": "new"}
+    assert config.child_environ(settings, keep_others=False, environ=environ) == {
+        "PATH": "/bin", "SHAPEPROF": "1", "SHAPEPROF_FILE": "new"}

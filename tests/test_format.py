@@ -1,8 +1,10 @@
 """FORMAT.md, field by field: spelling of operations and dtypes, argument
 names, lists with null, the three kinds of outputs, escaping, the summary."""
 import json
+import os
 import warnings
 
+import pytest
 import torch
 from helpers import load
 
@@ -132,3 +134,17 @@ def test_every_phase_label_is_counted(tmp_path):
     summary = json.loads((tmp_path / "l_summary.json").read_text())
     assert summary["phase_passes"] == {**{f"p{i}": 1 for i in range(40)}, long_label: 2}
     assert summary["phase_operations"][long_label] == 4
+
+
+@pytest.mark.parametrize("name", ["shapes.jsonl", "run.json", "plain", "a.b.jsonl", "shapes_tp0_of_2.jsonl"])
+def test_the_native_core_names_the_summary_as_the_reader_looks_for_it(tmp_path, name):
+    """The summary's name has two writers: the C core (sp_profiler.c) makes
+    it, records/reader.py's summary_path_for finds it. Real files agree."""
+    from sgl_shapeprof.records.reader import summary_path_for
+    path = tmp_path / name
+    prof = ShapeProfiler(str(path))
+    with prof.forward_pass():
+        torch.ones(2).neg()
+    prof.close()
+    written = sorted(set(os.listdir(tmp_path)) - {name})
+    assert [str(tmp_path / n) for n in written] == [summary_path_for(str(path))] == [prof.summary_path]

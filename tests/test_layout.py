@@ -17,6 +17,11 @@ sources' syntax trees, imports inside functions included:
 - no module imports another's private names (`from .x import _y`, `x._y`);
 - no module outside cli/ exits the process or prints the CLI's
   `sgl-shapeprof CMD: ...` messages;
+- one owner per fact: a string literal that spells an OWNED fact (a
+  summary's name, our wrappers' marker, SGLang's SHAPES, the profile
+  routes, torch's namespaces, the phase extend, the switch's neutral name)
+  outside its owner, or an operation's door prefix ("triton:") outside the
+  integration whose seam claims it, is a second spelling;
 - cli/ has one module per command; cli/main.py only assembles and dispatches;
 - and in tests/: no file imports a test module (shared fixtures live in a
   conftest.py, shared helpers in plain modules).
@@ -374,7 +379,57 @@ def integrations_outside_their_folders(mods: Dict[str, Module]) -> List[str]:
     return out
 
 
+def _docstrings(tree: ast.AST) -> Set[int]:
+    """ids of the docstrings' nodes (prose, not a spelling of a fact)."""
+    out: Set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body \
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            out.add(id(node.body[0].value))
+    return out
+
+
+# A fact -> the modules that may spell it: everyone else imports it from
+# them (STYLE.md: a fact has one owner). A string literal equal to one of
+# these, outside its owners, is a second spelling.
+OWNED = {
+    "_summary.json": (f"{PKG}.records.reader",),  # a summary's name (SUMMARY_SUFFIX)
+    "__sgl_shapeprof_wrapped__": (f"{PKG}.on_import",),  # our wrappers' marker (WRAPPED)
+    "_shapeprof_original": (),  # the old marker: no one
+    "SHAPES": (f"{PKG}.integrations.sglang.seam", f"{PKG}.integrations.sglang"),  # (its lazy table's name)
+    "/start_profile": (f"{PKG}.integrations.sglang.seam", f"{PKG}.integrations.vllm.seam"),
+    "/stop_profile": (f"{PKG}.integrations.sglang.seam", f"{PKG}.integrations.vllm.seam"),
+    "symm_mem": (f"{PKG}.records.ledger",),  # torch's namespaces
+    "_c10d_functional": (f"{PKG}.records.ledger",),
+    "extend": (f"{PKG}.records.phases",),  # phases
+    "SHAPEPROF": (f"{PKG}.recording.switch",),  # the switch's neutral spelling
+}
+
+
+def second_spellings(mods: Dict[str, Module]) -> List[str]:
+    """String literals (not docstrings) that spell an OWNED fact outside its
+    owners, and operation names "<prefix>:..." outside the integration whose
+    door writes them (its seam's door_prefixes)."""
+    from sgl_shapeprof.integrations import registry
+    prefixes = {f"{p}:": f"{PKG}.integrations.{s.name}" for s in registry.seams() for p in s.door_prefixes}
+    out = []
+    for m in mods.values():
+        docs = _docstrings(m.tree)
+        for node in ast.walk(m.tree):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in docs:
+                continue
+            owners = OWNED.get(node.value)
+            if owners is not None and m.name not in owners:
+                out.append(f"{_where(m, node.lineno)}: {m.name} spells {node.value!r}: "
+                           f"{' or '.join(owners) or 'no one'}'s")
+            owner = next((o for p, o in prefixes.items() if node.value.startswith(p)), None)
+            if owner and not _inside(m.name, owner):
+                out.append(f"{_where(m, node.lineno)}: {m.name} spells {node.value!r}: {owner}'s seam's")
+    return out
+
+
 RULES = {
+    "one owner per fact": second_spellings,
     "integrations are named in their own folders only": integrations_outside_their_folders,
     "recording imports none of analysis, cli, integrations":
         lambda mods: forbidden_imports(mods, f"{PKG}.recording",
@@ -420,6 +475,7 @@ def test_the_package_was_read(package):
 # -- the checker itself: each rule fails on a tree with one offence added -----
 
 BREAKAGES = {
+    "one owner per fact": ("cli/run.py", "def _summary(path):\n    return path[:-6] + \"_summary.json\"\n"),
     "integrations are named in their own folders only":
         ("cli/report.py", "def _server(args):\n    return args.server == \"sglang\"\n"),
     "recording imports none of analysis, cli, integrations":
@@ -556,10 +612,9 @@ def test_every_torch_covers_the_torch_dependent_concerns():
     modules = sorted(n for n in os.listdir(TESTS) if n.startswith("test_") and n.endswith(".py"))
     stale = [p for p in placement.EVERY_TORCH if not any(m.startswith(p) for m in modules)]
     assert not stale, f"prefixes that name no test module: {stale}"
-    chosen = {m for m in modules if placement.every_torch(m)}
-    for need in ("test_build.py", "test_parity.py", "test_crash.py", "test_key_order.py",
-                 "test_errors_threads.py", "test_triton.py", "test_custom_ops.py"):
-        assert need in chosen, need
+    # each concern's module is chosen by its own prefix (placement.py, the one list)
+    for prefix, why in placement.EVERY_TORCH.items():
+        assert placement.every_torch(prefix + ".py") == why
     assert placement.every_torch("test_format.py") is None
 
 
@@ -572,12 +627,83 @@ def test_the_makefile_selects_by_the_rule():
 
 
 def test_every_subpackage_is_installed():
-    """pyproject.toml lists the packages (no discovery): a folder missing
-    there is missing from every regular install, while an editable one
-    hides it."""
+    """pyproject.toml's package discovery finds every folder of the package
+    (a folder it misses is missing from every regular install, while an
+    editable one hides it), and nothing else."""
     tomllib = pytest.importorskip("tomllib")
-    with open(os.path.join(os.path.dirname(ROOT), "pyproject.toml"), "rb") as f:
-        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
-    found = {os.path.relpath(d, os.path.dirname(ROOT)).replace(os.sep, ".")
-             for d, _, files in os.walk(ROOT) if "__init__.py" in files}
-    assert listed == found
+    from setuptools import find_packages
+    top = os.path.dirname(ROOT)
+    with open(os.path.join(top, "pyproject.toml"), "rb") as f:
+        find = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]
+    discovered = set(find_packages(where=os.path.join(top, find.get("where", ["."])[0]),
+                                   include=find["include"], exclude=find.get("exclude", ())))
+    found = {os.path.relpath(d, top).replace(os.sep, ".")
+             for d, _, files in os.walk(ROOT) if "__init__.py" in files and "__pycache__" not in d}
+    assert discovered == found
+
+
+# -- the seams (integrations/registry.py): complete, checked when loaded -------
+
+def test_every_seam_is_complete():
+    from sgl_shapeprof.integrations import registry
+    got = registry.seams()  # each checked (registry.check) as it is loaded
+    assert [s.name for s in got] == list(registry.INTEGRATIONS) == list(integration_names(load_package()))
+    assert {s.kind for s in got} == set(registry.KINDS)
+    for s in got:
+        with pytest.raises(AttributeError, match="frozen"):
+            s.name = "other"
+
+
+@pytest.mark.parametrize("fields,why", [
+    (dict(kind="plugin"), "SEAM.kind: 'plugin' is not one of"),
+    (dict(name="other"), "SEAM.name: 'other' is not its folder's name"),
+    (dict(hooks={"mod": "ours.patch"}), "SEAM.hooks: mod: 'ours.patch' is not (our module, its patch function)"),
+    (dict(doors={"a b": ("x", "y")}), "SEAM.doors: 'a b' is not a module's name"),
+    (dict(door_prefixes=()), "SEAM.door_prefixes: a kernel library's door writes"),
+    (dict(door_prefixes=("cute:",)), "SEAM.door_prefixes: 'cute:' is not a name"),
+    (dict(engine="x.engine"), "SEAM.engine: a kernel library has no engine"),
+    (dict(kind="server", door_prefixes=(), doors={}, engine="x.engine"), "SEAM.engine_api: a server's seam says it"),
+    (dict(imported_before="", doors={}), "SEAM.imported_before: '' is not a non-empty string"),
+])
+def test_a_broken_seam_is_refused(fields, why):
+    from sgl_shapeprof.integrations.registry import KERNEL_LIBRARY, Seam, SeamError, check
+    good = dict(kind=KERNEL_LIBRARY, name="stand_in", doors={"lib.api": ("ours.door", "patch")},
+                door_prefixes=("stand_in",), imported_before="what it misses")
+    check(Seam(**good), "stand_in")
+    args = {**good, **fields}
+    with pytest.raises(SeamError) as e:
+        check(Seam(args.pop("kind"), args.pop("name"), **args), "stand_in")
+    assert str(e.value).startswith("integrations/stand_in/seam.py: "), e.value
+    assert why in str(e.value), e.value
+
+
+def test_a_seam_that_is_not_one_or_claims_anothers_prefix_is_refused(monkeypatch):
+    from sgl_shapeprof.integrations import registry
+    with pytest.raises(registry.SeamError, match=r"integrations/x/seam.py: SEAM is dict, not a registry.Seam"):
+        registry.check({}, "x")
+    taken = registry.seams()[-1].door_prefixes[0]
+    stand_in = registry.Seam(registry.KERNEL_LIBRARY, "stand_in", door_prefixes=(taken,))
+    monkeypatch.setattr(registry, "INTEGRATIONS", registry.INTEGRATIONS + ("stand_in",))
+    monkeypatch.setitem(registry._seams, "stand_in", stand_in)
+    with pytest.raises(registry.SeamError, match=r"integrations/stand_in/seam.py: SEAM.door_prefixes: '\w+' is "
+                                                 r"integrations/\w+/'s already"):
+        registry.seams()
+
+
+@pytest.mark.parametrize("rel,code,said", [
+    ("analysis/cost.py", "def _is_launch(op):\n    return op.startswith(\"triton:\")\n",
+     "spells 'triton:': sgl_shapeprof.integrations.triton's seam's"),
+    ("integrations/sglang/remote.py", "_MARK = \"__sgl_shapeprof_wrapped__\"\n",
+     "spells '__sgl_shapeprof_wrapped__': sgl_shapeprof.on_import's"),
+    ("replay/scripts.py", "_MORE = {\"symm_mem\"}\n", "spells 'symm_mem': sgl_shapeprof.records.ledger's"),
+    ("integrations/vllm/remote.py", "_ROUTE = \"/start_profile\"\n", "spells '/start_profile'"),
+])
+def test_each_owned_fact_spelled_again_is_caught(tmp_path, rel, code, said):
+    """The owner check on planted second spellings of several facts (a
+    docstring that names one is prose, not a spelling)."""
+    copy = tmp_path / PKG
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    with open(copy / rel, "a", encoding="utf-8") as f:
+        f.write("\n\n" + code + "\n\ndef _prose():\n    \"\"\"symm_mem and triton: as words\"\"\"\n")
+    offences = second_spellings(load_package(str(copy)))
+    assert len(offences) == 1 and rel in offences[0] and said in offences[0], offences

@@ -104,7 +104,7 @@ def test_an_unknown_object_is_written_by_its_type_never_str(monkeypatch):
     """A TensorDescriptor's str() would copy its tensor from the device:
     values the recorder does not know are handed over as they are (the
     native module writes their type's name)."""
-    from sgl_shapeprof.recording import triton as hook
+    from sgl_shapeprof.recording import doors as hook
 
     class Descriptor:
         def __str__(self):

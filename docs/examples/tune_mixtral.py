@@ -19,9 +19,9 @@ try:
     import sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe  # noqa: F401  registers sglang::*_fused_experts
 except ImportError as e:  # outside SGLang's environment: what it needs, in one line
     SGLANG = seam("sglang")
-    sys.exit(f"tune_mixtral.py needs {SGLANG.NAME}'s fused-MoE ops, which this Python ({sys.executable}) cannot "
-             f"import ({e}): run it with the Python of {SGLANG.NAME}'s environment ({SGLANG.INSTALL} installs the "
-             "release tested; make env-sglang builds one from the checkout)")
+    sys.exit(f"tune_mixtral.py needs {SGLANG.display_name}'s fused-MoE ops, which this Python ({sys.executable}) "
+             f"cannot import ({e}): run it with the Python of {SGLANG.display_name}'s environment ({SGLANG.install} "
+             "installs the release tested; make env-sglang builds one from the checkout)")
 
 E, N, K, LAYERS = 8, 7168, 4096, 32
 PREFILL = [2095, 333, 2095, 1024, 4096]                  # tokens per prefill pass

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from ..records.doors import CUSTOM_OPS, DISPATCHER, door_of
+from ..records.ledger import CUSTOM_OPS, DISPATCHER, door_of
 from ..records.reader import SummaryError, open_records, read_summary, summary_path_for
 from ..records.filter import Filter
 from ..records.scan import Source
@@ -88,7 +88,7 @@ def build(sources: List[Source]) -> Analysis:
 
 def doors(src: Source) -> Dict[str, int]:
     """The coverage ledger of one file: its calls by the door they came
-    through (records/doors.py), the dispatcher's first, then by calls."""
+    through (records/ledger.py), the dispatcher's first, then by calls."""
     out: Dict[str, int] = {}
     for sig in src.signatures.values():
         d = door_of(sig.operation)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape
 from .gemm import launch_gemm, library_gemms
@@ -153,7 +154,7 @@ def flops(sig: Signature) -> Optional[int]:
     (then the operator is taken to be memory-bound: elementwise, copies...)."""
     if sig.error is not None or sig.incomplete:
         return None
-    if sig.operation.startswith("triton:"):  # a kernel launch: a known GEMM, else memory-bound
+    if is_launch(sig.operation):  # a kernel launch: a known GEMM, else memory-bound
         g = launch_gemm(sig)
         return g.flops if g is not None else None
     if ":" in sig.operation:  # a kernel library's call: its GEMMs (a fused MoE's two), else memory-bound

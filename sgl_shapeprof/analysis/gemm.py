@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape, short_dtype
 from .kernel_calls import FLASHINFER, gemms_of
@@ -85,9 +86,9 @@ LAUNCH_GEMMS = {
 
 
 def launch_gemm(sig: Signature) -> Optional[Gemm]:
-    """The GEMM a Triton launch record is, or None."""
+    """The GEMM a kernel launch record (Triton's) is, or None."""
     spec = LAUNCH_GEMMS.get(sig.operation.rsplit(".", 1)[-1])
-    if spec is None or not sig.operation.startswith("triton:") or not sig.args:
+    if spec is None or not is_launch(sig.operation) or not sig.args:
         return None
     a, b, c = (_t(sig.inputs.get(name)) for name in (spec[0], spec[1], spec[5]))
     m, n, k = (sig.args.get(name) for name in spec[2:5])
@@ -118,7 +119,7 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
     """The GEMM a signature is, or None (not a GEMM, or shapes that do not fit)."""
     if sig.error is not None or sig.incomplete:
         return None
-    if sig.operation.startswith("triton:") and sig.operation not in custom:
+    if is_launch(sig.operation) and sig.operation not in custom:
         return launch_gemm(sig)
     name = _short(sig.operation)
     names: Optional[Tuple[str, str]]

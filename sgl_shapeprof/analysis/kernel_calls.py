@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
+from ..integrations.flashinfer.seam import PREFIX as FLASHINFER_PREFIX
 from ..records.signature import Signature
 
-FLASHINFER = "flashinfer:"
+# FlashInfer's API calls: its door's operations (its seam's prefix)
+FLASHINFER = f"{FLASHINFER_PREFIX}:"
 # FP4 values per stored element, where a tensor of this dtype holds packed
 # FP4 (two per byte; SGLang views them as int64 for cutlass: sixteen)
 PACKED = {"torch.uint8": 2, "torch.float4_e2m1fn_x2": 2}

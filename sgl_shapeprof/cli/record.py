@@ -74,9 +74,7 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.max_mb is not None:
         settings[config.ENV_MAX_MB] = repr(args.max_mb)
-    # each under its neutral spelling, the environment's other one dropped
-    env = {k: v for k, v in os.environ.items() if k not in settings}
-    env.update({config.neutral_name(k): v for k, v in settings.items()})
+    env = config.child_environ(settings)  # the user's other variables of ours kept
     python = cmd[0] if exe.startswith("python") else sys.executable
     python = shutil.which(python) or python
     argv = [python, "-m", "sgl_shapeprof.recording.program", *target]

@@ -16,9 +16,14 @@ import sys
 from typing import Optional
 
 from ..integrations import srtctl
-from ..integrations.registry import servers
+from ..integrations.registry import seam, servers, srtctl_backends
+from ..records.reader import SUMMARY_SUFFIX
 from . import analyze
 from .common import fail
+
+# the records files run asks for: shapes.jsonl, each worker's named from it
+# (shapes_tp0.jsonl, ...; recording/selection.py), each summary beside it
+RECORDS_STEM, RECORDS_EXT = "shapes", ".jsonl"
 
 # without --spec: the requests sent (without --concurrency), the tokens each generates
 PROMPTS = 3
@@ -65,7 +70,9 @@ def _too_few(given: int, concurrency: int, osl: int, start: Optional[int], stop:
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     r = sub.add_parser("run", help="run a server's engine on a few prompts with profiling on, then analyze "
                                    "every rank's file")
-    names = servers()
+    seams = [seam(n) for n in servers()]
+    names = [s.name for s in seams]
+    limits = ", ".join(f"{s.display_name}'s {s.concurrency_arg}" for s in seams)
     r.add_argument("--server", choices=names,
                    help=f"the engine: {' or '.join(names)} (with --spec, default its backend.type)")
     r.add_argument("--model-path", metavar="M",
@@ -83,8 +90,8 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     r.add_argument("--isl", type=int, metavar="N",
                    help="each request N random tokens long (default: a few short text prompts)")
     r.add_argument("--concurrency", type=int, metavar="N",
-                   help="at most N requests running at once (the engine's own limit: SGLang's "
-                        "max_running_requests, vLLM's max_num_seqs); default the engine's")
+                   help=f"at most N requests running at once (the engine's own limit: {limits}); default the "
+                        "engine's")
     r.add_argument("--start-step", type=int, metavar="N",
                    help="skip the first N forward passes (warm-up): record from pass N+1 (default 0); with "
                         "--url on SGLang, SGLang's own start_step (the server's forward count)")
@@ -101,7 +108,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
                    help="with --spec and --url: a worker's own server, asked for shapes over its role's window "
                         "(prefill=URL, decode=URL; repeatable); --url is then where the traffic goes (the router)")
     r.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="an argument of vllm.LLM / sglang.Engine (VALUE read as JSON if it parses: "
+                   help=f"an argument of {' / '.join(s.engine_api for s in seams)} (VALUE read as JSON if it parses: "
                         "dtype=float32, enforce_eager=true); repeatable")
     r.add_argument("--dedupe", action="store_true", help="write each signature once")
     r.add_argument("-o", "--output-dir", default="shapeprof-run", metavar="DIR",
@@ -147,7 +154,7 @@ def progress(out_dir: str, total: Optional[int]) -> str:
     """'recorded 12/50 passes': the most any worker's summary snapshot says
     it logged (each worker's runs as the engine steps)."""
     logged = 0
-    for path in glob.glob(os.path.join(glob.escape(out_dir), "shapes*_summary.json")):
+    for path in glob.glob(os.path.join(glob.escape(out_dir), f"{RECORDS_STEM}*{SUMMARY_SUFFIX}")):
         try:
             with open(path) as f:
                 n = json.load(f).get("logged_forward_passes")
@@ -221,7 +228,7 @@ def _refuse_unrunnable(server: str, model_path: str, given_as: str = "--model-pa
 
 def _refuse_records_in(out_dir: str) -> None:
     """A folder that holds records already is not run into (its files would mix)."""
-    stale = glob.glob(os.path.join(glob.escape(out_dir), "shapes*.jsonl"))
+    stale = glob.glob(os.path.join(glob.escape(out_dir), f"{RECORDS_STEM}*{RECORDS_EXT}"))
     if stale:
         raise fail(f"{out_dir} already holds {os.path.basename(stale[0])}: give another --output-dir")
 
@@ -237,6 +244,7 @@ def run_local(args: argparse.Namespace) -> int:
             "engine_args": _engine_args(args.engine_arg), "output": os.path.join(out_dir, "outputs.json")}
     from ..integrations.engines import engine
     server = engine(args.server)
+    concurrency_arg = seam(args.server).concurrency_arg
     if args.concurrency is not None:
         # the engine's limit is each data-parallel replica's (its own
         # scheduler), and the replicas take the requests in turn: N in
@@ -245,11 +253,11 @@ def run_local(args: argparse.Namespace) -> int:
             raise fail(f"--concurrency {args.concurrency} with --dp {args.dp}: each replica runs at most "
                        f"concurrency/dp requests (its own scheduler's limit): give a multiple of {args.dp}")
         per_replica = args.concurrency // args.dp
-        given = spec["engine_args"].get(server.CONCURRENCY_ARG)
+        given = spec["engine_args"].get(concurrency_arg)
         if given is not None and given != per_replica:
-            raise fail(f"--concurrency {args.concurrency} and --engine-arg {server.CONCURRENCY_ARG}={given} "
+            raise fail(f"--concurrency {args.concurrency} and --engine-arg {concurrency_arg}={given} "
                        f"disagree: give one")
-        spec["engine_args"][server.CONCURRENCY_ARG] = per_replica
+        spec["engine_args"][concurrency_arg] = per_replica
     why = server.refuse(spec)
     if why:
         raise fail(why)
@@ -260,11 +268,8 @@ def run_local(args: argparse.Namespace) -> int:
     os.makedirs(out_dir, exist_ok=True)
     from ..recording import config
     settings = {config.ENV_ENABLE: "1", config.ENV_RANK: "all", config.ENV_DEDUPE: "1" if args.dedupe else "0",
-                config.ENV_FILE: os.path.join(out_dir, "shapes.jsonl"), **window}
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(config.ENV_ENABLE) and not k.startswith(config.neutral_name(config.ENV_ENABLE) + "_")
-           and k != config.neutral_name(config.ENV_ENABLE)}
-    env.update({config.neutral_name(k): v for k, v in settings.items()})
+                config.ENV_FILE: os.path.join(out_dir, RECORDS_STEM + RECORDS_EXT), **window}
+    env = config.child_environ(settings, keep_others=False)  # run decides them all
     for line in server.prepare(spec, env):
         print(f"sgl-shapeprof run: {line}", file=sys.stderr)
     with open(os.path.join(out_dir, "run.json"), "w") as f:
@@ -301,7 +306,7 @@ def run_local(args: argparse.Namespace) -> int:
             tail = f.read()[-3000:]
         sys.stderr.write(tail)
         raise fail(f"the {args.server} engine exited with status {rc} (its log: {log_path})")
-    files = sorted(glob.glob(os.path.join(glob.escape(out_dir), "shapes*.jsonl")))
+    files = sorted(glob.glob(os.path.join(glob.escape(out_dir), f"{RECORDS_STEM}*{RECORDS_EXT}")))
     if not files:
         raise fail(f"the {args.server} engine ran but recorded nothing{server.NOT_RECORDED_HINT}; "
                    f"its log: {log_path}")
@@ -334,8 +339,7 @@ def _drive(args: argparse.Namespace, arms: list) -> list:
     import importlib
 
     from ..integrations.http_client import printable
-    from ..integrations.registry import seam
-    remote = importlib.import_module(seam(args.server).REMOTE)
+    remote = importlib.import_module(seam(args.server).remote)
     prompts = _prompts(args)
     armed, files = [], []
     try:
@@ -404,12 +408,13 @@ def run_remote(args: argparse.Namespace) -> int:
 def _spec_server(args: argparse.Namespace, job: "srtctl.JobSpec") -> str:
     """--server and --model-path from the job file where not given; how the
     model was given."""
-    names = servers()
-    if args.server and job.backend and job.backend != args.server:
+    backend = srtctl.backend(job)
+    server = srtctl_backends().get(backend)  # the server whose seam says it is srtctl's `backend`
+    if args.server and job.backend and server != args.server:
         raise fail(f"--server {args.server}, but {job.path}'s backend.type is {job.backend}")
-    args.server = args.server or job.backend or "sglang"  # srtctl's default backend
-    if args.server not in names:
-        raise fail(f"{job.path}'s backend.type is {args.server}: run drives {' or '.join(names)}")
+    args.server = args.server or server
+    if args.server is None:
+        raise fail(f"{job.path}'s backend.type is {backend}: run drives {' or '.join(servers())}")
     if not args.model_path:
         if not (job.model_path and os.path.isdir(job.model_path)):
             raise fail(f"--model-path is required: {job.path}'s model.path ({job.model_path or 'none'}) is not a "

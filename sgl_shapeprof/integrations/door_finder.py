@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 
 from ..on_import import PatchingFinder, install_finder
-from .registry import door_misses, doors
+from .registry import door_misses, doors, inert_doors
 
 
 class DoorFinder(PatchingFinder):
@@ -34,6 +34,7 @@ class DoorFinder(PatchingFinder):
     def __init__(self) -> None:
         super().__init__(doors())
         self.misses = door_misses()
+        self.inert = inert_doors()
 
     def imported_before(self, name: str) -> "str | None":
         miss = self.misses.get(name)
@@ -51,11 +52,12 @@ def install() -> None:
 
 
 def stand_down() -> bool:
-    """Takes the doors off again, when no module of theirs has been imported
-    yet (nothing is wrapped then); True if they are off. For the servers'
-    hooks with profiling off."""
+    """Takes the doors off again, when no module of theirs that a door wraps
+    where it is imported has been imported yet (nothing is wrapped then;
+    Triton's door is put on only in logged passes); True if they are off.
+    For the servers' hooks with profiling off."""
     for finder in [f for f in sys.meta_path if isinstance(f, DoorFinder)]:
-        if any(name in sys.modules for name in finder.patches):
+        if any(name in sys.modules for name in finder.patches if name not in finder.inert):
             return False
         sys.meta_path.remove(finder)
     return True

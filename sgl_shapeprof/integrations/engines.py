@@ -57,7 +57,7 @@ def workload(spec: dict) -> list:
 def engine(server: str) -> ModuleType:
     """The engine module of a server the registry lists (run_engine,
     prepare, refuse, NOT_RECORDED_HINT)."""
-    return importlib.import_module(seam(server).ENGINE)
+    return importlib.import_module(seam(server).engine)
 
 
 def not_installed(server: str) -> Optional[str]:
@@ -69,13 +69,13 @@ def not_installed(server: str) -> Optional[str]:
     import importlib.util
     s = seam(server)
     try:
-        found = importlib.util.find_spec(s.MODULE)
+        found = importlib.util.find_spec(s.module)
     except (ImportError, ValueError):
         found = None
     if found is not None and found.origin not in (None, "namespace"):
         return None
-    return (f"{s.NAME} is not installed in this Python ({sys.executable}): {s.INSTALL} installs the release "
-            f"tested; or run sgl-shapeprof from {s.NAME}'s environment")
+    return (f"{s.display_name} is not installed in this Python ({sys.executable}): {s.install} installs the "
+            f"release tested; or run sgl-shapeprof from {s.display_name}'s environment")
 
 
 # what marks a folder as a model: Hugging Face's config.json, or Mistral's own

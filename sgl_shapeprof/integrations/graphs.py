@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 from ..recording.messages import say_once
 from ..records.graphs import GRAPH_FAMILY
+from ..records.phases import DECODE
 
 _graph_families: dict = {}          # (backend, phase, variant, generation) -> family
 _graph_captured: set = set()        # keys captured in this process
@@ -43,7 +44,7 @@ def new_graph_key(backend: Any, shape_key: Any, size: int, phase: Optional[str],
         family_id = (backend_id, phase, variant, generation)
         family = _graph_families.get(family_id)
         if family is None:
-            default = phase == "decode" and all(v is None for _, v in variant)
+            default = phase == DECODE and all(v is None for _, v in variant)
             family = 0 if default and 0 not in _graph_families.values() else \
                 max(_graph_families.values(), default=0) + 1
             _graph_families[family_id] = family

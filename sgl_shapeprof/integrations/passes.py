@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
+from ..on_import import is_ours, mark
 from ..recording.env import from_env
 from ..recording.messages import say
 from ..recording.profiler import ShapeProfiler
@@ -70,10 +71,10 @@ def wrap_method(owner: Any, name: str, wrap: Callable[[Callable], Callable]) -> 
     """owner.name = wrap(owner.name), once: the wrapper is marked, and a
     marked one is left alone (both ways in at once, a plugin loaded twice)."""
     original = getattr(owner, name)
-    if getattr(original, "__sgl_shapeprof_wrapped__", False):
+    if is_ours(original):
         return
     wrapped = functools.wraps(original)(wrap(original))
-    wrapped.__sgl_shapeprof_wrapped__ = True
+    mark(wrapped, original)
     setattr(owner, name, wrapped)
 
 

@@ -38,6 +38,8 @@ DEFAULT_STOP_STEP = 50
 DEFAULT_NUM_PROMPTS = 128
 # profiling.type values with a step window: ours, and srtctl's own
 STEP_TYPES = ("shapes", "torch", "nsys")
+# srtctl's backend.type when a job file gives none (its schema's default)
+DEFAULT_BACKEND = "sglang"
 # a role's block in the profiling section -> its folder (srtctl's layout)
 FOLDERS = {"prefill": "prefill", "decode": "decode", "aggregated": "agg"}
 
@@ -64,7 +66,7 @@ class Profile:
 class JobSpec:
     path: str
     disaggregated: bool
-    backend: Optional[str]  # backend.type (unset: srtctl's default, sglang), vllm, trtllm
+    backend: Optional[str]  # backend.type (unset: srtctl's default, DEFAULT_BACKEND), vllm, trtllm
     model_path: Optional[str]  # model.path: a folder, or an alias srtctl resolves itself
     profiles: List[Profile]
 
@@ -214,3 +216,9 @@ def prefill_share(profile: Profile) -> Profile:
     its prompt and the first token (a disaggregated prefill worker hands
     the rest to a decode worker), so no decode pass enters its window."""
     return replace(profile, osl=1)
+
+
+def backend(job: JobSpec) -> str:
+    """The backend srtctl runs the job on: its backend.type, else srtctl's
+    default (a server's seam says which of ours it is: srtctl_backend)."""
+    return job.backend or DEFAULT_BACKEND

@@ -1,6 +1,6 @@
 """The start-up hook: servers profiled unedited. Imported at interpreter
 start-up by its .pth line (sgl_shapeprof_autohook.pth; `sgl-shapeprof hook
-install` puts it in place, sglang/install.py) only when profiling is on
+install` puts it in place, integrations/install.py) only when profiling is on
 (recording.switch.loads_hook: a bad value too, and the worker's
 from_env() then says which). It patches every integration's HOOKS and
 DOORS (registry.py, each folder's seam.py) when, and if, their modules are

@@ -13,7 +13,7 @@ from typing import FrozenSet, Mapping, Optional
 
 from .switch import ARMED, ENV_ENABLE, OFF, ON_REQUEST, PHASE_ALIASES, env_setting, neutral_name, parse_switch
 from ..records.worker import Worker
-from .worker import SelectionError, has_placeholder, parse_selection, placeholders, selects
+from .selection import SelectionError, has_placeholder, parse_selection, placeholders, selects
 
 ENV_RANK = "SGLANG_PROFILE_SHAPES_RANK"
 ENV_WORKERS = "SGLANG_PROFILE_SHAPES_WORKERS"
@@ -47,7 +47,7 @@ class EnvConfig:
     on_request: bool = False  # armed: records nothing until a request
     args: bool = False  # record every argument, strides and devices too (replay)
     sync: bool = False  # wait for the device after each recorded call (debugging)
-    workers: Optional[dict] = None  # SGLANG_PROFILE_SHAPES_WORKERS: ranks per dimension (worker.py)
+    workers: Optional[dict] = None  # SGLANG_PROFILE_SHAPES_WORKERS: ranks per dimension (selection.py)
     max_mb: Optional[float] = None  # the records file's cap (None: the default; 0: none)
 
     def profiles_rank(self, rank: int) -> bool:
@@ -71,6 +71,26 @@ class EnvConfig:
         return records_path_for(self.path, worker, several=tp is None or len(tp) > 1, rank=rank)
 
 
+def ours(name: str) -> bool:
+    """A variable of ours, in either spelling (the switch or one of its settings)."""
+    neutral = neutral_name(ENV_ENABLE)
+    return name.startswith(ENV_ENABLE) or name == neutral or name.startswith(neutral + "_")
+
+
+def child_environ(settings: Mapping[str, str], keep_others: bool = True,
+                  environ: Optional[Mapping[str, str]] = None) -> dict:
+    """The environment of a child process profiled with `settings` (ENV_*
+    name -> value), the one place it is built (`record`, `run`): this
+    process's, each setting under its neutral spelling, its SGLang
+    spelling dropped. keep_others: the user's other variables of ours go
+    with it (`record`: a script's own SHAPEPROF_RANK, say); else every other
+    one of ours is dropped (`run` decides them all)."""
+    env = os.environ if environ is None else environ
+    out = {k: v for k, v in env.items() if k not in settings and (keep_others or not ours(k))}
+    out.update({neutral_name(k): v for k, v in settings.items()})
+    return out
+
+
 def records_path_for_rank(path: str, rank: int, several: bool) -> str:
     return records_path_for(path, Worker(tp_rank=rank), several)
 
@@ -79,7 +99,7 @@ def records_path_for(path: str, worker: Worker, several: bool, rank: Optional[in
     """The records file of one worker.
 
     Placeholders ({rank}: rank, by default the TP rank; {tp}, {pp}, {dp},
-    {ep}, {worker}, {host}: worker.py) are filled in. Otherwise, when the deployment has
+    {ep}, {worker}, {host}: selection.py) are filled in. Otherwise, when the deployment has
     several workers along PP, DP or EP, the worker's name goes before the
     extension (shapes.TP-0-PP-1.jsonl: SGLang's spelling); when it has
     only TP ranks and several are profiled, ".rank<N>" does

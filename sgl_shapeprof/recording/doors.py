@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
+import operator
 import sys
 from typing import Callable, Dict, Optional, Tuple
 
@@ -156,6 +157,81 @@ def positional_door(fn: Callable, operation: str) -> Callable:
     door._shapeprof_door = operation
     door.__wrapped__ = fn
     return door
+
+
+# -- kernel launches (a launching library's door: Triton's, Inductor's) --------
+
+# Launch options kept as their own arguments; any other keyword that is not
+# a kernel parameter goes into "launch_options", as text.
+OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "maxnreg", "launch_options")
+# the launching library's own value types, given by its door when it is put
+# on (launch_types): its dtype class, written by name, and the module of its
+# compile-time constants' wrapper class ("constexpr"), written as their value
+_launch_dtype: Optional[type] = None
+_constexpr_module = "\0"  # none: no module's name starts with it
+
+
+def launch_types(dtype: Optional[type], constexpr_module: str) -> None:
+    global _launch_dtype, _constexpr_module
+    _launch_dtype, _constexpr_module = dtype, constexpr_module
+
+
+def launch_value(v):
+    """A non-tensor value as the core takes it: None, bool, int, float, str,
+    a tuple of ints; a launching library's constexpr by its value, its dtypes
+    (and torch's) by name ("bf16"); anything else is written as its type's
+    name (never str() of an unknown object: a TensorDescriptor's would copy
+    its tensor from the device)."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if _launch_dtype is not None and isinstance(v, _launch_dtype):
+        return str(v)
+    cls = type(v)
+    if cls.__name__ == "constexpr" and (cls.__module__ or "").startswith(_constexpr_module):
+        return launch_value(v.value)
+    if isinstance(v, (tuple, list)) and not any(isinstance(x, bool) for x in v):
+        try:  # ints of any kind (numpy's: a grid computed with them)
+            return tuple(operator.index(x) for x in v)
+        except TypeError:
+            pass
+    if cls.__name__ == "dtype" and cls.__module__ == "torch":
+        return str(v)
+    return v
+
+
+# -- doors put on only while a logged pass is open (Triton's launcher) ---------
+
+# (enter, leave) of each: enter() when a logged pass begins, leave(logging)
+# when one ends (logging(): whether any is still open). A door registers
+# when its library is imported (its seam's doors); recording/profiler.py
+# calls them. A list: its truth is what a pass's begin tests.
+PASS_DOORS: list = []
+_logging: Optional[Callable[[], bool]] = None
+
+
+def pass_door(enter: Callable[[], None], leave: Callable[[Callable[[], bool]], None]) -> None:
+    """Registers a door put on while a logged pass is open; on now if one is."""
+    if (enter, leave) not in PASS_DOORS:
+        PASS_DOORS.append((enter, leave))
+    if _logging is not None and _logging():
+        enter()
+
+
+def watch_passes(logging: Callable[[], bool]) -> None:
+    """A profiler opened: logging() says whether a logged pass is open."""
+    global _logging
+    _logging = logging
+
+
+def passes_began() -> None:
+    for enter, _ in PASS_DOORS:
+        enter()
+
+
+def passes_ended() -> None:
+    if _logging is not None:
+        for _, leave in PASS_DOORS:
+            leave(_logging)
 
 
 def native_types(native) -> None:

@@ -25,6 +25,7 @@ from .mailbox import Mailbox, answer, unlink_quietly
 from .nesting import NESTED, UNENDED, Passes, nest
 from .profiler import PassContext, ShapeProfiler
 from .requests import RequestError, request_count
+from ..records.phases import BY_STAGE
 from .switch import same_phase
 
 
@@ -279,7 +280,7 @@ class OnRequestProfiler(PassContext):
         if req is None or self._active is not prof or not req.passes:
             return
         if req.per_phase:
-            wanted = req.phases or {"extend", "decode"}
+            wanted = req.phases or set(BY_STAGE)
             # prefill and extend name one phase
             have = {p for p, n in req.done_phases.items() if n >= req.passes}
             done = all(any(same_phase(p, h) for h in have) for p in wanted)

@@ -3,7 +3,7 @@ recorded. The one place for pausing and for the hooks that pause on their
 own: torch.compile's compiling (dynamo's callbacks) and printing a tensor
 (torch._tensor_str._str). Others pause through pause_thread()/paused():
 SGLang's eager breaks inside a graph capture, Triton's autotuner
-(recording/triton.py). No-ops before any profiler loaded the native module."""
+(integrations/triton/door.py). No-ops before any profiler loaded the native module."""
 from __future__ import annotations
 
 import contextlib

@@ -17,7 +17,7 @@ from ..on_import import imported_before
 from .config import INT_MAX, parse_max_mb, phase_filter
 from .messages import say, say_once
 from .nesting import NESTED, REFUSED, OpenPass, Passes, nest
-from . import triton as _triton
+from .doors import PASS_DOORS, passes_began, passes_ended, watch_passes
 from .pauses import pause_while_compiling, pause_while_printing
 from ..records.worker import Worker
 
@@ -226,7 +226,7 @@ class ShapeProfiler(PassContext):
         self._phases_from = phases_from  # what chose phases, for its message
         self._pid = os.getpid()     # a forked child records nothing (_after_fork)
         _open_profilers.add(self)
-        _triton.watch(_any_logging)
+        watch_passes(_any_logging)
         for line in imported_before():  # a kernel library imported before its door: what it misses
             say_once(line, line)
 
@@ -278,8 +278,8 @@ class ShapeProfiler(PassContext):
             if self._broken:  # no pass is open
                 return False
         st.opened(self, logged, plain)
-        if logged and _TRITON in _modules:
-            _triton.enter()
+        if logged and PASS_DOORS:  # Triton's launcher (integrations/triton/door.py)
+            passes_began()
         return logged
 
     def _begin_failed(self, native_begin, args: tuple, e: Exception) -> bool:
@@ -385,7 +385,7 @@ class ShapeProfiler(PassContext):
             self._native.pass_end()
         except Exception as e:
             self._give_up(e)
-        _triton.leave(_any_logging)
+        passes_ended()
 
     # -- lifetime -----------------------------------------------------------
     def close(self) -> None:
@@ -402,7 +402,7 @@ class ShapeProfiler(PassContext):
             say(f"closing {self.path}: {e}")
             return
         finally:
-            _triton.leave(_any_logging)
+            passes_ended()
         if self._phase_filter is not None and stats["passes"] and not stats["logged_passes"]:
             seen = ", ".join(sorted(repr(p) for p in self._phases_seen))
             say(f"{self._phases_from}={self._phase_filter!r} matched none of the {stats['passes']} passes "
@@ -498,7 +498,6 @@ def _no_sync_while_capturing() -> None:
 
 _modules = sys.modules
 _DYNAMO = "torch._dynamo"
-_TRITON = "triton.runtime.jit"
 
 
 def _any_logging() -> bool:

@@ -1,17 +1,21 @@
-"""SGLANG_PROFILE_SHAPES, the on/off switch, the variables' two spellings,
-and the phase names that mean one phase: the one definition of each. Imports
-nothing: the start-up hook reads it at Python start-up.
+"""SGLANG_PROFILE_SHAPES, the on/off switch, and the variables' two
+spellings: the one definition of each; which phase names mean one phase
+(records/phases.py's aliases). Imports nothing but records/phases.py (which
+imports nothing): the start-up hook reads it at Python start-up.
 
 Every variable has a neutral spelling for any server (vLLM, a script):
 SHAPEPROF for SGLANG_PROFILE_SHAPES, SHAPEPROF_FILE for
 SGLANG_PROFILE_SHAPES_FILE, and so on. Either works; the neutral one is read
 when it is set and not empty (config.read_env refuses two that disagree).
 
-The start-up hook's .pth line cannot import even this (it runs in every
-Python process, and must not load the package while the variable is unset),
-so it spells loads_hook()'s test itself; tests/test_layout.py checks that the
-two agree on every kind of value.
+The start-up hook's module cannot import even this (it runs in every
+Python process, and must not load the package while the variable is unset):
+its .pth line is given the names from here when it is installed
+(integrations/install.py), and the module spells loads_hook()'s test
+itself; tests/test_env.py checks that the two agree on every kind of value.
 """
+from ..records.phases import PHASE_ALIASES  # the phases' owner (imports nothing)
+
 ENV_ENABLE = "SGLANG_PROFILE_SHAPES"
 ON_REQUEST = "on_request"  # SGLANG_PROFILE_SHAPES=on_request: armed, records when asked
 
@@ -25,13 +29,14 @@ def _environ(environ):
     return environ
 
 
-SGLANG_PREFIX, NEUTRAL_PREFIX = ENV_ENABLE, "SHAPEPROF"
+# every variable's neutral spelling starts with this in place of ENV_ENABLE
+NEUTRAL_ENABLE = "SHAPEPROF"
 
 
 def neutral_name(name: str) -> str:
     """SGLANG_PROFILE_SHAPES_X -> SHAPEPROF_X (the name every server reads)."""
-    if name.startswith(SGLANG_PREFIX):
-        return NEUTRAL_PREFIX + name[len(SGLANG_PREFIX):]
+    if name.startswith(ENV_ENABLE):
+        return NEUTRAL_ENABLE + name[len(ENV_ENABLE):]
     return name
 
 
@@ -81,10 +86,6 @@ def loads_hook(environ=None) -> bool:
 
 def armed_on_request(environ=None) -> bool:
     return parse_switch(switch_value(environ)) == ARMED
-
-
-# SGLang runs prefill as EXTEND batches: either name selects both.
-PHASE_ALIASES = {"prefill": "extend", "extend": "prefill"}
 
 
 def same_phase(a: str, b: str) -> bool:

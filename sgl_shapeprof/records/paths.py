@@ -6,7 +6,7 @@ import glob
 import os
 from typing import Iterable, List, Tuple
 
-from .reader import InputError
+from .reader import InputError, is_summary
 from .worker import label_order
 
 
@@ -28,7 +28,7 @@ def expand_paths(patterns: Iterable[str]) -> List[str]:
             hits = glob.glob(p)
             if not hits:
                 raise InputError(f"no file matches {p}")
-            hits = [h for h in hits if not h.endswith("_summary.json")] or hits
+            hits = [h for h in hits if not is_summary(h)] or hits
             out.extend(sorted(hits, key=order))
         else:
             out.append(p)

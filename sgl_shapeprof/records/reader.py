@@ -33,6 +33,16 @@ class SummaryError(InputError):
     summary)."""
 
 
+# a records file's summary is named as it, this in place of its extension
+# (the C core's sp_profiler.c names it the same way: tests/test_format.py
+# checks the two agree on files it writes)
+SUMMARY_SUFFIX = "_summary.json"
+
+
+def is_summary(path: str) -> bool:
+    return path.endswith(SUMMARY_SUFFIX)
+
+
 def summary_path_for(records_path: PathLike) -> str:
     """shapes.jsonl -> shapes_summary.json, as the profiler names it (a
     compressed copy, shapes.jsonl.gz, maps to the same summary)."""
@@ -45,14 +55,14 @@ def summary_path_for(records_path: PathLike) -> str:
         if base.endswith(ext) and len(base) > len(ext):
             base = base[: -len(ext)]
             break
-    return os.path.join(d, base + "_summary.json")
+    return os.path.join(d, base + SUMMARY_SUFFIX)
 
 
 def read_summary(path: PathLike) -> dict:
     """The summary: `path` is the summary file itself (..._summary.json) or
     the records file it is beside. SummaryError says why there is none."""
     path = os.fspath(path)
-    beside = not path.endswith("_summary.json")
+    beside = not is_summary(path)
     sp = summary_path_for(path) if beside else path
     try:
         with open(sp, "rb") as f:

@@ -19,7 +19,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional, Tuple
 
 DIMENSIONS = ("tp", "dp", "pp", "ep")  # SGLang's order in its file names
-ROLES = ("prefill", "decode")  # disaggregated serving's workers (SGLang's disaggregation_mode)
+# disaggregated serving's workers (SGLang's disaggregation_mode): what a whole
+# worker serves, not what a pass does (a phase: records/phases.py)
+PREFILL_ROLE, DECODE_ROLE = "prefill", "decode"
+ROLES = (PREFILL_ROLE, DECODE_ROLE)
 
 
 @dataclass(frozen=True)

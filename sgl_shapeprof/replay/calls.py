@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 
+from ..records.ledger import COLLECTIVE_NAMESPACES
 from ..records.scan import Source
 from ..records.values import format_value, short_dtype
 
@@ -39,7 +40,6 @@ RANDOM_OPS = {
     "_standard_gamma", "_sample_dirichlet", "_fused_dropout",
 }
 DROPOUT_OPS = {"dropout", "native_dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"}
-COLLECTIVE_NAMESPACES = {"c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "symm_mem"}
 
 # Families whose `index` input indexes `self` along `dim`.
 ALONG_DIM_OPS = {"index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "index_add",

@@ -20,14 +20,14 @@ from ..records.reader import RecordReader
 from ..records.filter import Filter
 from ..records.scan import Source, scan
 from ..records.signature import Signature, mask_floats
-from .calls import COLLECTIVE_NAMESPACES, Call, NotReplayable, resolve, split_operation, tensor_specs
+from ..records.ledger import COLLECTIVE_NAMESPACES, REGISTERED_BY_TORCH
+from .calls import Call, NotReplayable, resolve, split_operation, tensor_specs
 from .inputs import TensorPlan, plan
 from . import tensors as _tensors_module, verdict as _verdict_module
 
 # Namespaces whose operators a library registers when imported.
 REGISTERING_MODULES = {"sgl_kernel": "sgl_kernel", "_C": "vllm._C", "_moe_C": "vllm._moe_C",
                        "torchvision": "torchvision"}
-BUILTIN_NAMESPACES = {"aten", "prims", "quantized", "_quantized", "profiler", "c10d", "_c10d_functional"}
 
 # repro --run's words for a script's exit status (verdict.py's)
 OUTCOMES = {_verdict_module.REPRODUCED: "reproduced", _verdict_module.OTHER_ERROR: "raised something else",
@@ -215,7 +215,7 @@ def script(rec: dict, where: str, imports: Iterable[str] = (), deduplicated: boo
             for v in call.inputs.values() for s in tensor_specs(v)):
         notes.append("if the recorded error depends on the values of the integer inputs, they cannot be "
                      "reproduced from the record: edit them below")
-    if ns not in BUILTIN_NAMESPACES and not imports:
+    if ns not in REGISTERED_BY_TORCH and not imports:
         notes.append(f"{ns}:: operators are registered by a library this script does not import "
                      "(repro --import MODULE adds it)")
     if call.incomplete:

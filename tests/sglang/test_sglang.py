@@ -311,8 +311,10 @@ def test_the_hook_line_names_the_unarmed_targets():
     package does."""
     from sgl_shapeprof.integrations import startup_hook
     from sgl_shapeprof.integrations.sglang.seam import TOKENIZER_CONTROL as SGLANG_TOKENIZER_CONTROL
-    line = open(os.path.join(ROOT, "sgl_shapeprof", HOOK_FILES[0])).read()
-    assert line.strip() == "import " + HOOK_FILES[1][:-len(".py")]
+    from sgl_shapeprof.integrations import install
+    module = HOOK_FILES[1][:-len(".py")]
+    line = install.pth_text()
+    assert line.startswith(f"import {module}; {module}.start(") and line.count("\n") == 1
     assert startup_hook.UNARMED_TARGETS == (SGLANG_TOKENIZER_CONTROL,) == hook_module().UNARMED_TARGETS
     assert not any(isinstance(f, startup_hook._WorkerFinder) for f in sys.meta_path)   # unset: not installed
 
@@ -328,9 +330,9 @@ def test_hook_command_and_wheel_layout(tmp_path):
     site_dir = tmp_path / "site"
     site_dir.mkdir()
     assert main(["hook", "install", "--site-dir", str(site_dir)]) == 0
-    for name, source in zip(HOOK_FILES, (os.path.join(ROOT, "sgl_shapeprof", HOOK_FILES[0]),
-                                         os.path.join(ROOT, HOOK_FILES[1]))):
-        assert (site_dir / name).read_text() == open(source).read()
+    from sgl_shapeprof.integrations import install
+    assert (site_dir / HOOK_FILES[0]).read_text() == install.pth_text()
+    assert (site_dir / HOOK_FILES[1]).read_text() == open(os.path.join(ROOT, HOOK_FILES[1])).read()
     assert main(["hook", "uninstall", "--site-dir", str(site_dir)]) == 0
     assert not any((site_dir / name).exists() for name in HOOK_FILES)
     assert main(["hook", "status", "--site-dir", str(tmp_path / "missing")]) == 2
@@ -339,6 +341,7 @@ def test_hook_command_and_wheel_layout(tmp_path):
                        cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert all((tmp_path / "lib" / name).exists() for name in HOOK_FILES)
+    assert (tmp_path / "lib" / HOOK_FILES[0]).read_text() == install.pth_text()
     assert (tmp_path / "lib" / "sgl_shapeprof" / "integrations" / "sglang" / "__init__.py").exists()
 
 

@@ -11,6 +11,7 @@ import types
 import pytest
 from helpers import needs_vllm
 
+from sgl_shapeprof.integrations.registry import INTEGRATIONS
 from sgl_shapeprof.integrations.vllm import workers
 
 VLLM_VERSION = "0.32.0"
@@ -30,16 +31,17 @@ print(json.dumps({"modules": sorted(set(sys.modules) - before), "seconds": secon
                   "all_finders": [type(f).__name__ for f in sys.meta_path]}))
 '''
 
-# the package, its lazy tables and the variables' names, and the finder the
+# the package, its lazy tables, the variables' names and the phases', and the finder the
 # package's import installs for the kernel libraries' doors with the
 # registry's seams it reads (integrations/door_finder.py): nothing else
 OFF_MODULES = sorted(["sgl_shapeprof", "sgl_shapeprof.integrations", "sgl_shapeprof.integrations.vllm",
                       "sgl_shapeprof.integrations.vllm.plugin", "sgl_shapeprof.integrations.vllm.seam",
                       "sgl_shapeprof.lazy", "sgl_shapeprof.on_import", "sgl_shapeprof.recording",
-                      "sgl_shapeprof.recording.switch", "sgl_shapeprof.integrations.door_finder",
+                      "sgl_shapeprof.recording.switch", "sgl_shapeprof.records", "sgl_shapeprof.records.phases",
+                      "sgl_shapeprof.integrations.door_finder",
                       "sgl_shapeprof.integrations.registry"] +
-                     [f"sgl_shapeprof.integrations.{n}{s}" for n in ("sglang", "flashinfer", "tvm_ffi", "cute_dsl",
-                                                                     "inductor") for s in ("", ".seam")])
+                     [f"sgl_shapeprof.integrations.{n}{s}" for n in INTEGRATIONS if n != "vllm"
+                      for s in ("", ".seam")])
 
 
 def load_plugin(times=1, **env):

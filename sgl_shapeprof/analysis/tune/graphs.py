@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from ...records import phases
 from ...records.graphs import GRAPH_FAMILY
 from ...records.scan import Source
 from .moe import MoeUse, moe_key_of
@@ -80,8 +81,8 @@ def padding_waste(real: Dict[int, float], sizes: List[int]) -> Optional[float]:
     return None if not padded else 1.0 - rows / padded
 
 
-# the phase label of a decode pass (SGLang's ForwardMode, vLLM's step)
-DECODE = "decode"
+# the phase label of a decode pass (SGLang's ForwardMode, vLLM's step): records/phases.py's
+DECODE = phases.DECODE
 
 
 def graph_sizes(sources: List[Source], uses: List[MoeUse], share: float) -> GraphSizes:
@@ -106,7 +107,7 @@ def graph_sizes(sources: List[Source], uses: List[MoeUse], share: float) -> Grap
             if sig.graph is not None and 0 <= sig.graph < GRAPH_FAMILY and moe_key_of(sig) is not None:
                 moe_in_graph[sig.graph] = moe_in_graph.get(sig.graph, 0) + sig.count
     for u in uses:
-        for m, c in u.eager.get("decode", {}).items():
+        for m, c in u.eager.get(DECODE, {}).items():
             out.eager[m] = out.eager.get(m, 0) + c
     if out.eager or moe_in_graph:
         out.unit = "fused-MoE calls"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ...records import untrusted
+from ...records.ledger import is_launch
 from ...records.signature import Signature
 from ...records.values import short_dtype
 
@@ -29,7 +30,8 @@ CONFIG = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_w
 
 def is_moe_launch(operation: str) -> bool:
     """SGLang's fused-MoE kernel, wherever its module lives in this release."""
-    return operation.startswith("triton:sglang.") and operation.rsplit(".", 1)[-1] == KERNEL
+    return is_launch(operation) and operation.partition(":")[2].startswith("sglang.") \
+        and operation.rsplit(".", 1)[-1] == KERNEL
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
+from ...records.phases import EXTEND, PREFILL
 from ...records.signature import Signature
 
 # SGLang's MoE custom ops (register_custom_op in moe_runner/triton_utils/fused_moe.py)
@@ -26,8 +27,8 @@ NO_PHASE = "(no phase)"
 
 def phase_group(phase: Optional[str]) -> str:
     """`extend` and `prefill` are one phase (SGLang's prefill is `extend`)."""
-    if phase in ("extend", "prefill"):
-        return "prefill"
+    if phase in (EXTEND, PREFILL):
+        return PREFILL
     return phase or NO_PHASE
 
 

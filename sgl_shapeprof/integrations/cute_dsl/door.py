@@ -19,9 +19,10 @@ import os
 import sys
 from typing import Callable, Optional
 
+from ...on_import import is_ours, mark
 from ...recording.doors import api_door, positional_door
+from .seam import PREFIX as LIBRARY
 
-LIBRARY = "cute"
 _NAME = "_shapeprof_operation"  # set at compile on what cute.compile returned
 _DOOR = "_shapeprof_door"  # a compiled function's door, made at its first recorded call
 _FILE = "_shapeprof_file"  # a loaded module's object file name
@@ -41,7 +42,7 @@ def patch_compiler(module) -> None:
     """What cute.compile returns is named by what it compiled."""
     cls = getattr(module, "CompileCallable", None)
     original = getattr(cls, "_compile", None) if cls is not None else None
-    if original is None or getattr(original, "_shapeprof_original", None) is not None:
+    if original is None or is_ours(original):
         return
 
     @functools.wraps(original)
@@ -56,7 +57,7 @@ def patch_compiler(module) -> None:
                 pass
         return result
 
-    _compile._shapeprof_original = original
+    mark(_compile, original)
     cls._compile = _compile
 
 
@@ -74,7 +75,7 @@ def _patch_call(cls, names: Callable[[object], Optional[Callable]], named: Calla
     per compiled function (names(obj): the function its values are named
     by; named(obj): the object its operation name was set on)."""
     original = cls.__dict__.get("__call__")
-    if original is None or getattr(original, "_shapeprof_original", None) is not None:
+    if original is None or is_ours(original):
         return
 
     @functools.wraps(original)
@@ -92,7 +93,7 @@ def _patch_call(cls, names: Callable[[object], Optional[Callable]], named: Calla
                 own[_DOOR] = door
         return door(*args, **kwargs)
 
-    __call__._shapeprof_original = original
+    mark(__call__, original)
     cls.__call__ = __call__
 
 
@@ -133,7 +134,7 @@ def patch_binary_module(module) -> None:
     original = getattr(cls, "__getattr__", None) if cls is not None else None
     init = cls.__dict__.get("__init__") if cls is not None else None
     compiled = getattr(sys.modules.get("cutlass.base_dsl.jit_executor"), "JitCompiledFunction", None)
-    if original is None or init is None or getattr(original, "_shapeprof_original", None) is not None:
+    if original is None or init is None or is_ours(original):
         return
 
     @functools.wraps(init)
@@ -152,7 +153,7 @@ def patch_binary_module(module) -> None:
             door = doors[name] = positional_door(func, f"{LIBRARY}:{self.__dict__.get(_FILE, 'module')}.{name}")
         return door
 
-    __getattr__._shapeprof_original = original
-    __init__._shapeprof_original = init
+    mark(__getattr__, original)
+    mark(__init__, init)
     cls.__getattr__ = __getattr__
     cls.__init__ = __init__

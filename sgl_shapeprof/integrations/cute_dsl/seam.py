@@ -12,10 +12,14 @@ names them at compile (CompileCallable._compile), and wraps the plain
 tvm-ffi functions that a module loaded ahead of time hands back
 (ExternalBinaryModule.__getattr__: SGLang's on-disk cache of FA4).
 """
+from ..registry import KERNEL_LIBRARY, Seam
+
 COMPILER = "cutlass.base_dsl.compiler"
 JIT_EXECUTOR = "cutlass.base_dsl.jit_executor"
 TVM_FFI_PROVIDER = "cutlass.cutlass_dsl.tvm_ffi_provider"
 BINARY_MODULE = "cutlass.base_dsl.export.external_binary_module"
+# its records' operations: "cute:<module>.<qualname>" (FORMAT.md)
+PREFIX = "cute"
 
 _HERE = __package__
 
@@ -33,3 +37,6 @@ UNARMED_HOOKS: dict = {}
 IMPORTED_BEFORE = ("what it had compiled by then is recorded under its symbol (cute:<symbol>), a module it "
                    "had loaded ahead of time as cute:module, and the functions fetched from such a module "
                    "by then are not wrapped (their calls are not recorded)")
+
+SEAM = Seam(KERNEL_LIBRARY, "cute_dsl", doors=DOORS, unarmed_hooks=UNARMED_HOOKS, imported_before=IMPORTED_BEFORE,
+            door_prefixes=(PREFIX,))

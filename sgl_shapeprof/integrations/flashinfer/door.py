@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import functools
 
+from ...on_import import is_ours, mark
 from ...recording.doors import api_door, operation_name
 from .seam import PACKAGE
+from .seam import PREFIX as LIBRARY
 
-LIBRARY = "flashinfer"
 
 
 def patch_api_logging_module(module) -> None:
     """flashinfer.api_logging was just imported: its decorator becomes ours
     before FlashInfer's modules apply it."""
     original = getattr(module, "flashinfer_api", None)
-    if original is None or getattr(original, "_shapeprof_original", None) is not None:
+    if original is None or is_ours(original):
         return
 
     @functools.wraps(original)
@@ -27,5 +28,5 @@ def patch_api_logging_module(module) -> None:
         wrapped = original(func, *args, **kwargs)
         return api_door(wrapped, operation_name(LIBRARY, func, PACKAGE), func)
 
-    flashinfer_api._shapeprof_original = original
+    mark(flashinfer_api, original)
     module.flashinfer_api = flashinfer_api

@@ -8,8 +8,12 @@ DSL). Its public API is marked by one decorator, `flashinfer_api`, which
 every module imports from api_logging: the door replaces it where it is
 defined, before any other module of FlashInfer imports it.
 """
+from ..registry import KERNEL_LIBRARY, Seam
+
 API_LOGGING = "flashinfer.api_logging"
 PACKAGE = "flashinfer"
+# its records' operations: "flashinfer:<module>.<qualname>" (FORMAT.md)
+PREFIX = "flashinfer"
 
 _HERE = __package__
 
@@ -21,3 +25,6 @@ UNARMED_HOOKS: dict = {}
 # FlashInfer imported before the door: its decorator is replaced then, after
 # FlashInfer's modules applied it (said when a profiler is made)
 IMPORTED_BEFORE = "the API functions it had defined by then are not wrapped: their calls are not recorded"
+
+SEAM = Seam(KERNEL_LIBRARY, "flashinfer", doors=DOORS, unarmed_hooks=UNARMED_HOOKS, imported_before=IMPORTED_BEFORE,
+            door_prefixes=(PREFIX,))

@@ -20,11 +20,11 @@ import operator
 import sys
 from typing import Optional
 
-from ...recording.doors import MISSING, native_types, operation_key
+from ...on_import import is_ours, mark
+from ...recording.doors import MISSING, OPTIONS, launch_value, native_types, operation_key
 from ...recording.messages import say_once
-from ...recording.triton import OPTIONS, launch_value
+from .seam import PREFIX
 
-PREFIX = "inductor:"
 _STATE = "_shapeprof_launch"  # on an autotuner: (its config, _Launch)
 _off = False  # recording a launch failed once: launches are not recorded again
 
@@ -50,7 +50,7 @@ class _Launch:
             names = [f"arg{i}" for i in range(n_args)]
         self.names = tuple(names)
         self.arg_names = self.names + tuple(kwargs) + OPTIONS
-        self.operation = PREFIX + str(meta.get("kernel_name") or getattr(autotuner.fn, "__name__", "?"))
+        self.operation = f"{PREFIX}:" + str(meta.get("kernel_name") or getattr(autotuner.fn, "__name__", "?"))
         self.grid = _grid_code(autotuner, config)
         # what follows run()'s values, the same at every launch of this
         # config but the grid: the config's values, the grid, its options
@@ -106,7 +106,7 @@ def patch_triton_heuristics(module) -> None:
     autotuner's run() records the launches of logged passes."""
     cls = getattr(module, "CachingAutotuner", None)
     original = getattr(cls, "run", None) if cls is not None else None
-    if original is None or getattr(original, "_shapeprof_original", None) is not None:
+    if original is None or is_ours(original):
         return
 
     @functools.wraps(original)
@@ -128,7 +128,7 @@ def patch_triton_heuristics(module) -> None:
         _file_launch(native, self, args, mode, None)
         return out
 
-    run._shapeprof_original = original
+    mark(run, original)
     cls.run = run
 
 

@@ -8,7 +8,11 @@ CachingAutotuner.run(*args, stream=...), which autotunes once and calls the
 chosen config's launcher (torch 2.11 to 2.15). The door patches that method
 where it is defined, torch._inductor.runtime.triton_heuristics.
 """
+from ..registry import KERNEL_LIBRARY, Seam
+
 HEURISTICS = "torch._inductor.runtime.triton_heuristics"
+# its records' operations: "inductor:<kernel name>" (FORMAT.md)
+PREFIX = "inductor"
 
 _HERE = __package__
 
@@ -20,3 +24,5 @@ _HERE = __package__
 # to say (no IMPORTED_BEFORE).
 DOORS = {HEURISTICS: (f"{_HERE}.door", "patch_triton_heuristics")}
 UNARMED_HOOKS: dict = {}
+
+SEAM = Seam(KERNEL_LIBRARY, "inductor", doors=DOORS, unarmed_hooks=UNARMED_HOOKS, door_prefixes=(PREFIX,))

@@ -8,6 +8,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from ... import thread_logging
+from ...on_import import is_ours, mark
 from ...recording.env import env_profiler
 from ...recording.messages import say_once
 from ...recording.pauses import pause_thread, paused, resume_thread
@@ -120,7 +121,7 @@ def _wrap_graph_backend(cls: type) -> None:
     """cls.capture_one records each graph's capture run; cls.replay counts
     replays. Any failure of ours: SGLang's own behaviour (said once)."""
     capture_one, replay = cls.capture_one, cls.replay
-    if getattr(capture_one, "__sgl_shapeprof_wrapped__", False):
+    if is_ours(capture_one):
         return
 
     @functools.wraps(capture_one)
@@ -141,8 +142,8 @@ def _wrap_graph_backend(cls: type) -> None:
             _graphs_failed(e)
         return out
 
-    capture_one_recorded.__sgl_shapeprof_wrapped__ = True
-    replay_counted.__sgl_shapeprof_wrapped__ = True
+    mark(capture_one_recorded, capture_one)
+    mark(replay_counted, replay)
     cls.capture_one, cls.replay = capture_one_recorded, replay_counted
 
 
@@ -152,7 +153,7 @@ def _wrap_breakable_capture(cls: type) -> None:
     they belong to the replaying pass, not to the capture. Logging pauses
     from the end of a captured segment to the start of the next."""
     end, begin = cls._end_current_segment, cls._begin_new_segment
-    if getattr(end, "__sgl_shapeprof_wrapped__", False):
+    if is_ours(end):
         return
 
     @functools.wraps(end)
@@ -169,8 +170,8 @@ def _wrap_breakable_capture(cls: type) -> None:
             resume_thread()
         return begin(self, *args, **kwargs)
 
-    _end_current_segment.__sgl_shapeprof_wrapped__ = True
-    _begin_new_segment.__sgl_shapeprof_wrapped__ = True
+    mark(_end_current_segment, end)
+    mark(_begin_new_segment, begin)
     cls._end_current_segment, cls._begin_new_segment = _end_current_segment, _begin_new_segment
 
 

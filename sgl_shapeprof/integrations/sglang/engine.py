@@ -11,9 +11,6 @@ from typing import List, Optional
 # worker killed. Set when the user has not, and said.
 CPU_KV_TOKENS = 4096
 
-# the engine argument that bounds the requests running at once (--concurrency)
-CONCURRENCY_ARG = "max_running_requests"
-
 # what run adds when the engine ran and nothing was recorded
 NOT_RECORDED_HINT = " (is the start-up hook installed? sgl-shapeprof hook install)"
 

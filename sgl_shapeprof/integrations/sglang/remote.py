@@ -18,6 +18,7 @@ import re
 from typing import Callable, List, Optional, Tuple
 
 from ..http_client import RemoteError, call, expect, reply_json, send_all
+from .seam import SHAPES, START_PROFILE, STOP_PROFILE
 
 __all__ = ["RemoteError", "generate", "start", "stop"]
 
@@ -38,18 +39,18 @@ def start(url: str, api_key: Optional[str], output_dir: str, start_step: Optiona
           stop_step: Optional[int]) -> Tuple[str, List[str]]:
     """Asks for SHAPES over the window; (the server's reply, the files (or
     patterns of them) it says its workers record into, in output_dir)."""
-    body: dict = {"activities": ["SHAPES"], "output_dir": output_dir}
+    body: dict = {"activities": [SHAPES], "output_dir": output_dir}
     if start_step:
         body["start_step"] = start_step  # SGLang's: the server's forward count, as bench_serving's
     if stop_step is not None:
         body["num_steps"] = stop_step - (start_step or 0)
-    text = expect(*call(url, "/start_profile", body, api_key, 120), url, "/start_profile")
+    text = expect(*call(url, START_PROFILE, body, api_key, 120), url, START_PROFILE)
     return text.strip(), _files(text, output_dir)
 
 
 def stop(url: str, api_key: Optional[str]) -> None:
     """Closes the window (a window already over: the server says so; nothing to do)."""
-    call(url, "/stop_profile", {"activities": ["SHAPES"]}, api_key, 120)
+    call(url, STOP_PROFILE, {"activities": [SHAPES]}, api_key, 120)
 
 
 def generate(url: str, api_key: Optional[str], prompts: list, max_tokens: int, concurrency: int,

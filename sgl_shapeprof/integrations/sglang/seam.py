@@ -3,6 +3,8 @@ the modules it patches and where, and the engine `run` starts
 (registry.py lists it). Standard library only, nothing imported: the
 start-up hook reads it at Python start-up.
 """
+from ..registry import SERVER, Seam
+
 # SGLang's modules. The workers: each forward call one pass
 LLM_WORKER = "sglang.srt.managers.tp_worker"
 DIFFUSION_WORKER = "sglang.multimodal_gen.runtime.managers.gpu_worker"
@@ -52,6 +54,19 @@ MODULE = "sglang"
 TESTED_RELEASE = "0.5.23"
 INSTALL = f'pip install "sglang=={TESTED_RELEASE}"'
 
+# SGLang's runtime profiling routes, and the activity that asks them for
+# shapes (start_profile.py takes it, remote.py sends it)
+START_PROFILE, STOP_PROFILE = "/start_profile", "/stop_profile"
+SHAPES = "SHAPES"
+
 # `sgl-shapeprof run --server sglang --url URL`: the module that drives a
 # running server (start, generate, stop: remote.py)
 REMOTE = f"{_HERE}.remote"
+# the engine argument that bounds the requests running at once (--concurrency)
+CONCURRENCY_ARG = "max_running_requests"
+# its name in srtctl's backend.type (run --spec)
+SRTCTL_BACKEND = "sglang"
+
+SEAM = Seam(SERVER, "sglang", hooks=HOOKS, unarmed_hooks=UNARMED_HOOKS, engine=ENGINE, engine_api="sglang.Engine",
+            remote=REMOTE, concurrency_arg=CONCURRENCY_ARG, srtctl_backend=SRTCTL_BACKEND, display_name=NAME,
+            module=MODULE, tested_release=TESTED_RELEASE, install=INSTALL, tests="sglang")

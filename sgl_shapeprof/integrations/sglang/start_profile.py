@@ -10,12 +10,15 @@ import logging
 import os
 from typing import Any, Callable, Optional
 
+from ...on_import import is_ours, mark
 from ...recording.config import read_env
 from ...recording.env import env_profiler
 from ...recording.messages import say_once
 from ...recording.on_request import OnRequestProfiler
 from ...recording.requests import RequestError, request_count, request_name
 from ...recording.switch import armed_on_request
+from ...records.phases import BY_STAGE
+from .seam import SHAPES, START_PROFILE, STOP_PROFILE
 from .workers import llm_tp_rank
 
 
@@ -25,8 +28,7 @@ from .workers import llm_tp_rank
 # activity is kept and ignored there, so "SHAPES" is taken out here and
 # becomes a request to this process's armed profiler; the other activities
 # (CPU, GPU, MEM, ...) go on to SGLang's torch profiler over the same steps.
-SHAPES = "SHAPES"
-NOT_ARMED = ("SHAPES: this server was not started with SGLANG_PROFILE_SHAPES=on_request, "
+NOT_ARMED = (f"{SHAPES}: this server was not started with SGLANG_PROFILE_SHAPES=on_request, "
              "so it cannot record on request")
 
 
@@ -126,7 +128,7 @@ def _take(manager: Any, req: Any, armed: OnRequestProfiler, out_dir: str) -> str
     phases = _stage_phases(getattr(req, "profile_stages", None))
     if by_stage and not n:
         raise RequestError("SHAPES: profile_by_stage needs num_steps")
-    path = armed.request(passes=n, phases=phases or (["extend", "decode"] if by_stage else None),
+    path = armed.request(passes=n, phases=phases or (list(BY_STAGE) if by_stage else None),
                          output=os.path.join(out_dir, name), skip=skip, per_phase=by_stage)
     _STARTED["path"] = path
     what = f"{n} passes" if n and not by_stage else f"{n} passes per stage" if n else "passes until /stop_profile"
@@ -189,7 +191,7 @@ def _with_shapes(res: Any, text: str) -> Any:
 def patch_profiler_manager_module(module: Any) -> None:
     cls = module.SchedulerProfilerManager
     profile = cls._profile
-    if getattr(profile, "__sgl_shapeprof_wrapped__", False):
+    if is_ours(profile):
         return
     from sglang.srt.managers.io_struct import ProfileReqOutput, ProfileReqType
 
@@ -251,7 +253,7 @@ def patch_profiler_manager_module(module: Any) -> None:
                     return ProfileReqOutput(success=True, message=text)
                 return _with_shapes(res, text)
         return profile(self, recv_req)
-    _profile.__sgl_shapeprof_wrapped__ = True
+    mark(_profile, profile)
     cls._profile = _profile
 
 
@@ -268,7 +270,7 @@ def patch_profiler_manager_module(module: Any) -> None:
 # started with on_request would take a SHAPES request and record nothing. It
 # is refused there, before any scheduler sees it.
 _REPLY: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("sgl_shapeprof_reply", default=None)
-_PROFILE_PATHS = ("/start_profile", "/stop_profile")
+_PROFILE_PATHS = (START_PROFILE, STOP_PROFILE)
 
 
 def _never_raises(patch: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -307,7 +309,7 @@ def _bad_request_error() -> type:
 def patch_tokenizer_control_module(module: Any) -> None:
     cls = module.TokenizerControlMixin
     execute = cls._execute_profile
-    if getattr(execute, "__sgl_shapeprof_wrapped__", False):
+    if is_ours(execute):
         return
     from sglang.srt.managers.io_struct import ProfileReqType
     bad_request = _bad_request_error()
@@ -335,7 +337,7 @@ def patch_tokenizer_control_module(module: Any) -> None:
         if not result.success:
             raise RuntimeError(result.message)
         return result
-    _execute_profile.__sgl_shapeprof_wrapped__ = True
+    mark(_execute_profile, execute)
     cls._execute_profile = _execute_profile
 
 

@@ -20,6 +20,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from ... import thread_logging
+from ...on_import import is_ours, mark
 from ...recording.messages import say_once
 from ...recording.profiler import ShapeProfiler
 from ...records.worker import ROLES, Worker
@@ -163,7 +164,7 @@ def _reopen_for(result: Any, profiler: ShapeProfiler) -> None:
     returned (result.delay_sample_func, called before the next batch's
     forward): those ops belong to the pass, so the call reopens it."""
     sample = getattr(result, "delay_sample_func", None)
-    if not callable(sample) or getattr(sample, "__sgl_shapeprof_wrapped__", False):
+    if not callable(sample) or is_ours(sample):
         return
 
     @functools.wraps(sample)
@@ -174,7 +175,7 @@ def _reopen_for(result: Any, profiler: ShapeProfiler) -> None:
                 return sample(*args, **kwargs)
         finally:
             profiler.end_forward_pass()
-    sample_in_pass.__sgl_shapeprof_wrapped__ = True
+    mark(sample_in_pass, sample)
     try:
         result.delay_sample_func = sample_in_pass
     except Exception:  # a result we cannot change: sampled unprofiled
@@ -209,7 +210,7 @@ def profile_calls(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...,
                 result = fn(*args, **kwargs)
         _reopen_for(result, profiler)
         return result
-    wrapper.__sgl_shapeprof_wrapped__ = True
+    mark(wrapper, fn)
     return wrapper
 
 
@@ -247,7 +248,7 @@ def profile_yields(fn: Callable, profiler: ShapeProfiler, phase_of: Callable[...
                     return
             done += 1
             yield item
-    wrapper.__sgl_shapeprof_wrapped__ = True
+    mark(wrapper, fn)
     return wrapper
 
 

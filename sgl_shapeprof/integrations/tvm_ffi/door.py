@@ -9,9 +9,10 @@ from __future__ import annotations
 import functools
 import os
 
+from ...on_import import is_ours, mark
 from ...recording.doors import positional_door
+from .seam import PREFIX as LIBRARY
 
-LIBRARY = "tvm_ffi"
 _NAME = "_shapeprof_library"  # set on a module by load_module: its file's name
 _DOORS = "_shapeprof_doors"  # a module's doors, by function name
 
@@ -21,7 +22,7 @@ def patch_module_module(module) -> None:
     loads, and their functions come in doors."""
     cls = getattr(module, "Module", None)
     load = getattr(module, "load_module", None)
-    if cls is None or load is None or getattr(cls.get_function, "_shapeprof_original", None):
+    if cls is None or load is None or is_ours(cls.get_function):
         return
     original_get = cls.get_function
 
@@ -50,7 +51,7 @@ def patch_module_module(module) -> None:
             pass
         return mod
 
-    get_function._shapeprof_original = original_get
-    load_module._shapeprof_original = load
+    mark(get_function, original_get)
+    mark(load_module, load)
     cls.get_function = get_function
     module.load_module = load_module

@@ -9,7 +9,11 @@ Module.get_function (attribute and item access go through it), defined in
 tvm_ffi.module with load_module: the door patches both there, before
 tvm_ffi's package binds them.
 """
+from ..registry import KERNEL_LIBRARY, Seam
+
 MODULE = "tvm_ffi.module"
+# its records' operations: "tvm_ffi:<module file>.<function>" (FORMAT.md)
+PREFIX = "tvm_ffi"
 
 _HERE = __package__
 
@@ -23,3 +27,6 @@ UNARMED_HOOKS: dict = {}
 IMPORTED_BEFORE = ("the functions fetched from its modules by then are not wrapped (their calls are not "
                    "recorded), and a module loaded through tvm_ffi.load_module is named tvm_ffi:module, "
                    "not by its file")
+
+SEAM = Seam(KERNEL_LIBRARY, "tvm_ffi", doors=DOORS, unarmed_hooks=UNARMED_HOOKS, imported_before=IMPORTED_BEFORE,
+            door_prefixes=(PREFIX,))

@@ -26,6 +26,7 @@ from ...recording.messages import say_once
 from ...recording.switch import (ENV_ENABLE, ON, ON_REQUEST, armed_on_request, env_setting, neutral_name,
                                  parse_switch, switch_value)
 from ..passes import wrap_method
+from .seam import START_PROFILE, STOP_PROFILE
 
 log = logging.getLogger("vllm.sgl_shapeprof")  # in vLLM's log, with its format
 
@@ -75,12 +76,12 @@ def not_armed_router() -> Any:
         endpoint.__name__ = path.strip("/") + "_not_armed"
         return endpoint
 
-    for path in ("/start_profile", "/stop_profile"):
+    for path in PROFILE_PATHS:
         router.add_api_route(path, refuse(path), methods=["POST"])
     return router
 
 
-PROFILE_PATHS = ("/start_profile", "/stop_profile")
+PROFILE_PATHS = (START_PROFILE, STOP_PROFILE)
 DEV_ONLY = ("Profiler with mode '%s' is enabled in the API server. This should ONLY be used for local "
             "development!")  # vLLM's own warning, where it mounts these routes
 
@@ -117,7 +118,7 @@ def _log_torch_only_once(module: Any) -> None:
         said = []
 
         def engine_client_(request: Any) -> Any:
-            if not said and getattr(getattr(request, "url", None), "path", "") == "/start_profile":
+            if not said and getattr(getattr(request, "url", None), "path", "") == START_PROFILE:
                 said.append(True)
                 log.info("%s", torch_only_message())
             return engine_client(request)

@@ -25,7 +25,8 @@ from ...recording.messages import say_once
 from ...recording.pauses import paused
 from ..graphs import count_replay, new_graph_key
 from ..passes import wrap_method
-from .workers import step_size
+from ...records.phases import DECODE
+from .workers import MIXED, step_size
 
 
 def _graphs_failed(e: BaseException) -> None:
@@ -37,8 +38,8 @@ def graph_size_phase(batch_descriptor: Any) -> tuple:
     """(size, phase) of the graph for a BatchDescriptor."""
     num_reqs = getattr(batch_descriptor, "num_reqs", None)
     if getattr(batch_descriptor, "uniform", False) and num_reqs is not None:
-        return int(num_reqs), "decode"
-    return int(batch_descriptor.num_tokens), "mixed"
+        return int(num_reqs), DECODE
+    return int(batch_descriptor.num_tokens), MIXED
 
 
 def _graph_of(module: Any, wrapper: Any) -> tuple:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import List, Optional
 
 NOT_RECORDED_HINT = ""
-# the engine argument that bounds the requests running at once (--concurrency)
-CONCURRENCY_ARG = "max_num_seqs"
 
 
 def refuse(spec: dict) -> Optional[str]:

@@ -13,6 +13,7 @@ import time
 from typing import Callable, List, Optional, Tuple
 
 from ..http_client import RemoteError, call, expect, reply_json, send_all
+from .seam import START_PROFILE, STOP_PROFILE
 
 __all__ = ["RemoteError", "generate", "start", "stop"]
 
@@ -28,14 +29,14 @@ def start(url: str, api_key: Optional[str], output_dir: str, start_step: Optiona
         body["delay_iterations"] = start_step
     if stop_step is not None:
         body["max_iterations"] = stop_step - (start_step or 0)
-    expect(*call(url, "/start_profile", body, api_key, 120), url, "/start_profile")
+    expect(*call(url, START_PROFILE, body, api_key, 120), url, START_PROFILE)
     return (f"shapes: every worker of {url} records into {prefix}-shapes-<worker>.jsonl beside the server's "
             f"SHAPEPROF_FILE (vLLM's reply does not say where: -o that folder analyzes them here)",
             [os.path.join(glob.escape(output_dir), f"{prefix}-shapes-*.jsonl")])
 
 
 def stop(url: str, api_key: Optional[str]) -> None:
-    call(url, "/stop_profile", {}, api_key, 120)  # a window already over: nothing to stop, fine
+    call(url, STOP_PROFILE, {}, api_key, 120)  # a window already over: nothing to stop, fine
 
 
 def generate(url: str, api_key: Optional[str], prompts: list, max_tokens: int, concurrency: int,

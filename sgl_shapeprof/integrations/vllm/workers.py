@@ -25,10 +25,12 @@ import os
 import threading
 from typing import Any, Callable, Optional
 
+from ...on_import import is_ours, mark
+from ...records.phases import DECODE, PREFILL
 from ...records.worker import Worker
 from ..passes import attach, call_quietly, close_attached, wrap_init, wrap_method
 
-PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
+MIXED = "mixed"  # a vLLM step of both (records/phases.py has the others)
 WARMUP_PREFIXES = ("_warmup_", "_v2_mixed_warmup", "_dummy_req_")
 _step = threading.local()  # sizes: the running step's (requests, tokens), for its graph replays
 
@@ -126,7 +128,7 @@ DP_REPLICA = "SHAPEPROF_VLLM_DP_REPLICA"  # "rank/size"
 def patch_parallel_config_module(module: Any) -> None:
     cls = getattr(module, "ParallelConfig", None)
     reconfigure = getattr(cls, "reconfigure_for_independent_dp_rank", None)
-    if reconfigure is None or getattr(reconfigure, "__sgl_shapeprof_wrapped__", False):
+    if reconfigure is None or is_ours(reconfigure):
         return
 
     @functools.wraps(reconfigure)
@@ -140,7 +142,7 @@ def patch_parallel_config_module(module: Any) -> None:
             except Exception:
                 pass
         return reconfigure(self, *args, **kwargs)
-    reconfigure_for_independent_dp_rank.__sgl_shapeprof_wrapped__ = True
+    mark(reconfigure_for_independent_dp_rank, reconfigure)
     cls.reconfigure_for_independent_dp_rank = reconfigure_for_independent_dp_rank
 
 
@@ -175,7 +177,7 @@ class _Steps:
                     return fn(*args, **kwargs)
             finally:
                 _step.sizes = None
-        execute_model.__sgl_shapeprof_wrapped__ = True
+        mark(execute_model, fn)
         return execute_model
 
     def sampling(self, fn: Callable, profiler: Any, phase_of: Callable[..., Optional[str]]) -> Callable:
@@ -189,7 +191,7 @@ class _Steps:
                 return fn(*args, **kwargs)
             finally:
                 profiler.end_forward_pass()
-        sample_tokens.__sgl_shapeprof_wrapped__ = True
+        mark(sample_tokens, fn)
         return sample_tokens
 
 

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, TextIO
 from ...analysis.analyze import Analysis, OpView, doors, doors_within, filters_text
 from ...analysis.kernel_calls import attention_calls
 from ...analysis.deployment import inventory
-from ...records.doors import DISPATCHER
+from ...records.ledger import DISPATCHER
 from ...records.filter import close_names
 from ...records.scan import Source
 from ...records.signature import tell_apart

@@ -1,5 +1,5 @@
-"""Triton kernel launches: recorded while a logged pass is open (on any
-thread), as one record each in the same file (docs/FORMAT.md, "Kernel
+"""Triton's door: kernel launches recorded while a logged pass is open (on
+any thread), as one record each in the same file (docs/FORMAT.md, "Kernel
 launches").
 
 Every launch, plain, autotuned (`@triton.autotune`), under heuristics or
@@ -16,27 +16,26 @@ recorded, only the launch of the config it chose.
 
 A launch is recorded when its run() returned (or raised): the record is
 written whole, with what it ran with (num_warps from the compiled kernel).
+
+Unlike the other doors, importing Triton wraps nothing: its runtime modules'
+patch (the seam's doors) registers enter() and leave() with recording's
+passes (recording/doors.py's pass_door), which call them as logged passes
+begin and end.
 """
 from __future__ import annotations
 
 import functools
 import inspect
-import operator
 import sys
 import threading
 import weakref
 from typing import Callable, Dict, Optional, Tuple
 
-from ..on_import import PatchingFinder, install_finder
-from .doors import MISSING, native_types, operation_key
-from .messages import say_once
-from .pauses import pause_thread, resume_thread
-
-# Launch options kept as their own arguments; any other keyword that is not
-# a kernel parameter goes into "launch_options", as text.
-OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "maxnreg", "launch_options")
-PREFIX = "triton:"  # a launch's operation: "triton:<module>.<qualname>" (FORMAT.md)
-WATCHED = ("triton.runtime.jit", "triton.runtime.interpreter")
+from ...on_import import is_ours, mark
+from ...recording.doors import MISSING, OPTIONS, launch_types, launch_value, native_types, operation_key, pass_door
+from ...recording.messages import say_once
+from ...recording.pauses import pause_thread, resume_thread
+from .seam import AUTOTUNER, INTERPRETER, JIT, PACKAGE, PREFIX
 
 _lock = threading.Lock()
 _installed: Dict[Tuple[type, str], Callable] = {}  # (class, method) -> Triton's own
@@ -45,21 +44,16 @@ _local = threading.local()  # .bench: this thread is inside the autotuner's benc
 # hashing a JITFunction hashes its source's cache key
 _kernels: Dict[int, Tuple["weakref.ref", "_Kernel"]] = {}
 _C = None
-_Tensor = None
-_tl_dtype = None  # triton.language.dtype
+_types_given = False  # triton.language's dtype and constexpr, to launch_value
 _off = False  # recording a launch failed once: launches are not recorded again
-
-
-def installed() -> bool:
-    return bool(_installed)
 
 
 def _targets():
     """(class, method name, wrapper maker) present in this process's Triton."""
     mods = sys.modules
-    jit = mods.get("triton.runtime.jit")
-    interp = mods.get("triton.runtime.interpreter")
-    tuner = mods.get("triton.runtime.autotuner")
+    jit = mods.get(JIT)
+    interp = mods.get(INTERPRETER)
+    tuner = mods.get(AUTOTUNER)
     if jit is not None and hasattr(jit, "JITFunction"):
         yield jit.JITFunction, "run", _launcher
     if interp is not None and hasattr(interp, "InterpretedFunction"):
@@ -74,28 +68,28 @@ def enter() -> None:
     JIT), under the lock that leave() holds while it checks and undoes: a
     pass beginning while another ends never finds the wrappers on their
     way out."""
-    global _C, _Tensor, _tl_dtype
-    if _off or "triton.runtime.jit" not in sys.modules:
+    global _C, _types_given
+    if _off or JIT not in sys.modules:
         return
     with _lock:
         try:
             if _C is None:
-                import torch
-
-                from .. import _C as native
+                from ... import _C as native
                 native_types(native)
-                _C, _Tensor = native, torch.Tensor
-            if _tl_dtype is None:
+                _C = native
+            if not _types_given:
                 tl = sys.modules.get("triton.language")
-                _tl_dtype = getattr(tl, "dtype", None) if tl is not None else None
+                if tl is not None:
+                    launch_types(getattr(tl, "dtype", None), PACKAGE)
+                    _types_given = True
             for cls, name, wrap in _targets():
                 if (cls, name) in _installed:
                     continue
                 original = cls.__dict__.get(name)
-                if original is None or getattr(original, "_shapeprof_original", None) is not None:
+                if original is None or is_ours(original):
                     continue
                 wrapper = wrap(original)
-                wrapper._shapeprof_original = original
+                mark(wrapper, original)
                 setattr(cls, name, wrapper)
                 _installed[(cls, name)] = original
         except Exception as e:  # another Triton: its launches are not recorded
@@ -113,27 +107,12 @@ def leave(logging: Callable[[], bool]) -> None:
             _uninstall()
 
 
-class _TritonImported(PatchingFinder):
-    """Triton imported after a logged pass began (`sgl-shapeprof record`
-    opens its whole-run pass before the script imports anything): its
-    launches are recorded from the import on."""
-
-
-_logging: Optional[Callable[[], bool]] = None
-
-
-def watch(logging: Callable[[], bool]) -> None:
-    """Called when a profiler opens: if Triton is not imported yet, enter()
-    runs when it is, should a logged pass be open then."""
-    global _logging
-    _logging = logging
-    if "triton.runtime.jit" not in sys.modules:
-        install_finder(_TritonImported({m: (__name__, "imported") for m in WATCHED}))
-
-
-def imported(module) -> None:
-    if _logging is not None and _logging():
-        enter()
+def patch_runtime_module(module) -> None:
+    """Triton's JIT or interpreter imported (the seam's doors): launches are
+    recorded in logged passes from here, from the import on should one be
+    open (`sgl-shapeprof record` opens its whole-run pass before the
+    script imports anything)."""
+    pass_door(enter, leave)
 
 
 def _uninstall() -> None:
@@ -209,7 +188,7 @@ class _Kernel:
         self.arg_names = self.params + OPTIONS
         self.options = (None, ())  # (a compiled kernel's metadata, its launch options read from it)
         module = getattr(fn, "__module__", None) or "?"
-        self.operation = f"{PREFIX}{module}.{getattr(fn, '__qualname__', None) or fn.__name__}"
+        self.operation = f"{PREFIX}:{module}.{getattr(fn, '__qualname__', None) or fn.__name__}"
         self.key = None
 
 
@@ -222,29 +201,6 @@ def _kernel(obj) -> _Kernel:
     k.operation, k.key = operation_key(k.operation, k.arg_names)
     _kernels[id(obj)] = (weakref.ref(obj), k)
     return k
-
-
-def launch_value(v):
-    """A non-tensor value as the core takes it: None, bool, int, float, str,
-    a tuple of ints; Triton's constexpr by its value, its dtypes (and
-    torch's) by name ("bf16"); anything else is written as its type's name
-    (never str() of an unknown object: a TensorDescriptor's would copy its
-    tensor from the device)."""
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if _tl_dtype is not None and isinstance(v, _tl_dtype):
-        return str(v)
-    cls = type(v)
-    if cls.__name__ == "constexpr" and (cls.__module__ or "").startswith("triton"):
-        return launch_value(v.value)
-    if isinstance(v, (tuple, list)) and not any(isinstance(x, bool) for x in v):
-        try:  # ints of any kind (numpy's: a grid computed with them)
-            return tuple(operator.index(x) for x in v)
-        except TypeError:
-            pass
-    if _Tensor is not None and cls.__name__ == "dtype" and cls.__module__ == "torch":
-        return str(v)
-    return v
 
 
 def _file_launch(obj, args, kwargs, grid, kernel, mode: int, error: Optional[BaseException]) -> None:
