@@ -13,7 +13,9 @@
 #include "core/sp_core.h"
 #include "torch/sp_fallback.h"
 #include "python/sp_pyerror.h"
+#include "python/sp_door.h"
 #include "python/sp_launch.h"
+#include "python/sp_pycall.h"
 
 typedef struct {
   PyObject_HEAD
@@ -335,7 +337,7 @@ static PyMethodDef module_methods[] = {
     {"launch", sp_launch, METH_VARARGS,
      "launch($module, key, operation, arg_names, values, mode, error=None, convert=None, /)\n--\n\n"
      "Record one kernel launch (recording/triton.py), a value per name; True if it was filed."},
-    {"door_types", sp_door_types, METH_VARARGS,
+    {"door_types", sp_pycall_set_types, METH_VARARGS,
      "door_types($module, tensor_type, enum_type, dtype_type, missing, /)\n--\n\n"
      "The types call_begin_args tells values by (recording/doors.py), given once."},
     {"call_begin_args", sp_call_api_begin_args, METH_VARARGS,
