@@ -376,21 +376,4 @@ int sp_fallback_installed(void) {
   return g_fallback_handle != nullptr;
 }
 
-int sp_tensor_put(sp_enc* e, const void* tensor, int strided) {
-  const at::Tensor& t = *static_cast<const at::Tensor*>(tensor);
-  if (!t.defined()) return 0;
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  if (impl->has_symbolic_sizes_strides() || impl->is_nested()) return 0;  // no plain sizes to read
-  c10::IntArrayRef sizes = impl->sizes();
-  const int dtype = static_cast<int>(c10::typeMetaToScalarType(impl->dtype()));
-  if (strided && impl->layout() == c10::kStrided) {
-    c10::Device device = impl->device();
-    sp_enc_strided(e, dtype, static_cast<int>(sizes.size()), sizes.data(), impl->strides().data(),
-                   impl->storage_offset(), static_cast<int>(device.type()), device.index());
-  } else {
-    sp_enc_tensor_after(e, nullptr, 0, dtype, static_cast<int>(sizes.size()), sizes.data());
-  }
-  return 1;
-}
-
 }  // extern "C"

@@ -1,5 +1,6 @@
 /*
- * sp_fallback.h -- the boxed fallback (sp_fallback.cpp), callable from C.
+ * sp_fallback.h -- the torch layer's API, callable from C: the boxed fallback
+ * (sp_fallback.cpp) and its tensor encoder (sp_tensor_put, sp_encode.cpp).
  */
 #ifndef SP_FALLBACK_H
 #define SP_FALLBACK_H
@@ -59,10 +60,11 @@ sp_profiler *sp_fallback_target(void);
  * (sp_thread_public.within). */
 int sp_fallback_open_op(void);
 /* Appends <tensor> of an at::Tensor (given as `const at::Tensor *`: this
- * header is C), strided when asked and it has strides, as the fallback
- * describes an operator's; 1 if written, 0 if it cannot be read (undefined,
- * symbolic or nested sizes: nothing appended). For values that reach us
- * outside the dispatcher (a kernel library's API call, a launch). */
+ * header is C), strided when asked and it has strides, by the torch layer's
+ * one tensor encoder (sp_encode.h's put_tensor, which writes an operator's
+ * too); 1 if written, 0 if it cannot be read (undefined, symbolic or nested
+ * sizes: nothing appended). For values that reach us outside the dispatcher
+ * (a kernel library's API call, a launch). Defined in sp_encode.cpp. */
 int sp_tensor_put(sp_enc *e, const void *tensor, int strided);
 /* Whether the key is in the calling thread's TLS (for tests). */
 int sp_fallback_thread_enabled(void);
