@@ -306,8 +306,8 @@ int sp_fallback_install(void) {
   try {
     auto& d = c10::Dispatcher::singleton();
     if (d.hasBackendFallbackForDispatchKey(kKey)) {
-      g_install_error = "this torch already has a fallback on DispatchKey::Fake; "
-                        "sgl_shapeprof cannot register its fallback in this build";
+      g_install_error = c10::str("this torch already has a fallback on DispatchKey::", kKey,
+                                 "; sgl_shapeprof cannot register its fallback in this build");
       return SP_ERROR;
     }
     if (set_dtype_names() != SP_OK || set_enum_names() != SP_OK) {

@@ -64,6 +64,8 @@ SP_TORCH_BEGIN
 // then refuses in one line (hasBackendFallbackForDispatchKey) rather than
 // fail inside torch, and the parity tests compare the stream with a
 // TorchDispatchMode logger record by record on every supported torch.
+// The one place the key is named: the rest (its order against Python, the
+// install's refusal) says kKey.
 constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 
 // Torch 2.11 orders Fake above Python (pytorch PR 178428 moved it below for
@@ -74,8 +76,7 @@ constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 // those on 2.11), and a FakeTensorMode's calls would be recorded
 // as real ones: tracing_above_python() leaves those out, as the meta calls
 // they become are left out on 2.13+.
-constexpr bool kAbovePython =
-    static_cast<int>(c10::DispatchKey::Fake) > static_cast<int>(c10::DispatchKey::Python);
+constexpr bool kAbovePython = static_cast<int>(kKey) > static_cast<int>(c10::DispatchKey::Python);
 
 // Plain data, so that a thread_local access needs no init guard; the scratch
 // is freed at thread exit through a pthread key. Which profiler this
