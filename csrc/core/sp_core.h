@@ -122,17 +122,17 @@ int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n);
 int sp_pass_size(sp_profiler *p, long long size);
 
 /* The calling thread's pass, the one source of truth for which profiler a
- * thread's calls go to (the fallback's key follows it). sp_thread_pass:
+ * thread's calls go to (the fallback's key follows it). sp_pass_current:
  * the profiler of this thread's open pass (NULL: none) and in *mode its
- * sp_logging when that pass is logged, else 0. sp_thread_profiler: the
+ * sp_logging when that pass is logged, else 0. sp_pass_target: the
  * profiler a call on this thread goes to: its open pass's (with *mode as
- * sp_thread_pass says), else, on a thread that began no pass (one that
+ * sp_pass_current says), else, on a thread that began no pass (one that
  * inherited the key: autograd's), the one whose logged pass began last,
  * with *mode its sp_logging; NULL and 0 when there is none. Lock-free: one
  * call per operator. The pointer is valid while this thread's pass holds
  * it (an inherited one: while its owner keeps it). */
-sp_profiler *sp_thread_pass(int *mode);
-sp_profiler *sp_thread_profiler(int *mode);
+sp_profiler *sp_pass_current(int *mode);
+sp_profiler *sp_pass_target(int *mode);
 
 /* Counters, as the summary reports them. */
 typedef struct sp_stats {

@@ -279,14 +279,14 @@ int sp_pass_end_nowait(sp_profiler *p) {
   return 1;
 }
 
-sp_profiler *sp_thread_pass(int *mode) {
+sp_profiler *sp_pass_current(int *mode) {
   const struct sp_pass *ps = &t_pass;
   *mode = ps->p && ps->logged ? sp_logging(ps->p) : 0;
   return ps->p;
 }
 
-sp_profiler *sp_thread_profiler(int *mode) {
-  sp_profiler *p = sp_thread_pass(mode);
+sp_profiler *sp_pass_target(int *mode) {
+  sp_profiler *p = sp_pass_current(mode);
   if (p) return p;
   p = prof_inherited();
   *mode = p ? sp_logging(p) : 0;

@@ -1,9 +1,9 @@
 /*
  * sp_pycall.c -- what launches (sp_launch.c) and API calls (sp_door.c)
  * share: calls that do not pass the dispatcher, described from values the
- * Python layer gathered. The thread's scratch, the call's operator interned
- * by name, its values as the core's words, its exception, and the types
- * values are told by.
+ * Python layer gathered. The thread's logging flags, its scratch, the call's
+ * operator interned by name, its values as the core's words, its exception,
+ * and the types values are told by.
  * Nothing here raises into the call: a value it cannot encode is written
  * as its type's name.
  */
@@ -31,7 +31,7 @@ sp_thread *sp_pycall_scratch(void) {
   return t;
 }
 
-PyObject *sp_launch_mode(PyObject *m, PyObject *noargs) {
+PyObject *sp_pycall_logging_flags(PyObject *m, PyObject *noargs) {
   (void)m;
   (void)noargs;
   sp_profiler *p = sp_fallback_target();

@@ -18,9 +18,11 @@
  * default, a launch option not set). */
 extern PyObject *sp_pycall_tensor_type, *sp_pycall_missing;
 
-/* launch_mode(): sp_logging() of the profiler this thread's calls go to, 0
- * when none (or this thread is paused). */
-PyObject *sp_launch_mode(PyObject *m, PyObject *noargs);
+/* logging_flags(): sp_logging() of the profiler this thread's calls go to
+ * (0, or 1 with SP_LOGGING_ARGS added when arguments are recorded), 0 when
+ * none (or this thread is paused): the mode launch() and the API calls are
+ * given. */
+PyObject *sp_pycall_logging_flags(PyObject *m, PyObject *noargs);
 /* door_types(tensor_type, enum_type, dtype_type, missing): the types
  * launches and API calls tell values by, given once. */
 PyObject *sp_pycall_set_types(PyObject *m, PyObject *args);

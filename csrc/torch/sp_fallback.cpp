@@ -38,7 +38,7 @@ static sp_thread* new_scratch() {
 // belongs in its TLS).
 static bool own_pass_logs() {
   int mode;
-  sp_thread_pass(&mode);
+  sp_pass_current(&mode);
   return mode != 0;
 }
 
@@ -200,7 +200,7 @@ struct OpenOp {
 static void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                      torch::jit::Stack* stack) {
   int mode;
-  sp_profiler* p = sp_thread_profiler(&mode);
+  sp_profiler* p = sp_pass_target(&mode);
   if (!mode) {
     // A lingering key: this thread's profiler was closed by another thread,
     // or the pass whose key it inherited ended.
@@ -357,7 +357,7 @@ void sp_fallback_resume(void) {
 sp_profiler* sp_fallback_target(void) {
   if (t_state.paused) return nullptr;
   int mode;
-  sp_profiler* p = sp_thread_profiler(&mode);
+  sp_profiler* p = sp_pass_target(&mode);
   return mode ? p : nullptr;
 }
 

@@ -16,8 +16,8 @@ extern "C" {
 int sp_fallback_install(void);
 const char *sp_fallback_error(void);
 int sp_fallback_installed(void);
-/* The key follows the calling thread's pass (sp_thread_pass): its calls go
- * to the profiler the core says (sp_thread_profiler), and threads that
+/* The key follows the calling thread's pass (sp_pass_current): its calls go
+ * to the profiler the core says (sp_pass_target), and threads that
  * inherit its TLS go to the one whose logged pass began last.
  * sp_fallback_enable puts the key into this thread's TLS (a logged pass of
  * it just began); sp_fallback_disable takes it out unless this thread's
@@ -49,7 +49,7 @@ void sp_fallback_sync_stats(sp_sync_stats *out);
 int sp_fallback_pause(void);
 void sp_fallback_resume(void);
 /* The profiler that a call on this thread goes to now, for calls that do not
- * pass the dispatcher (kernel launches: sp_launch_intern): sp_thread_profiler's
+ * pass the dispatcher (kernel launches: sp_launch_intern): sp_pass_target's
  * (the core then files the call as sp_call_begin says); NULL while this
  * thread is paused or that profiler does not log. Valid while the caller
  * holds what keeps the profiler (the interpreter lock, for the Python

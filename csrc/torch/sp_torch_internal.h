@@ -80,7 +80,7 @@ constexpr bool kAbovePython = static_cast<int>(kKey) > static_cast<int>(c10::Dis
 
 // Plain data, so that a thread_local access needs no init guard; the scratch
 // is freed at thread exit through a pthread key. Which profiler this
-// thread's calls go to is the core's to say (sp_thread_profiler): the key
+// thread's calls go to is the core's to say (sp_pass_target): the key
 // only follows it.
 struct ThreadState {
   sp_thread* scratch;
