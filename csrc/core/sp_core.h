@@ -210,6 +210,14 @@ int sp_set_names(int table, const char *const *names, int n);
  *   SP_ENC_OPAQUE, arg, nbytes, bytes: a value of another type, by type name
  * (bits: a double's IEEE-754 bits). They are written as the record's "args".
  */
+/* Each layer that reads this header checks what the encoding relies on:
+ * the core and the Python layer in C, the torch layer in C++. */
+#ifdef __cplusplus
+#define SP_STATIC_ASSERT(cond, why) static_assert(cond, why)
+#else
+#define SP_STATIC_ASSERT(cond, why) _Static_assert(cond, why)
+#endif
+SP_STATIC_ASSERT(sizeof(double) == sizeof(int64_t), "a float value is one word: its IEEE-754 bits");
 enum { SP_ENC_NONE = 0, SP_ENC_TENSOR = 1, SP_ENC_LIST = 2, SP_ENC_INT, SP_ENC_FLOAT,
        SP_ENC_BOOL, SP_ENC_NULL, SP_ENC_INTS, SP_ENC_FLOATS, SP_ENC_BOOLS, SP_ENC_COMPLEX,
        SP_ENC_STR, SP_ENC_DTYPE, SP_ENC_NAME, SP_ENC_DEVICE, SP_ENC_OPAQUE };

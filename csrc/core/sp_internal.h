@@ -223,6 +223,7 @@ struct sp_thread {
   int in_call;     /* sp_call_begin returned nonzero; end or fail not yet */
 #endif
 };
+_Static_assert(offsetof(struct sp_thread, pub) == 0, "sp_thread_enc (sp_core.h) casts an sp_thread to its pub");
 
 /* The arena: words that never move while their profiler lives, so that a
  * call can read its expected outputs at its end without the lock. */

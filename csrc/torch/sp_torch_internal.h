@@ -91,6 +91,20 @@ struct ThreadState {
   int open_op;            // op id + 1 of the recorded call running on this thread, else 0:
                           // what a launch inside it runs within (sp_fallback_open_op)
 };
+// A thread_local of a trivial type is zero-initialised with no init guard
+// and no exit-time destructor: a read is a load (thread_scratch() reads it
+// in a fatal-signal handler).
+static_assert(std::is_trivial_v<ThreadState> && std::is_trivially_destructible_v<ThreadState> &&
+                  std::is_standard_layout_v<ThreadState>,
+              "ThreadState must stay plain data");
+// The core's structs this layer fills are C's (sp_core.h, sp_fallback.h):
+// plain data, one layout in both languages.
+static_assert(std::is_standard_layout_v<sp_enc> && std::is_trivially_copyable_v<sp_enc>,
+              "sp_enc is C's struct");
+static_assert(std::is_standard_layout_v<sp_thread_public> && std::is_trivially_copyable_v<sp_thread_public>,
+              "sp_thread_public is C's struct");
+static_assert(std::is_standard_layout_v<sp_sync_stats> && std::is_trivially_copyable_v<sp_sync_stats>,
+              "sp_sync_stats is C's struct");
 #ifdef SP_TORCH_AMALGAMATION
 static thread_local ThreadState t_state;
 #else
