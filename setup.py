@@ -126,7 +126,8 @@ torch_lib = cpp_extension.library_paths()[0]
 # csrc/ by layer: core/ (plain C, no Python, no torch; sp_core.c is its
 # amalgamation, which #includes the parts), torch/ (the c10 fallback, its
 # encoder and sync mode; sp_torch.cpp #includes them likewise), python/
-# (the C-API module and Python errors). Sources name a header by its layer,
+# (the C-API module, Python errors and tensors, and the calls that do not pass
+# the dispatcher: launches, API calls and what they share). Sources name a header by its layer,
 # "core/sp_core.h": csrc is a quote-only include path (-iquote), so that
 # torch's own <torch/...> headers never look in csrc/torch.
 # Thread-local state is read on every recorded call: TLS descriptors make
@@ -138,7 +139,7 @@ extension = cpp_extension.CppExtension(
     "sgl_shapeprof._C",
     sources=["csrc/core/sp_core.c", "csrc/torch/sp_torch.cpp",
              "csrc/python/sp_pyerror.cpp", "csrc/python/sp_pytensor.cpp", "csrc/python/sp_module.c",
-             "csrc/python/sp_launch.c"],
+             "csrc/python/sp_pycall.c", "csrc/python/sp_launch.c", "csrc/python/sp_door.c"],
     extra_compile_args=WARNINGS + system_includes + ["-iquote", "csrc", "-O2",
                                                      "-fvisibility=hidden"] + TLS,
     extra_link_args=[f"-Wl,-rpath,{torch_lib}", "-ldl"],  # dlopen: sync mode asks the CUDA driver

@@ -122,17 +122,17 @@ int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n);
 int sp_pass_size(sp_profiler *p, long long size);
 
 /* The calling thread's pass, the one source of truth for which profiler a
- * thread's calls go to (the fallback's key follows it). sp_thread_pass:
+ * thread's calls go to (the fallback's key follows it). sp_pass_current:
  * the profiler of this thread's open pass (NULL: none) and in *mode its
- * sp_logging when that pass is logged, else 0. sp_thread_profiler: the
+ * sp_logging when that pass is logged, else 0. sp_pass_target: the
  * profiler a call on this thread goes to: its open pass's (with *mode as
- * sp_thread_pass says), else, on a thread that began no pass (one that
+ * sp_pass_current says), else, on a thread that began no pass (one that
  * inherited the key: autograd's), the one whose logged pass began last,
  * with *mode its sp_logging; NULL and 0 when there is none. Lock-free: one
  * call per operator. The pointer is valid while this thread's pass holds
  * it (an inherited one: while its owner keeps it). */
-sp_profiler *sp_thread_pass(int *mode);
-sp_profiler *sp_thread_profiler(int *mode);
+sp_profiler *sp_pass_current(int *mode);
+sp_profiler *sp_pass_target(int *mode);
 
 /* Counters, as the summary reports them. */
 typedef struct sp_stats {
@@ -210,6 +210,14 @@ int sp_set_names(int table, const char *const *names, int n);
  *   SP_ENC_OPAQUE, arg, nbytes, bytes: a value of another type, by type name
  * (bits: a double's IEEE-754 bits). They are written as the record's "args".
  */
+/* Each layer that reads this header checks what the encoding relies on:
+ * the core and the Python layer in C, the torch layer in C++. */
+#ifdef __cplusplus
+#define SP_STATIC_ASSERT(cond, why) static_assert(cond, why)
+#else
+#define SP_STATIC_ASSERT(cond, why) _Static_assert(cond, why)
+#endif
+SP_STATIC_ASSERT(sizeof(double) == sizeof(int64_t), "a float value is one word: its IEEE-754 bits");
 enum { SP_ENC_NONE = 0, SP_ENC_TENSOR = 1, SP_ENC_LIST = 2, SP_ENC_INT, SP_ENC_FLOAT,
        SP_ENC_BOOL, SP_ENC_NULL, SP_ENC_INTS, SP_ENC_FLOATS, SP_ENC_BOOLS, SP_ENC_COMPLEX,
        SP_ENC_STR, SP_ENC_DTYPE, SP_ENC_NAME, SP_ENC_DEVICE, SP_ENC_OPAQUE };

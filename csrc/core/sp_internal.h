@@ -223,6 +223,7 @@ struct sp_thread {
   int in_call;     /* sp_call_begin returned nonzero; end or fail not yet */
 #endif
 };
+_Static_assert(offsetof(struct sp_thread, pub) == 0, "sp_thread_enc (sp_core.h) casts an sp_thread to its pub");
 
 /* The arena: words that never move while their profiler lives, so that a
  * call can read its expected outputs at its end without the lock. */
@@ -354,8 +355,9 @@ typedef struct sp_sigtable {
   long long signatures; /* records with outputs */
 } sp_sigtable;
 
-/* What the passes ran: passes, phases and graphs (counted by sp_pass.c),
- * operators (sp_tally.c). Zeroed is empty. */
+/* What the passes ran: passes, phases, graphs and sizes (counted by
+ * sp_pass.c, in tables sp_tally.c grows and frees), operators (sp_tally.c).
+ * Zeroed is empty. */
 typedef struct sp_tally {
   /* passes: each thread's own (struct sp_pass); these count them */
   long long passes, logged_passes;
@@ -620,9 +622,16 @@ SP_PRIVATE int sig_outputs_equal(const sig_rec *r, const sp_enc *out);
 SP_PRIVATE size_t sig_text_put(sp_sigtable *tab, const char *s, size_t n);
 SP_PRIVATE void sig_table_free(sp_sigtable *tab); /* empty again */
 
-/* ---- sp_tally.c [tally_]: operators counted ---- */
+/* ---- sp_tally.c [tally_]: operators counted, the pass tables ---- */
 SP_PRIVATE int tally_count_op(sp_tally *t, int id, int phase);
 SP_PRIVATE void tally_uncount_op(sp_tally *t, int id, int phase);
+/* The slot of a phase label (added if new: any length, any number of them;
+ * labels are few, searched in turn); of (graph key, real size) in graphs,
+ * kept sorted by both; of (phase slot, batch size) in sizes, likewise. A
+ * new slot's counts are zero; -1 only when out of memory. */
+SP_PRIVATE int tally_phase(sp_tally *t, const char *phase);
+SP_PRIVATE int tally_graph(sp_tally *t, long long key, long long real);
+SP_PRIVATE int tally_size(sp_tally *t, int phase, long long size);
 SP_PRIVATE void tally_free(sp_tally *t); /* empty again */
 
 /* ---- sp_summary.c [summary_]: the summary file ---- */

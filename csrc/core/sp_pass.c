@@ -17,86 +17,11 @@ static int phase_wanted(const sp_profiler *p, const char *phase) {
   return 0;
 }
 
-/* The slot of a phase label (added if new: any length, any number of them);
- * -1 only when out of memory. Labels are few: a linear search will do. */
-static int phase_index(sp_profiler *p, const char *phase) {
-  for (int i = 0; i < p->tally.n_phases; i++)
-    if (strcmp(p->tally.phase_stats[i].name, phase) == 0) return i;
-  if (p->tally.n_phases == p->tally.phase_cap) {
-    int cap = p->tally.phase_cap ? 2 * p->tally.phase_cap : 8;
-    struct phase_stat *st = realloc(p->tally.phase_stats, (size_t)cap * sizeof *st);
-    if (!st) return -1;
-    p->tally.phase_stats = st;
-    p->tally.phase_cap = cap;
-  }
-  char *name = text_strdup(phase);
-  if (!name) return -1;
-  struct phase_stat *st = &p->tally.phase_stats[p->tally.n_phases];
-  st->name = name;
-  st->passes = st->calls = 0;
-  return p->tally.n_phases++;
-}
-
 /* What p->logging holds while some logged pass is open (see sp_logging). */
 static int logging_value(const sp_profiler *p) {
   return p->tally.open_logged > 0 && !p->file.closed && !p->failed
              ? 1 | (p->cfg.args ? SP_LOGGING_ARGS : 0)
              : 0;
-}
-
-/* The slot of (graph key, real size), added if new in (key, real) order;
- * -1 only when out of memory. Binary search: a replay's one lookup stays
- * cheap with hundreds of sizes. */
-static int graph_index(sp_profiler *p, long long key, long long real) {
-  int lo = 0, hi = p->tally.n_graphs;
-  while (lo < hi) {
-    int mid = lo + (hi - lo) / 2;
-    const struct graph_stat *m = &p->tally.graphs[mid];
-    if (m->key < key || (m->key == key && m->real < real)) lo = mid + 1;
-    else hi = mid;
-  }
-  if (lo < p->tally.n_graphs && p->tally.graphs[lo].key == key && p->tally.graphs[lo].real == real) return lo;
-  if (p->tally.n_graphs == p->tally.graph_cap) {
-    int cap = p->tally.graph_cap ? 2 * p->tally.graph_cap : 16;
-    struct graph_stat *g = realloc(p->tally.graphs, (size_t)cap * sizeof *g);
-    if (!g) return -1;
-    p->tally.graphs = g;
-    p->tally.graph_cap = cap;
-  }
-  struct graph_stat *g = &p->tally.graphs[lo];
-  memmove(g + 1, g, (size_t)(p->tally.n_graphs - lo) * sizeof *g);
-  g->key = key;
-  g->real = real;
-  g->captures = g->replays = 0;
-  p->tally.n_graphs++;
-  return lo;
-}
-
-/* The slot of (phase slot, size), added if new in that order; -1 only when
- * out of memory. */
-static int size_index(sp_profiler *p, int phase, long long size) {
-  int lo = 0, hi = p->tally.n_sizes;
-  while (lo < hi) {
-    int mid = lo + (hi - lo) / 2;
-    const struct size_stat *m = &p->tally.sizes[mid];
-    if (m->phase < phase || (m->phase == phase && m->size < size)) lo = mid + 1;
-    else hi = mid;
-  }
-  if (lo < p->tally.n_sizes && p->tally.sizes[lo].phase == phase && p->tally.sizes[lo].size == size) return lo;
-  if (p->tally.n_sizes == p->tally.size_cap) {
-    int cap = p->tally.size_cap ? 2 * p->tally.size_cap : 16;
-    struct size_stat *z = realloc(p->tally.sizes, (size_t)cap * sizeof *z);
-    if (!z) return -1;
-    p->tally.sizes = z;
-    p->tally.size_cap = cap;
-  }
-  struct size_stat *z = &p->tally.sizes[lo];
-  memmove(z + 1, z, (size_t)(p->tally.n_sizes - lo) * sizeof *z);
-  z->phase = phase;
-  z->size = size;
-  z->passes = 0;
-  p->tally.n_sizes++;
-  return lo;
 }
 
 /* ---- passes ------------------------------------------------------------
@@ -141,7 +66,7 @@ static int set_pass_header(sp_profiler *p, struct sp_pass *ps, long long pass,
   if (phase && phase[0]) {
     BUF_LIT(h, ", \"phase\": ");
     buf_json_str(h, phase, strlen(phase));
-    ps->phase = phase_index(p, phase);
+    ps->phase = tally_phase(&p->tally, phase);
   }
   if (graph) {
     BUF_LIT(h, ", \"graph\": ");
@@ -158,7 +83,7 @@ static int pass_close(sp_profiler *p, struct sp_pass *ps) {
   p->tally.open_passes--;
   if (ps->logged) p->tally.open_logged--;
   if (ps->logged && !ps->capture && ps->size >= 0 && !ps->replayed && !p->file.closed) {
-    int z = size_index(p, ps->phase, ps->size);
+    int z = tally_size(&p->tally, ps->phase, ps->size);
     if (z >= 0) p->tally.sizes[z].passes++;
     else err_fail(p, "out of memory counting pass sizes for ", 0);
   }
@@ -236,7 +161,7 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
   int logged = 0;
   ps->num = 0;
   if (!p->file.closed && phase_wanted(p, phase) && !p->failed) {
-    int g = graph_index(p, key, -1);
+    int g = tally_graph(&p->tally, key, -1);
     if (g < 0 || !set_pass_header(p, ps, 0, phase, &key)) {
       err_fail(p, "out of memory formatting a pass header for ", 0);
     } else {
@@ -253,9 +178,9 @@ int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n) 
   int counted = 0;
   lock_acquire(&p->lock);
   if (!p->file.closed && ps->p == p && ps->logged && !ps->capture && !p->failed) {
-    int g = graph_index(p, key, -1);
+    int g = tally_graph(&p->tally, key, -1);
     /* (key, real) sorts after (key, -1): adding it leaves g in place */
-    int r = g >= 0 && real >= 0 ? graph_index(p, key, real) : g;
+    int r = g >= 0 && real >= 0 ? tally_graph(&p->tally, key, real) : g;
     if (g >= 0 && r >= 0) {
       if (r != g) p->tally.graphs[r].replays += n;
       p->tally.graphs[g].replays += n;
@@ -354,14 +279,14 @@ int sp_pass_end_nowait(sp_profiler *p) {
   return 1;
 }
 
-sp_profiler *sp_thread_pass(int *mode) {
+sp_profiler *sp_pass_current(int *mode) {
   const struct sp_pass *ps = &t_pass;
   *mode = ps->p && ps->logged ? sp_logging(ps->p) : 0;
   return ps->p;
 }
 
-sp_profiler *sp_thread_profiler(int *mode) {
-  sp_profiler *p = sp_thread_pass(mode);
+sp_profiler *sp_pass_target(int *mode) {
+  sp_profiler *p = sp_pass_current(mode);
   if (p) return p;
   p = prof_inherited();
   *mode = p ? sp_logging(p) : 0;

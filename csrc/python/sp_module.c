@@ -13,7 +13,9 @@
 #include "core/sp_core.h"
 #include "torch/sp_fallback.h"
 #include "python/sp_pyerror.h"
+#include "python/sp_door.h"
 #include "python/sp_launch.h"
+#include "python/sp_pycall.h"
 
 typedef struct {
   PyObject_HEAD
@@ -329,13 +331,14 @@ static PyMethodDef module_methods[] = {
     {"fallback_installed", mod_fallback_installed, METH_NOARGS,
      "fallback_installed($module, /)\n--\n\n"
      "Whether the dispatcher fallback is registered in this process."},
-    {"launch_mode", sp_launch_mode, METH_NOARGS,
-     "launch_mode($module, /)\n--\n\n"
-     "How a kernel launch on this thread is recorded now: 0 not, 1 plain, 3 with arguments."},
+    {"logging_flags", sp_pycall_logging_flags, METH_NOARGS,
+     "logging_flags($module, /)\n--\n\n"
+     "The logging flags of the profiler this thread's calls go to (its sp_logging): 0 not "
+     "recording, 1 recording, 3 with arguments; a launch's and an API call's mode."},
     {"launch", sp_launch, METH_VARARGS,
      "launch($module, key, operation, arg_names, values, mode, error=None, convert=None, /)\n--\n\n"
-     "Record one kernel launch (recording/triton.py), a value per name; True if it was filed."},
-    {"door_types", sp_door_types, METH_VARARGS,
+     "Record one kernel launch (integrations/triton/door.py), a value per name; True if it was filed."},
+    {"door_types", sp_pycall_set_types, METH_VARARGS,
      "door_types($module, tensor_type, enum_type, dtype_type, missing, /)\n--\n\n"
      "The types call_begin_args tells values by (recording/doors.py), given once."},
     {"call_begin_args", sp_call_api_begin_args, METH_VARARGS,

@@ -1100,7 +1100,7 @@ static void test_open_passes(void) {
 struct follow_arg {
   sp_profiler *p;
   pthread_barrier_t *begun, *closed;
-  sp_profiler *seen; /* sp_thread_pass after another thread closed p */
+  sp_profiler *seen; /* sp_pass_current after another thread closed p */
   int mode;
 };
 
@@ -1109,7 +1109,7 @@ static void *follow_thread(void *arg) {
   sp_pass_begin(a->p, NULL);
   pthread_barrier_wait(a->begun);
   pthread_barrier_wait(a->closed);
-  a->seen = sp_thread_pass(&a->mode);
+  a->seen = sp_pass_current(&a->mode);
   sp_pass_end(a->p);
   return NULL;
 }
@@ -1117,15 +1117,15 @@ static void *follow_thread(void *arg) {
 static void test_thread_profiler_follows_the_pass(void) {
   g_test = __func__;
   int mode = -1;
-  CHECK(sp_thread_pass(&mode) == NULL && mode == 0);
+  CHECK(sp_pass_current(&mode) == NULL && mode == 0);
   sp_profiler *p = open_prof("follow.jsonl", 0, 1, 0, NULL);
   sp_profiler *q = open_prof("follow_q.jsonl", 0, 1, 0, NULL);
   CHECK(p && q);
   CHECK(!sp_pass_begin(p, NULL)); /* warm-up: this thread's pass, not logged */
-  CHECK(sp_thread_pass(&mode) == p && mode == 0);
-  CHECK(sp_thread_profiler(&mode) == p && mode == 0);
+  CHECK(sp_pass_current(&mode) == p && mode == 0);
+  CHECK(sp_pass_target(&mode) == p && mode == 0);
   sp_pass_end(p);
-  CHECK(sp_thread_pass(&mode) == NULL && mode == 0);
+  CHECK(sp_pass_current(&mode) == NULL && mode == 0);
   pthread_barrier_t begun, closed;
   pthread_barrier_init(&begun, NULL, 2);
   pthread_barrier_init(&closed, NULL, 2);
@@ -1134,18 +1134,18 @@ static void test_thread_profiler_follows_the_pass(void) {
   CHECK(pthread_create(&th, NULL, follow_thread, &a) == 0);
   pthread_barrier_wait(&begun); /* pass 2, logged, open on the other thread */
   /* no pass here: a thread that inherited the key goes to p's */
-  CHECK(sp_thread_pass(&mode) == NULL && mode == 0);
-  CHECK(sp_thread_profiler(&mode) == p && mode == 1);
+  CHECK(sp_pass_current(&mode) == NULL && mode == 0);
+  CHECK(sp_pass_target(&mode) == p && mode == 1);
   CHECK(sp_pass_begin(p, NULL)); /* pass 3, logged, here */
-  CHECK(sp_thread_pass(&mode) == p && mode == 1);
+  CHECK(sp_pass_current(&mode) == p && mode == 1);
   /* q's warm-up ends p's pass here: nothing goes to p, though it logs */
   CHECK(!sp_pass_begin(q, NULL));
   CHECK(sp_logging(p));
-  CHECK(sp_thread_profiler(&mode) == q && mode == 0);
+  CHECK(sp_pass_target(&mode) == q && mode == 0);
   sp_pass_end(q);
-  CHECK(sp_thread_profiler(&mode) == p && mode == 1);
+  CHECK(sp_pass_target(&mode) == p && mode == 1);
   CHECK(sp_close(p) == SP_OK); /* the other thread's pass is still open */
-  CHECK(sp_thread_profiler(&mode) == NULL && mode == 0); /* p is inherited no more */
+  CHECK(sp_pass_target(&mode) == NULL && mode == 0); /* p is inherited no more */
   pthread_barrier_wait(&closed);
   pthread_join(th, NULL);
   pthread_barrier_destroy(&begun);

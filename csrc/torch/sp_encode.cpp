@@ -19,17 +19,12 @@ SP_TORCH_PRIVATE bool encode_tensor(sp_enc* e, const at::Tensor& t) { return enc
 
 // ---- arguments (SP_LOGGING_ARGS): what a call needs to be run again ----
 
-// A strided input: sizes, strides, offset, device. Other layouts (sparse,
-// mkldnn) have no strides: their sizes and dtype only.
+// A strided input: sizes, strides, offset, device (other layouts: their
+// sizes and dtype only).
 SP_TORCH_PRIVATE bool encode_strided(sp_enc* e, const at::Tensor& t) {
   c10::TensorImpl* impl = loggable(t);
   if (!impl) return false;
-  if (impl->layout() != c10::kStrided) return encode_tensor(e, t);
-  c10::IntArrayRef sizes = impl->sizes();
-  c10::Device device = impl->device();
-  sp_enc_strided(e, static_cast<int>(t.scalar_type()), static_cast<int>(sizes.size()),
-                 sizes.data(), impl->strides().data(), impl->storage_offset(),
-                 static_cast<int>(device.type()), device.index());
+  put_tensor(e, nullptr, 0, impl, true);
   return true;
 }
 
@@ -224,3 +219,15 @@ SP_TORCH_PRIVATE int set_enum_names() {
 }
 
 SP_TORCH_END
+
+// A value that reaches us outside the dispatcher (a kernel library's API
+// call, a launch): written by the same encoder as an operator's tensors.
+// Meta tensors too: the meta rule is the fallback's, for calls.
+extern "C" int sp_tensor_put(sp_enc* e, const void* tensor, int strided) {
+  const at::Tensor& t = *static_cast<const at::Tensor*>(tensor);
+  if (!t.defined()) return 0;
+  const c10::TensorImpl* impl = sp_torch::readable(t);
+  if (!impl) return 0;
+  sp_torch::put_tensor(e, nullptr, 0, impl, strided != 0);
+  return 1;
+}

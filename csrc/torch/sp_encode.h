@@ -9,27 +9,58 @@
 
 SP_TORCH_BEGIN
 
-// The tensor's impl, or null when the call must not be logged (a meta tensor
-// or symbolic sizes: someone is tracing, not running the model).
-[[gnu::always_inline]] SP_TORCH_PRIVATE inline c10::TensorImpl* loggable(const at::Tensor& t) {
-  if (t.is_meta() && !t_state.allow_meta) {
-    t_state.saw_meta = true;
-    return nullptr;
-  }
+// ---- the tensor encoder: the one place an at::Tensor is read ----
+// (as torch's profiler reads a tensor in one RawTensorMetadata(const
+// at::Tensor&)). Its dtype code, as <tensor> and the registry's names say it.
+[[gnu::always_inline]] SP_TORCH_PRIVATE inline int dtype_code(const c10::TensorImpl* impl) {
+  return static_cast<int>(c10::typeMetaToScalarType(impl->dtype()));
+}
+
+// The tensor's impl, or null when it has no plain sizes to read (symbolic or
+// nested sizes: someone is tracing, or no <tensor> can say it).
+[[gnu::always_inline]] SP_TORCH_PRIVATE inline c10::TensorImpl* readable(const at::Tensor& t) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   if (impl->has_symbolic_sizes_strides() || impl->is_nested()) return nullptr;
   return impl;
 }
 
-// Appends head_n words, then <tensor>; false when the call must not be
-// logged.
+// Appends head_n words, then <tensor> of impl (a readable one): strided
+// (sizes, strides, offset, device) when asked and its layout has strides,
+// else dtype and sizes. Every tensor the torch layer writes, an operator's
+// (the fallback) or a value that reaches us outside the dispatcher
+// (sp_tensor_put), is written here.
+[[gnu::always_inline]] SP_TORCH_PRIVATE inline void put_tensor(sp_enc* e, const int64_t* head, int head_n,
+                                                               const c10::TensorImpl* impl, bool strided) {
+  if (strided && impl->layout() == c10::kStrided) {
+    for (int i = 0; i < head_n; i++) sp_enc_push(e, head[i]);
+    c10::IntArrayRef sizes = impl->sizes();
+    c10::Device device = impl->device();
+    sp_enc_strided(e, dtype_code(impl), static_cast<int>(sizes.size()), sizes.data(), impl->strides().data(),
+                   impl->storage_offset(), static_cast<int>(device.type()), device.index());
+  } else {  // other layouts (sparse, mkldnn) have no strides: their sizes and dtype only
+    c10::IntArrayRef sizes = impl->sizes();
+    sp_enc_tensor_after(e, head, head_n, dtype_code(impl), static_cast<int>(sizes.size()), sizes.data());
+  }
+}
+
+// The impl of an operator's tensor, or null when the call must not be
+// logged: a meta tensor (unless the call raised: t_state.allow_meta), or
+// one readable() refuses -- someone is tracing, not running the model.
+[[gnu::always_inline]] SP_TORCH_PRIVATE inline c10::TensorImpl* loggable(const at::Tensor& t) {
+  if (t.is_meta() && !t_state.allow_meta) {
+    t_state.saw_meta = true;
+    return nullptr;
+  }
+  return readable(t);
+}
+
+// Appends head_n words, then an operator's <tensor>; false when the call
+// must not be logged.
 [[gnu::always_inline]] SP_TORCH_PRIVATE inline bool encode_tensor_after(sp_enc* e, const int64_t* head,
                                                                         int head_n, const at::Tensor& t) {
   c10::TensorImpl* impl = loggable(t);
   if (!impl) return false;
-  c10::IntArrayRef sizes = impl->sizes();
-  sp_enc_tensor_after(e, head, head_n, static_cast<int>(c10::typeMetaToScalarType(impl->dtype())),
-                      static_cast<int>(sizes.size()), sizes.data());
+  put_tensor(e, head, head_n, impl, false);
   return true;
 }
 
@@ -105,10 +136,9 @@ struct Checker {
   bool tensor(const int64_t* head, int head_n, const at::Tensor& t) {
     c10::TensorImpl* impl = loggable(t);
     if (!impl) return false;
-    c10::IntArrayRef sizes = impl->sizes();
-    return sp_enc_tensor_is(w, n, &at, head, head_n,
-                            static_cast<int>(c10::typeMetaToScalarType(impl->dtype())),
-                            static_cast<int>(sizes.size()), sizes.data());
+    c10::IntArrayRef sizes = impl->sizes();  // the words put_tensor would write
+    return sp_enc_tensor_is(w, n, &at, head, head_n, dtype_code(impl), static_cast<int>(sizes.size()),
+                            sizes.data());
   }
   bool done() const { return same && at == n; }
 };

@@ -38,7 +38,7 @@ static sp_thread* new_scratch() {
 // belongs in its TLS).
 static bool own_pass_logs() {
   int mode;
-  sp_thread_pass(&mode);
+  sp_pass_current(&mode);
   return mode != 0;
 }
 
@@ -200,7 +200,7 @@ struct OpenOp {
 static void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                      torch::jit::Stack* stack) {
   int mode;
-  sp_profiler* p = sp_thread_profiler(&mode);
+  sp_profiler* p = sp_pass_target(&mode);
   if (!mode) {
     // A lingering key: this thread's profiler was closed by another thread,
     // or the pass whose key it inherited ended.
@@ -306,8 +306,8 @@ int sp_fallback_install(void) {
   try {
     auto& d = c10::Dispatcher::singleton();
     if (d.hasBackendFallbackForDispatchKey(kKey)) {
-      g_install_error = "this torch already has a fallback on DispatchKey::Fake; "
-                        "sgl_shapeprof cannot register its fallback in this build";
+      g_install_error = c10::str("this torch already has a fallback on DispatchKey::", kKey,
+                                 "; sgl_shapeprof cannot register its fallback in this build");
       return SP_ERROR;
     }
     if (set_dtype_names() != SP_OK || set_enum_names() != SP_OK) {
@@ -357,7 +357,7 @@ void sp_fallback_resume(void) {
 sp_profiler* sp_fallback_target(void) {
   if (t_state.paused) return nullptr;
   int mode;
-  sp_profiler* p = sp_thread_profiler(&mode);
+  sp_profiler* p = sp_pass_target(&mode);
   return mode ? p : nullptr;
 }
 
@@ -374,23 +374,6 @@ void sp_fallback_set_describer(sp_error_describer describer) {
 int sp_fallback_installed(void) {
   std::lock_guard<std::mutex> lock(g_install_mu);
   return g_fallback_handle != nullptr;
-}
-
-int sp_tensor_put(sp_enc* e, const void* tensor, int strided) {
-  const at::Tensor& t = *static_cast<const at::Tensor*>(tensor);
-  if (!t.defined()) return 0;
-  c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  if (impl->has_symbolic_sizes_strides() || impl->is_nested()) return 0;  // no plain sizes to read
-  c10::IntArrayRef sizes = impl->sizes();
-  const int dtype = static_cast<int>(c10::typeMetaToScalarType(impl->dtype()));
-  if (strided && impl->layout() == c10::kStrided) {
-    c10::Device device = impl->device();
-    sp_enc_strided(e, dtype, static_cast<int>(sizes.size()), sizes.data(), impl->strides().data(),
-                   impl->storage_offset(), static_cast<int>(device.type()), device.index());
-  } else {
-    sp_enc_tensor_after(e, nullptr, 0, dtype, static_cast<int>(sizes.size()), sizes.data());
-  }
-  return 1;
 }
 
 }  // extern "C"

@@ -1,5 +1,6 @@
 /*
- * sp_fallback.h -- the boxed fallback (sp_fallback.cpp), callable from C.
+ * sp_fallback.h -- the torch layer's API, callable from C: the boxed fallback
+ * (sp_fallback.cpp) and its tensor encoder (sp_tensor_put, sp_encode.cpp).
  */
 #ifndef SP_FALLBACK_H
 #define SP_FALLBACK_H
@@ -15,8 +16,8 @@ extern "C" {
 int sp_fallback_install(void);
 const char *sp_fallback_error(void);
 int sp_fallback_installed(void);
-/* The key follows the calling thread's pass (sp_thread_pass): its calls go
- * to the profiler the core says (sp_thread_profiler), and threads that
+/* The key follows the calling thread's pass (sp_pass_current): its calls go
+ * to the profiler the core says (sp_pass_target), and threads that
  * inherit its TLS go to the one whose logged pass began last.
  * sp_fallback_enable puts the key into this thread's TLS (a logged pass of
  * it just began); sp_fallback_disable takes it out unless this thread's
@@ -48,7 +49,7 @@ void sp_fallback_sync_stats(sp_sync_stats *out);
 int sp_fallback_pause(void);
 void sp_fallback_resume(void);
 /* The profiler that a call on this thread goes to now, for calls that do not
- * pass the dispatcher (kernel launches: sp_launch_intern): sp_thread_profiler's
+ * pass the dispatcher (kernel launches: sp_launch_intern): sp_pass_target's
  * (the core then files the call as sp_call_begin says); NULL while this
  * thread is paused or that profiler does not log. Valid while the caller
  * holds what keeps the profiler (the interpreter lock, for the Python
@@ -59,10 +60,11 @@ sp_profiler *sp_fallback_target(void);
  * (sp_thread_public.within). */
 int sp_fallback_open_op(void);
 /* Appends <tensor> of an at::Tensor (given as `const at::Tensor *`: this
- * header is C), strided when asked and it has strides, as the fallback
- * describes an operator's; 1 if written, 0 if it cannot be read (undefined,
- * symbolic or nested sizes: nothing appended). For values that reach us
- * outside the dispatcher (a kernel library's API call, a launch). */
+ * header is C), strided when asked and it has strides, by the torch layer's
+ * one tensor encoder (sp_encode.h's put_tensor, which writes an operator's
+ * too); 1 if written, 0 if it cannot be read (undefined, symbolic or nested
+ * sizes: nothing appended). For values that reach us outside the dispatcher
+ * (a kernel library's API call, a launch). Defined in sp_encode.cpp. */
 int sp_tensor_put(sp_enc *e, const void *tensor, int strided);
 /* Whether the key is in the calling thread's TLS (for tests). */
 int sp_fallback_thread_enabled(void);

@@ -64,6 +64,8 @@ SP_TORCH_BEGIN
 // then refuses in one line (hasBackendFallbackForDispatchKey) rather than
 // fail inside torch, and the parity tests compare the stream with a
 // TorchDispatchMode logger record by record on every supported torch.
+// The one place the key is named: the rest (its order against Python, the
+// install's refusal) says kKey.
 constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 
 // Torch 2.11 orders Fake above Python (pytorch PR 178428 moved it below for
@@ -74,12 +76,11 @@ constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 // those on 2.11), and a FakeTensorMode's calls would be recorded
 // as real ones: tracing_above_python() leaves those out, as the meta calls
 // they become are left out on 2.13+.
-constexpr bool kAbovePython =
-    static_cast<int>(c10::DispatchKey::Fake) > static_cast<int>(c10::DispatchKey::Python);
+constexpr bool kAbovePython = static_cast<int>(kKey) > static_cast<int>(c10::DispatchKey::Python);
 
 // Plain data, so that a thread_local access needs no init guard; the scratch
 // is freed at thread exit through a pthread key. Which profiler this
-// thread's calls go to is the core's to say (sp_thread_profiler): the key
+// thread's calls go to is the core's to say (sp_pass_target): the key
 // only follows it.
 struct ThreadState {
   sp_thread* scratch;
@@ -90,6 +91,20 @@ struct ThreadState {
   int open_op;            // op id + 1 of the recorded call running on this thread, else 0:
                           // what a launch inside it runs within (sp_fallback_open_op)
 };
+// A thread_local of a trivial type is zero-initialised with no init guard
+// and no exit-time destructor: a read is a load (thread_scratch() reads it
+// in a fatal-signal handler).
+static_assert(std::is_trivial_v<ThreadState> && std::is_trivially_destructible_v<ThreadState> &&
+                  std::is_standard_layout_v<ThreadState>,
+              "ThreadState must stay plain data");
+// The core's structs this layer fills are C's (sp_core.h, sp_fallback.h):
+// plain data, one layout in both languages.
+static_assert(std::is_standard_layout_v<sp_enc> && std::is_trivially_copyable_v<sp_enc>,
+              "sp_enc is C's struct");
+static_assert(std::is_standard_layout_v<sp_thread_public> && std::is_trivially_copyable_v<sp_thread_public>,
+              "sp_thread_public is C's struct");
+static_assert(std::is_standard_layout_v<sp_sync_stats> && std::is_trivially_copyable_v<sp_sync_stats>,
+              "sp_sync_stats is C's struct");
 #ifdef SP_TORCH_AMALGAMATION
 static thread_local ThreadState t_state;
 #else

@@ -120,7 +120,7 @@ def api_door(fn: Callable, operation: str, described: Optional[Callable] = None)
     @functools.wraps(fn)
     def door(*args, **kwargs):
         native = _modules.get("sgl_shapeprof._C")
-        mode = 0 if native is None or _off else native.launch_mode()
+        mode = 0 if native is None or _off else native.logging_flags()
         if not mode:
             return fn(*args, **kwargs)
         if not api:
@@ -143,7 +143,7 @@ def positional_door(fn: Callable, operation: str) -> Callable:
 
     def door(*args, **kwargs):
         native = _modules.get("sgl_shapeprof._C")
-        mode = 0 if native is None or _off else native.launch_mode()
+        mode = 0 if native is None or _off else native.logging_flags()
         if not mode:
             return fn(*args, **kwargs)
         a = apis.get(len(args))

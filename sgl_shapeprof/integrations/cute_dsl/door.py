@@ -81,7 +81,7 @@ def _patch_call(cls, names: Callable[[object], Optional[Callable]], named: Calla
     @functools.wraps(original)
     def __call__(self, *args, **kwargs):
         native = sys.modules.get("sgl_shapeprof._C")
-        if native is None or not native.launch_mode():
+        if native is None or not native.logging_flags():
             return original(self, *args, **kwargs)
         own = getattr(self, "__dict__", None)
         door = own.get(_DOOR) if own is not None else None

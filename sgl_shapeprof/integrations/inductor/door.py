@@ -112,7 +112,7 @@ def patch_triton_heuristics(module) -> None:
     @functools.wraps(original)
     def run(self, *args, stream, **kwargs):
         native = sys.modules.get("sgl_shapeprof._C")
-        mode = 0 if native is None or _off or kwargs.get("benchmark_run") else native.launch_mode()
+        mode = 0 if native is None or _off or kwargs.get("benchmark_run") else native.logging_flags()
         if not mode:
             return original(self, *args, stream=stream, **kwargs)
         paused = native.pause_thread()  # its autotuning's benchmarks and copies

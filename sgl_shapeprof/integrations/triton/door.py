@@ -124,7 +124,7 @@ def _uninstall() -> None:
 def _launcher(original, interpreted: bool = False):
     @functools.wraps(original)
     def run(self, *args, grid, warmup, **kwargs):
-        mode = 0 if warmup or _off or getattr(_local, "bench", 0) else _C.launch_mode()
+        mode = 0 if warmup or _off or getattr(_local, "bench", 0) else _C.logging_flags()
         if not mode:
             return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         # The interpreter copies each tensor argument to host memory and back
