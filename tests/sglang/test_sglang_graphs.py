@@ -30,6 +30,7 @@ from sgl_shapeprof import ShapeProfiler
 from sgl_shapeprof.recording import env as profiler_module
 from sgl_shapeprof.integrations import graphs as graph_keys
 from sgl_shapeprof.integrations.sglang import cuda_graphs as integration
+from sgl_shapeprof.on_import import is_ours
 
 SGLANG_VERSION = "0.5.23"
 ENV_DIR = os.path.join(ROOT, "tests", "sglang_env")
@@ -140,7 +141,7 @@ def test_graph_backend_wrappers(tmp_path, monkeypatch, fresh_keys, capsys):
         pass
     integration._wrap_graph_backend(Backend)
     integration._wrap_graph_backend(Backend)   # both ways in at once: wrapped once
-    assert not getattr(Backend.capture_one.__wrapped__, "__sgl_shapeprof_wrapped__", False)
+    assert not is_ours(Backend.capture_one.__wrapped__)
     prof = ShapeProfiler(tmp_path / "s.jsonl")
     monkeypatch.setattr(profiler_module, "_env_profiler", prof)
     x, runs = torch.ones(2, 3), []

@@ -247,12 +247,12 @@ def main():
     torch.manual_seed(0)
 
     from sgl_shapeprof.integrations.sglang import attach_llm_worker
+    from sgl_shapeprof.on_import import is_ours
     worker = Worker()
     profiler = attach_llm_worker(worker)
     out = {"profiler": type(profiler).__name__,
-           "wrapped": {"full": getattr(fcgb.FullCudaGraphBackend.capture_one, "__sgl_shapeprof_wrapped__", False),
-                       "breakable": getattr(bcgb.BreakableCudaGraphBackend.capture_one,
-                                            "__sgl_shapeprof_wrapped__", False)},
+           "wrapped": {"full": is_ours(fcgb.FullCudaGraphBackend.capture_one),
+                       "breakable": is_ours(bcgb.BreakableCudaGraphBackend.capture_one)},
            "files": {"full": fcgb.__file__, "breakable": bcgb.__file__}}
 
     # -- prefill first, as SGLang captures it: a breakable graph per bucket

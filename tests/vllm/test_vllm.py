@@ -88,8 +88,8 @@ from importlib.metadata import entry_points
 ep.load()()
 from vllm.entrypoints.serve.profile import api_router
 from vllm.compilation import cuda_graph
-print(json.dumps({"routes": getattr(api_router.attach_router, "__sgl_shapeprof_wrapped__", False),
-                  "graphs": getattr(cuda_graph.CUDAGraphWrapper.__call__, "__sgl_shapeprof_wrapped__", False),
+print(json.dumps({"routes": hasattr(api_router.attach_router, "__sgl_shapeprof_wrapped__"),
+                  "graphs": hasattr(cuda_graph.CUDAGraphWrapper.__call__, "__sgl_shapeprof_wrapped__"),
                   "native": "sgl_shapeprof._C" in sys.modules}))
 '''
 

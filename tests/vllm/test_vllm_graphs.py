@@ -65,7 +65,7 @@ def test_captures_recorded_replays_counted(cuda_graph, tmp_path, monkeypatch):
     from vllm.forward_context import BatchDescriptor
     patch_cuda_graph_module(cg)
     patch_cuda_graph_module(cg)                 # twice: wrapped once
-    assert not getattr(cg.CUDAGraphWrapper.__call__.__wrapped__, "__sgl_shapeprof_wrapped__", False)
+    assert not hasattr(cg.CUDAGraphWrapper.__call__.__wrapped__, "__sgl_shapeprof_wrapped__")
     prof = ShapeProfiler(tmp_path / "g.jsonl")
     monkeypatch.setattr(profiler_module, "_env_profiler", prof)
     x, runs = torch.ones(4, 3), []

@@ -44,7 +44,7 @@ def main():
         import vllm.v1.worker.cpu_worker  # noqa: F401  vLLM's own CPU shims for V2 (streams, pinned memory)
         from vllm.v1.worker.gpu import model_runner as v2
         from vllm.v1.worker.gpu.warmup import run_mixed_prefill_decode_warmup, warmup_kernels
-        assert getattr(v2.GPUModelRunner.__init__, "__sgl_shapeprof_wrapped__", False), "not patched"
+        assert hasattr(v2.GPUModelRunner.__init__, "__sgl_shapeprof_wrapped__"), "not patched"
         ran = []
         real_execute = v2.GPUModelRunner.execute_model
 
@@ -66,7 +66,7 @@ def main():
         v2.GPUModelRunner.sample_tokens = sample_tokens
         from vllm.v1.worker.cpu.model_runner import CPUModelRunner
         runner = CPUModelRunner(config, torch.device("cpu"))
-        wrapped = {m: getattr(vars(runner).get(m), "__sgl_shapeprof_wrapped__", False)
+        wrapped = {m: hasattr(vars(runner).get(m), "__sgl_shapeprof_wrapped__")
                    for m in ("execute_model", "sample_tokens")}
         runner.load_model()
 
