@@ -138,15 +138,19 @@ def tell_apart(sigs: Sequence[Signature], among: Optional[Sequence[Signature]] =
     groups: Dict[tuple, List[Signature]] = {}
     for s in pool:
         groups.setdefault((s.operation, s.phase, s.text), []).append(s)
+    differing: Dict[tuple, List[str]] = {}  # a group's fields that differ, found once per group
     said = []
     for s in sigs:
-        alike = groups.get((s.operation, s.phase, s.text), [])
+        group = (s.operation, s.phase, s.text)
+        alike = groups.get(group, [])
         if len(alike) < 2 and not (alike and alike[0] is not s):
             said.append("")
             continue
-        details = [_details(x) for x in alike]
-        differ = [k for k in sorted({k for d in details for k in d}) if len({d.get(k) for d in details}) > 1]
+        if group not in differing:
+            details = [_details(x) for x in alike]
+            differing[group] = [k for k in sorted({k for d in details for k in d})
+                                if len({d.get(k) for d in details}) > 1]
         mine = _details(s)
-        parts = [f"{k}={mine[k]}" if k in mine else f"no {k}" for k in differ]
+        parts = [f"{k}={mine[k]}" if k in mine else f"no {k}" for k in differing[group]]
         said.append(", ".join(parts) if parts else f"first call {s.first_call}")
     return said
