@@ -114,6 +114,23 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key);
  * graph's size), or -1 when the caller does not know it; the summary
  * counts replays per real size too. */
 int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n);
+/* A graph capture that another profiler kept (a profiler armed for
+ * requests records its graph captures apart, at start-up): written into p
+ * as if p had recorded it, when a logged forward pass of p on the calling
+ * thread replays that graph. kept is closed, recorded exactly one capture
+ * with p's dedupe and args settings, and text (n bytes) is its records
+ * file's content. Each record is written under p's next call_id, and p's
+ * counts gain kept's: operators, phases, signatures and their counts,
+ * errors, the capture in "graphs". Whole or not at all: not when p's phase
+ * filter leaves the capture's phase out, when its cap would be passed (p
+ * stops there, as any record would), or the text is not kept's records.
+ * Returns 1 when adopted. */
+int sp_graph_adopt(sp_profiler *p, sp_profiler *kept, const char *text, size_t n);
+/* A graph that exists (a server captured it) though p did not record its
+ * capture: listed in the summary's "graphs" from now on, with the captures
+ * and replays p counts for it (0 until then), when p's phase filter takes
+ * its phase: a graph the window never replayed is then said to be unused. */
+int sp_graph_known(sp_profiler *p, long long key, const char *phase);
 /* The batch size (the server's: requests) of the calling thread's open
  * logged forward pass, as the server gave it. When that pass ends without
  * having replayed a graph (sp_graph_replay), it is counted in the summary's

@@ -246,7 +246,8 @@ typedef struct sig_rec {
   uint64_t hash;            /* of the key (and outputs, for a variant) */
   const int64_t *w;         /* the inputs key, in the arena */
   size_t w_n;
-  long prim;                /* a variant's primary record; -1 for a primary */
+  long prim;                /* a variant's primary record; -1 for a primary;
+                               SIG_UNINDEXED for an adopted record's count */
   uint64_t salt;            /* a primary's: its phase and graph (see sp_pass) */
   long next;                /* a primary's: the primary a thread's call after
                                one of its calls had, last time (index + 1; 0:
@@ -261,6 +262,8 @@ typedef struct sig_rec {
    * the repeats not written (the summary's signature_counts). */
   long long rep_id, reps;
 } sig_rec;
+
+#define SIG_UNINDEXED (-2L) /* sig_add_counted's records: no key, in no index */
 
 /* A signature_counts entry, as the summary copies it. */
 struct sig_count {
@@ -621,10 +624,12 @@ SP_PRIVATE long sig_variant_add(sp_sigtable *tab, uint64_t h, long prim, const s
 SP_PRIVATE int sig_outputs_equal(const sig_rec *r, const sp_enc *out);
 SP_PRIVATE size_t sig_text_put(sp_sigtable *tab, const char *s, size_t n);
 SP_PRIVATE void sig_table_free(sp_sigtable *tab); /* empty again */
+SP_PRIVATE int sig_add_counted(sp_sigtable *tab, long long rep_id, long long reps);
 
 /* ---- sp_tally.c [tally_]: operators counted, the pass tables ---- */
 SP_PRIVATE int tally_count_op(sp_tally *t, int id, int phase);
 SP_PRIVATE void tally_uncount_op(sp_tally *t, int id, int phase);
+SP_PRIVATE int tally_merge(sp_tally *into, const sp_tally *from);
 /* The slot of a phase label (added if new: any length, any number of them;
  * labels are few, searched in turn); of (graph key, real size) in graphs,
  * kept sorted by both; of (phase slot, batch size) in sizes, likewise. A
@@ -686,6 +691,8 @@ SP_PRIVATE void prof_uninherit(sp_profiler *p);
 
 /* ---- sp_pass.c [pass_]: passes and graph captures ---- */
 /* This thread's pass of p, for a call it records (spinlock held). */
+/* Whether p logs passes of this phase label (its phase filter). */
+SP_PRIVATE int pass_phase_wanted(const sp_profiler *p, const char *phase);
 SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int *phase,
                             uint64_t *salt);
 

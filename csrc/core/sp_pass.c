@@ -3,7 +3,7 @@
  * (see sp_internal.h). */
 #include "sp_internal.h"
 
-static int phase_wanted(const sp_profiler *p, const char *phase) {
+SP_PRIVATE int pass_phase_wanted(const sp_profiler *p, const char *phase) {
   if (!p->phases) return 1;
   if (!phase || !phase[0]) return 0;
   size_t n = strlen(phase);
@@ -160,7 +160,7 @@ int sp_graph_begin(sp_profiler *p, const char *phase, long long key) {
   struct sp_pass *ps = pass_begin_locked(p);
   int logged = 0;
   ps->num = 0;
-  if (!p->file.closed && phase_wanted(p, phase) && !p->failed) {
+  if (!p->file.closed && pass_phase_wanted(p, phase) && !p->failed) {
     int g = tally_graph(&p->tally, key, -1);
     if (g < 0 || !set_pass_header(p, ps, 0, phase, &key)) {
       err_fail(p, "out of memory formatting a pass header for ", 0);
@@ -194,6 +194,18 @@ int sp_graph_replay(sp_profiler *p, long long key, long long real, long long n) 
   return counted;
 }
 
+int sp_graph_known(sp_profiler *p, long long key, const char *phase) {
+  if (!p || atomic_load(&p->orphaned)) return 0;
+  int listed = 0;
+  lock_acquire(&p->lock);
+  if (!p->file.closed && !p->failed && pass_phase_wanted(p, phase)) {
+    listed = tally_graph(&p->tally, key, -1) >= 0;
+    if (!listed) err_fail(p, "out of memory counting graph replays for ", 0);
+  }
+  lock_release(&p->lock);
+  return listed;
+}
+
 int sp_pass_size(sp_profiler *p, long long size) {
   if (!p || size < 0 || atomic_load(&p->orphaned)) return 0;
   struct sp_pass *ps = &t_pass;
@@ -214,7 +226,7 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
   ps->num = 0;
   if (!p->file.closed) {
     p->tally.passes++;
-    if (p->tally.passes > p->cfg.skip_warmup && phase_wanted(p, phase) &&
+    if (p->tally.passes > p->cfg.skip_warmup && pass_phase_wanted(p, phase) &&
         (p->cfg.log_n_passes == 0 || p->tally.logged_passes < p->cfg.log_n_passes) &&
         !p->failed) {
       logged = 1;

@@ -489,3 +489,145 @@ SP_PRIVATE void record_rescue_in_flight(sp_profiler *p, sp_thread *t) {
   t->spec_at = at;
   f->spec_end = at + len;
 }
+
+/* ---- kept graph captures (sp_graph_adopt) ---- */
+
+#define CALL_ID_HEAD "{\"call_id\": "
+
+/* The records of kept's file text: each a line that starts with its
+ * call_id; 0 if one does not (then nothing is adopted). *lines: how many. */
+static int kept_lines_valid(const char *s, size_t n, long long *lines) {
+  const size_t head = sizeof CALL_ID_HEAD - 1;
+  *lines = 0;
+  for (size_t at = 0; at < n;) {
+    const char *nl = memchr(s + at, '\n', n - at);
+    if (!nl) return 0;
+    size_t len = (size_t)(nl - (s + at)) + 1;
+    if (len <= head || memcmp(s + at, CALL_ID_HEAD, head) != 0) return 0;
+    size_t d = at + head;
+    while (d < at + len && s[d] >= '0' && s[d] <= '9') d++;
+    if (d == at + head || d - (at + head) > 18) return 0;
+    at += len;
+    (*lines)++;
+  }
+  return 1;
+}
+
+/* The calls each of kept's records stands for, by call_id (1..records):
+ * its signature_counts. NULL when it deduplicated nothing or out of memory
+ * (*nomem then). */
+static long long *kept_counts(const sp_profiler *kept, int *nomem) {
+  *nomem = 0;
+  if (!kept->cfg.dedupe || !kept->records) return NULL;
+  long long *by_id = calloc((size_t)kept->records + 1, sizeof *by_id);
+  if (!by_id) {
+    *nomem = 1;
+    return NULL;
+  }
+  for (long long i = 0; i < kept->sigs.n_recs; i++) {
+    const sig_rec *r = &kept->sigs.recs[i];
+    if (r->rep_id > 0 && r->rep_id <= kept->records) by_id[r->rep_id] = r->reps;
+  }
+  return by_id;
+}
+
+/* One adopted record at the tail under p's next call_id; room was made.
+ * Spinlock held. */
+static int adopt_line(sp_profiler *p, const char *line, size_t len) {
+  sp_file *f = &p->file;
+  const size_t head = sizeof CALL_ID_HEAD - 1;
+  size_t d = head;
+  while (line[d] >= '0' && line[d] <= '9') d++;
+  size_t at = f->len;
+  int e = file_write_at(f, at, line, head);
+  if (!e) e = file_write_at(f, at + head, p->id_text, p->id_len);
+  if (!e) e = file_write_at(f, at + head + p->id_len, line + d, len - d);
+  if (e) return e;
+  f->len = at + head + p->id_len + (len - d);
+  next_call_id(p);
+  return 0;
+}
+
+int sp_graph_adopt(sp_profiler *p, sp_profiler *kept, const char *text, size_t n) {
+  if (!p || !kept || p == kept || atomic_load(&p->orphaned) || !kept->file.closed ||
+      kept->failed || p->cfg.dedupe != kept->cfg.dedupe || p->cfg.args != kept->cfg.args)
+    return 0;
+  long long lines = 0;
+  int nomem = 0;
+  if (!kept_lines_valid(text, n, &lines) || lines != kept->records) return 0;
+  long long *stands = kept_counts(kept, &nomem);
+  const char *phase = kept->tally.n_phases ? kept->tally.phase_stats[0].name : NULL;
+  const struct sp_pass *ps = NULL;
+  int slot;
+  uint64_t salt;
+  int adopted = 0, ask = 0;
+  lock_acquire(&p->lock);
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->file.closed || p->failed ||
+      !pass_of_call(p, &ps, &slot, &salt) || !ps || ps->capture || !pass_phase_wanted(p, phase))
+    goto out;
+  if (nomem) {
+    err_fail(p, "out of memory adopting a kept graph capture into ", 0);
+    goto out;
+  }
+  /* Room for all of it first: a capture is adopted whole or not at all
+   * (at the cap, recording stops before it, and the summary says so). */
+  int digits = 1; /* of the largest call_id it takes; each line has one digit at least */
+  for (long long most = p->records + lines; most >= 10; most /= 10) digits++;
+  size_t need = n + (size_t)lines * (size_t)(digits - 1);
+  room_for(p, need);
+  if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->file.closed ||
+      !file_tail_room(&p->file, need))
+    goto out;
+  sp_file *f = &p->file;
+  for (size_t at = 0; at < n;) {
+    const char *nl = memchr(text + at, '\n', n - at);
+    size_t len = (size_t)(nl - (text + at)) + 1;
+    long long old = 0;
+    for (size_t d = at + sizeof CALL_ID_HEAD - 1; text[d] >= '0' && text[d] <= '9'; d++)
+      old = old * 10 + (text[d] - '0');
+    long long reps = stands && old > 0 && old <= kept->records ? stands[old] : 1;
+    if (reps > 1 && !sig_add_counted(&p->sigs, p->records + 1, reps)) {
+      err_fail(p, "out of memory adopting a kept graph capture into ", 0);
+      goto out;
+    }
+    int e = adopt_line(p, text + at, len);
+    if (e) {
+      err_fail(p, "cannot write records file ", e);
+      goto out;
+    }
+    at += len;
+  }
+  /* over another thread's in-flight prefix: that call writes its whole
+   * record at its end (commit) */
+  if (f->spec_owner && f->spec_end > f->len) file_blank(f, f->len, f->spec_end);
+  f->spec_owner = NULL;
+  f->spec_end = f->len;
+  if (!tally_merge(&p->tally, &kept->tally)) {
+    err_fail(p, "out of memory adopting a kept graph capture into ", 0);
+    goto out;
+  }
+  for (int i = 0; i < kept->tally.n_graphs; i++) {
+    const struct graph_stat *g = &kept->tally.graphs[i];
+    if (g->real != -1 || !g->captures) continue;
+    int at = tally_graph(&p->tally, g->key, -1);
+    if (at < 0) {
+      err_fail(p, "out of memory adopting a kept graph capture into ", 0);
+      goto out;
+    }
+    p->tally.graphs[at].captures += g->captures;
+  }
+  p->dedupe_skipped += kept->dedupe_skipped;
+  p->errors += kept->errors;
+  p->sigs.signatures += kept->sigs.signatures;
+  adopted = 1;
+  if (!p->grow_asked && !p->grow_off && file_runway(f) < SP_AHEAD / 2) {
+    p->grow_asked = 1;
+    p->grow_cuts = f->cuts;
+    ask = 1;
+  }
+out:
+  lock_release(&p->lock);
+  if (ask) grower_ask(p);
+  free(stands);
+  return adopted;
+}

@@ -141,7 +141,7 @@ static int index_room(sp_sigtable *tab, int variants) {
   uint32_t *t = calloc(ncap, sizeof *t);
   if (!t) return 0;
   for (long long k = 0; k < tab->n_recs; k++) {
-    if ((tab->recs[k].prim >= 0) != variants) continue;
+    if (tab->recs[k].prim == SIG_UNINDEXED || (tab->recs[k].prim >= 0) != variants) continue;
     size_t j = (size_t)tab->recs[k].hash & (ncap - 1);
     while (t[j]) j = (j + 1) & (ncap - 1);
     t[j] = (uint32_t)(k + 1);
@@ -205,4 +205,25 @@ SP_PRIVATE long sig_variant_add(sp_sigtable *tab, uint64_t h, long prim, const s
   long k = rec_add(tab, h, tab->recs[prim].w, tab->recs[prim].w_n, prim);
   if (k >= 0 && !sig_set_outputs(tab, k, out)) return -1;
   return k;
+}
+
+/* A record copied in from elsewhere (a kept graph capture's, adopted):
+ * call_id rep_id stands for reps calls. Counted in the summary's
+ * signature_counts like any other, never found by a lookup (no key, not
+ * indexed). 0 when out of memory. */
+SP_PRIVATE int sig_add_counted(sp_sigtable *tab, long long rep_id, long long reps) {
+  if (tab->n_recs >= UINT32_MAX - 1) return 0;
+  if ((size_t)tab->n_recs == tab->recs_cap) {
+    size_t cap = tab->recs_cap ? tab->recs_cap * 2 : 512;
+    sig_rec *r = realloc(tab->recs, cap * sizeof *r);
+    if (!r) return 0;
+    tab->recs = r;
+    tab->recs_cap = cap;
+  }
+  sig_rec *r = &tab->recs[tab->n_recs++];
+  memset(r, 0, sizeof *r);
+  r->prim = SIG_UNINDEXED;
+  r->rep_id = rep_id;
+  r->reps = reps;
+  return 1;
 }

@@ -35,6 +35,32 @@ SP_PRIVATE void tally_uncount_op(sp_tally *t, int id, int phase) {
   if (phase >= 0) t->phase_stats[phase].calls--;
 }
 
+/* Adds what another profiler's passes ran (a kept graph capture's calls):
+ * its operators' counts, in its first-seen order after ours, and its calls
+ * by phase label. The graph and size tables are the caller's. 0 when out
+ * of memory (then part of it may be added). */
+SP_PRIVATE int tally_merge(sp_tally *into, const sp_tally *from) {
+  long long order = 0;
+  for (;;) { /* from's operators in their first-seen order */
+    int next = -1;
+    for (int id = 0; id < from->op_cap; id++)
+      if (from->op_counts[id] && from->op_first[id] >= order &&
+          (next < 0 || from->op_first[id] < from->op_first[next]))
+        next = id;
+    if (next < 0) break;
+    order = from->op_first[next] + 1;
+    if (next >= into->op_cap && !grow_op_tables(into, next)) return 0;
+    if (into->op_counts[next] == 0) into->op_first[next] = into->ops_seen_order++;
+    into->op_counts[next] += from->op_counts[next];
+  }
+  for (int i = 0; i < from->n_phases; i++) {
+    int slot = tally_phase(into, from->phase_stats[i].name);
+    if (slot < 0) return 0;
+    into->phase_stats[slot].calls += from->phase_stats[i].calls;
+  }
+  return 1;
+}
+
 /* ---- the pass tables: phases, graphs, sizes ---- */
 
 SP_PRIVATE int tally_phase(sp_tally *t, const char *phase) {

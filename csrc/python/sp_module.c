@@ -157,6 +157,34 @@ static PyObject *Profiler_pass_size(PyObject *self_, PyObject *args) {
   return PyBool_FromLong(sp_pass_size(self->p, size));
 }
 
+static PyTypeObject ProfilerType;
+
+/* A capture kept by another profiler (closed), written in as p's own when
+ * this thread's logged pass replays its graph; text: its records file. */
+static PyObject *Profiler_graph_adopt(PyObject *self_, PyObject *args) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  PyObject *kept_obj;
+  Py_buffer text;
+  if (!check(self) || !PyArg_ParseTuple(args, "O!y*", &ProfilerType, &kept_obj, &text)) return NULL;
+  ProfilerObject *kept = (ProfilerObject *)kept_obj;
+  int adopted = 0;
+  if (kept->p) {
+    Py_BEGIN_ALLOW_THREADS
+    adopted = sp_graph_adopt(self->p, kept->p, text.buf, (size_t)text.len);
+    Py_END_ALLOW_THREADS
+  }
+  PyBuffer_Release(&text);
+  return PyBool_FromLong(adopted);
+}
+
+static PyObject *Profiler_graph_known(PyObject *self_, PyObject *args) {
+  ProfilerObject *self = (ProfilerObject *)self_;
+  long long key = 0;
+  const char *phase = NULL;
+  if (!check(self) || !PyArg_ParseTuple(args, "Lz", &key, &phase)) return NULL;
+  return PyBool_FromLong(sp_graph_known(self->p, key, phase));
+}
+
 static PyObject *Profiler_pass_reopen(PyObject *self_, PyObject *noargs) {
   ProfilerObject *self = (ProfilerObject *)self_;
   (void)noargs;
@@ -236,6 +264,13 @@ static PyMethodDef Profiler_methods[] = {
     {"pass_size", Profiler_pass_size, METH_VARARGS,
      "pass_size($self, size, /)\n--\n\nThe server's batch size of this thread's open logged pass "
      "(counted in eager_sizes if it replays no graph); True if noted."},
+    {"graph_adopt", Profiler_graph_adopt, METH_VARARGS,
+     "graph_adopt($self, kept, text, /)\n--\n\nWrite in the graph capture that the closed "
+     "profiler kept recorded (text: its records file), as this thread's logged pass replays it; "
+     "True if adopted."},
+    {"graph_known", Profiler_graph_known, METH_VARARGS,
+     "graph_known($self, key, phase, /)\n--\n\nList graph key (captured elsewhere) in the "
+     "summary's graphs when the phase filter takes its phase; True if listed."},
     {"pass_reopen", Profiler_pass_reopen, METH_NOARGS,
      "pass_reopen($self, /)\n--\n\nReopen the pass that ended last; True if logged."},
     {"pass_end", Profiler_pass_end, METH_NOARGS,

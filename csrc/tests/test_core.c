@@ -572,6 +572,74 @@ static void test_graphs(void) {
   g_passed++;
 }
 
+/* A kept capture adopted into another profiler: its records under the
+ * adopter's call ids, its counts in the adopter's summary as if recorded
+ * there; refused outside a logged forward pass, for a phase filtered out,
+ * for another dedupe setting, or text that is not the keeper's records. */
+static void test_graph_adopt(void) {
+  g_test = __func__;
+  sp_thread *t = sp_thread_new();
+  sp_profiler *kept = open_prof("kept.jsonl", 1, 0, 0, NULL);
+  CHECK(kept && sp_graph_begin(kept, "decode", 8) == 1);
+  for (int k = 0; k < 3; k++) { /* one signature, three calls */
+    enc_mm(t, 8, 5, 6, 6);
+    CHECK(sp_call_begin(kept, t));
+    sp_call_end(kept, t);
+  }
+  enc_mm(t, 8, 6, 2, 6);
+  CHECK(sp_call_begin(kept, t));
+  sp_call_end(kept, t);
+  sp_pass_end(kept);
+  sp_close(kept);
+  size_t n;
+  char *text = slurp(path_in("kept.jsonl"), &n);
+  CHECK(text && count_lines(text) == 2);
+
+  sp_profiler *p = open_prof("adopter.jsonl", 1, 0, 0, "decode");
+  sp_profiler *other = open_prof("other.jsonl", 0, 0, 0, NULL);
+  CHECK(p && other);
+  CHECK(sp_graph_adopt(p, kept, text, n) == 0); /* no pass open */
+  CHECK(sp_pass_begin(other, "decode") == 1);
+  CHECK(sp_graph_adopt(other, kept, text, n) == 0); /* it deduplicates, kept did */
+  sp_pass_end(other);
+  CHECK(sp_pass_begin(p, "extend") == 0);
+  CHECK(sp_graph_adopt(p, kept, text, n) == 0); /* not a logged pass */
+  sp_pass_end(p);
+  CHECK(sp_graph_known(p, 8, "decode") == 1);
+  CHECK(sp_graph_known(p, 3, "extend") == 0); /* filtered out: not listed */
+  CHECK(sp_pass_begin(p, "decode") == 1);
+  enc_mm(t, 1, 2, 3, 6); /* the pass's own call first */
+  CHECK(sp_call_begin(p, t));
+  sp_call_end(p, t);
+  CHECK(sp_graph_adopt(p, kept, text, n - 1) == 0); /* a cut line */
+  CHECK(sp_graph_adopt(p, kept, "{\"id\": 1}\n", 10) == 0);
+  CHECK(sp_graph_replay(p, 8, -1, 4) == 1);
+  CHECK(sp_graph_adopt(p, kept, text, n) == 1);
+  sp_pass_end(p);
+  sp_stats st;
+  sp_get_stats(p, &st);
+  CHECK(st.records == 3 && st.dedupe_skipped == 2 && st.signatures == 3);
+  sp_close(p);
+  char *s = slurp(path_in("adopter.jsonl"), NULL);
+  CHECK(s && count_lines(s) == 3);
+  CHECK(strstr(s, "{\"call_id\": 2, \"forward_pass\": 0, \"phase\": \"decode\", \"graph\": 8, "
+                  "\"operation\": \"aten.mm.default\", \"inputs\": {\"self\": {\"shape\": [8, 5]"));
+  CHECK(strstr(s, "{\"call_id\": 3, \"forward_pass\": 0, \"phase\": \"decode\", \"graph\": 8, "));
+  free(s);
+  s = slurp(path_in("adopter_summary.json"), NULL);
+  CHECK(s && strstr(s, "\"operation_counts\": {\n    \"aten.mm.default\": 5\n  }"));
+  CHECK(strstr(s, "\"signature_counts\": {\"2\": 3}"));
+  CHECK(strstr(s, "\"phase_operations\": {\n    \"decode\": 5\n  }"));
+  CHECK(strstr(s, "\"graphs\": {\n    \"8\": {\"captures\": 1, \"replays\": 4}\n  }"));
+  free(s);
+  free(text);
+  sp_thread_free(t);
+  sp_free(p);
+  sp_free(other);
+  sp_free(kept);
+  g_passed++;
+}
+
 /* eager_sizes: the logged passes that replayed no graph, by phase and the
  * batch size given; a replaying pass, a capture, an unlogged pass, a size
  * given twice and a reopened pass are not counted (again). */
@@ -1333,6 +1401,7 @@ int main(void) {
   test_arguments();
   test_dropped_prefix_never_blanks_a_record();
   test_graphs();
+  test_graph_adopt();
   test_eager_sizes();
   test_inputs_on_disk_before_the_call_returns();
   test_big_records_cross_map_windows();

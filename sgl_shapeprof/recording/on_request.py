@@ -21,6 +21,7 @@ from typing import Dict, Iterable, List, Optional, Union
 
 from ..records.worker import Worker
 from .config import phase_filter
+from .kept_captures import KeptCapture, KeptCaptures
 from .mailbox import Mailbox, answer, unlink_quietly
 from .nesting import NESTED, UNENDED, Passes, nest
 from .profiler import PassContext, ShapeProfiler
@@ -50,6 +51,7 @@ class Request:
     skip: int = 0                          # passes let by before recording starts
     done_phases: Dict[str, int] = field(default_factory=dict)
     profiler: Optional[ShapeProfiler] = None  # its file, open since the request was taken
+    adopted: Dict[int, KeptCapture] = field(default_factory=dict)  # the kept captures its file holds
 
 
 class OnRequestProfiler(PassContext):
@@ -74,6 +76,8 @@ class OnRequestProfiler(PassContext):
         self.mailbox: Optional[Mailbox] = Mailbox() if control else None
         self.finished: List[str] = []      # records files of finished requests
         self.output_dir_from: Optional[str] = None  # the setting that chose output_dir, for messages
+        # graph captures (a server's start-up), kept for the requests that replay them
+        self.captures = KeptCaptures(dedupe=self.dedupe, args=self.args, max_mb=max_mb)
 
     # -- requests (any thread) --------------------------------------------
     def request(self, passes: int = 0, phases: Union[str, Iterable[str], None] = None,
@@ -198,10 +202,25 @@ class OnRequestProfiler(PassContext):
         return prof.reopen_forward_pass() if prof is not None else False
 
     def begin_capture(self, key: int, phase: Optional[str]) -> bool:
-        """A graph capture goes to the running request, if any: captures
-        made before a request (a server's start-up) are not in its file."""
-        prof = self._enter()
-        return prof.begin_capture(key, phase) if prof is not None else False
+        """A graph capture is recorded apart and kept (kept_captures.py),
+        request or not: a request's file holds it once a pass of the
+        request replays the graph. Inside this thread's open pass it is part
+        of that pass, as with ShapeProfiler."""
+        st = self._passes.here()
+        if st.depth:
+            st.depth += 1
+            prof = st.target
+            return prof.begin_capture(key, phase) if prof is not None else False
+        keeper = self.captures.keeper(key, phase)
+        st.opened(self, False, False, keeper)
+        if keeper is None:
+            return False
+        logged = keeper.begin_capture(key, phase)
+        if not logged:  # the keeper failed (said): nothing to keep
+            st.target = None
+            keeper.end_forward_pass()
+            self.captures.discard(keeper)
+        return logged
 
     def _enter(self) -> Optional[ShapeProfiler]:
         """A reopened pass or a capture: part of this thread's open pass, or
@@ -214,8 +233,17 @@ class OnRequestProfiler(PassContext):
         return st.target
 
     def graph_replayed(self, key: int, n: int = 1, real: Optional[int] = None) -> bool:
-        act = self._active
-        return act.graph_replayed(key, n, real) if act is not None else False
+        """Counts the replays in the running request; its first replay of
+        a graph there writes the graph's kept capture into its file."""
+        act, req = self._active, self._req
+        if act is None or not act.graph_replayed(key, n, real):
+            return False
+        if req is not None:
+            kept = self.captures.get(key)
+            if kept is not None and req.adopted.get(key) is not kept:  # first, or captured again
+                req.adopted[key] = kept
+                self.captures.adopt(act, kept)
+        return True
 
     def pass_size(self, size: int) -> bool:
         act = self._active
@@ -233,11 +261,15 @@ class OnRequestProfiler(PassContext):
             return
         prof.end_forward_pass()
         if not st.depth:
-            self._maybe_finish(prof)
+            if self.captures.owns(prof):
+                self.captures.ended(prof)
+            else:
+                self._maybe_finish(prof)
 
     def close(self) -> None:
         self._closed = True
         self.stop()
+        self.captures.close()
 
     @property
     def closed(self) -> bool:
@@ -261,11 +293,14 @@ class OnRequestProfiler(PassContext):
     def _profiler_for(self, phase: Optional[str]) -> Optional[ShapeProfiler]:
         """The profiler this pass goes to: the running request's, or a
         pending one's, started now (a pass boundary)."""
+        started = None
         with self._lock:
             if self._active is None and self._pending is not None:
-                req, self._pending = self._pending, None
-                self._active, self._req = req.profiler, req
+                started, self._pending = self._pending, None
+                self._active, self._req = started.profiler, started
             act, req = self._active, self._req
+        if started is not None:  # the graphs the server has, used in the window or not
+            self.captures.list_in(started.profiler)
         if act is not None and req is not None and req.per_phase:
             label = phase or ""
             if req.done_phases.get(label, 0) >= req.passes:

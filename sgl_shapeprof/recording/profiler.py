@@ -320,7 +320,7 @@ class ShapeProfiler(PassContext):
     def begin_capture(self, key: int, phase: Optional[str]) -> bool:
         if not self._usable():
             return False
-        key = _check_key(key)
+        key = check_key(key)
         st = _here()
         if st.depth and st.owner is self:  # a pass is open: a capture inside it is not a pass of its own
             say_once("capture-in-pass", "a graph capture started inside an open pass is "
@@ -342,13 +342,38 @@ class ShapeProfiler(PassContext):
         per real size. Costs one lock, no per-operator work."""
         if not self._usable():
             return False
-        size = -1 if real is None else _check_key(real, "real size")
+        size = -1 if real is None else check_key(real, "real size")
         if real is not None and size < 0:
             raise ValueError(f"real size must be at least 0, not {real}")
         try:
-            return bool(self._native.graph_replay(_check_key(key), n, size))
+            return bool(self._native.graph_replay(check_key(key), n, size))
         except (TypeError, ValueError):
             raise
+        except Exception as e:
+            self._give_up(e)
+            return False
+
+    def adopt_capture(self, kept: "ShapeProfiler", text: bytes) -> bool:
+        """Writes in the graph capture that `kept` (closed; its records file's
+        text) recorded, as a logged pass of this thread replays that graph:
+        an armed profiler's start-up captures (kept_captures.py). True if
+        written; never raises into the server."""
+        if self._off:
+            return False
+        try:
+            return bool(self._native.graph_adopt(kept._native, text))
+        except Exception as e:
+            self._give_up(e)
+            return False
+
+    def graph_known(self, key: int, phase: Optional[str]) -> bool:
+        """Lists graph key, captured but not recorded here, in the summary's
+        "graphs" (when the phase filter takes its phase): unused if this
+        recording never replays it. True if listed."""
+        if self._off:
+            return False
+        try:
+            return bool(self._native.graph_known(check_key(key), _label(phase)))
         except Exception as e:
             self._give_up(e)
             return False
@@ -447,7 +472,8 @@ class ShapeProfiler(PassContext):
         return f"<ShapeProfiler {self.path!r} rank={self.rank} {state}>"
 
 
-def _check_key(key, what: str = "graph key") -> int:
+def check_key(key, what: str = "graph key") -> int:
+    """A graph key (or size) as the native core takes it: an int in 64 bits."""
     if isinstance(key, bool) or not isinstance(key, int):
         try:
             import operator
