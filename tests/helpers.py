@@ -54,6 +54,24 @@ def load(path: str) -> List[dict]:
         return [json.loads(line) for line in f]
 
 
+def true_counts(path: str) -> dict:
+    """`sgl-shapeprof analyze --json`'s true call counts, per operation and
+    signature as analyze shows them (a row gathers a shape's records of every
+    graph: its "graph", the first record's, and its record ids are left out,
+    and rows that stand for no call): what two recordings of the same window
+    must agree on (issue 52's oracle)."""
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(path), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = {}
+    for op in json.loads(r.stdout)["operations"]:
+        for sig in op["signatures"]:
+            if sig["count"]:
+                key = {k: v for k, v in sig.items() if k not in ("records", "first_call_id", "graph")}
+                out[(op["operation"], json.dumps(key, sort_keys=True))] = sig["count"]
+    return out
+
+
 def run_both(tmp_path, workload: Callable, **opts):
     """workload(marker) marks its passes on marker. Returns (ref, ours, prof)."""
     ref_path, our_path = str(tmp_path / "ref.jsonl"), str(tmp_path / "ours.jsonl")

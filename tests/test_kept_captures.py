@@ -18,7 +18,7 @@ import torch
 from sgl_shapeprof import OnRequestProfiler, ShapeProfiler
 from sgl_shapeprof.cli.main import main
 
-from helpers import load
+from helpers import load, true_counts
 
 SIZES = (1, 2, 4)              # graphs captured at start-up, by padded batch size
 REPLAYS = [1, 2, 1, 2, 2, 1]   # the window's passes: graph 4 is never replayed
@@ -50,21 +50,6 @@ def serve(prof, weights, recapture=None) -> None:
                 prof.graph_replayed(REPLAYS[step - WARM], real=1)
             else:
                 prof.graph_replayed(1, real=1)
-
-
-def counts(path: str, capsys) -> dict:
-    """analyze --json: calls per operation and signature (no record ids,
-    no signatures of graphs never replayed)."""
-    capsys.readouterr()
-    main(["analyze", path, "--json"])
-    doc = json.loads(capsys.readouterr().out)
-    out = {}
-    for op in doc["operations"]:
-        for sig in op["signatures"]:
-            if sig["count"]:
-                key = {k: v for k, v in sig.items() if k not in ("records", "first_call_id")}
-                out[(op["operation"], json.dumps(key, sort_keys=True))] = sig["count"]
-    return out
 
 
 def command_json(argv, capsys):
@@ -103,7 +88,7 @@ def test_a_request_holds_the_start_up_captures_it_replayed(tmp_path, capsys, kw)
                            "4": {"captures": 0, "replays": 0}}   # the server has it: unused
     assert s["total_operations"] == len(records)
     # the oracle: the same window recorded from start-up
-    assert counts(req, capsys) == counts(ref, capsys)
+    assert true_counts(req) == true_counts(ref)
     for cmd in (["gemm"], ["cost", "--gpu", "H100"]):
         a, b = command_json(cmd + [req], capsys), command_json(cmd + [ref], capsys)
         assert _counted(a) == _counted(b), cmd

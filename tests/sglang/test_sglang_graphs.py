@@ -23,7 +23,7 @@ import sysconfig
 
 import pytest
 import torch
-from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree
+from helpers import PKG_ROOT, ROOT, needs_sglang, patched_sglang_tree, true_counts
 from sglang_engine_helpers import assert_patched_and_compiling
 
 from sgl_shapeprof import ShapeProfiler
@@ -239,9 +239,9 @@ def first_of_each(calls_list):
     return kept
 
 
-def check_graphs(tmp_path, out, dedupe):
+def check_graphs(path, out, dedupe):
     hidden = 8
-    records, summary = load(tmp_path / "shapes.jsonl")
+    records, summary = load(path)
     eager = collections.defaultdict(list)   # the models run eagerly, every call written
     for r in load(out["eager"])[0]:
         eager[r["phase"]].append(r)
@@ -307,12 +307,12 @@ def check_graphs(tmp_path, out, dedupe):
             p for p, rs in passes.items() if rs[0]["phase"] == "extend")
 
     # the analysis: a captured GEMM is called once per replay of its graph
-    decode = gemm(tmp_path / "shapes.jsonl", "decode")
+    decode = gemm(path, "decode")
     assert decode == {(op, bs, n, k): reps for bs, reps in DECODE_REPLAYS.items()
                       for op, n, k in (("aten.addmm.default", 4 * hidden, hidden),
                                        ("aten.addmm.default", hidden, 4 * hidden),
                                        ("aten.mm.default", 32, hidden))}
-    extend = gemm(tmp_path / "shapes.jsonl", "extend")
+    extend = gemm(path, "extend")
     assert extend == {(op, t, n, k): reps for t, reps in PREFILL_REPLAYS.items()
                       for op, n, k in (("aten.addmm.default", 3 * hidden, hidden),   # QKV: captured
                                        ("aten.mm.default", t, hidden),              # Q K^T: eager at replay
@@ -322,38 +322,28 @@ def check_graphs(tmp_path, out, dedupe):
 
 
 @needs_sglang
-def test_graphs_zero_edit(tmp_path):
-    out = run_graphs(tmp_path, "zero-edit")
-    check_graphs(tmp_path, out, dedupe=False)
+def test_graphs_zero_edit_from_start_up_and_on_request(tmp_path):
+    """From start-up, and armed (issue 52): the armed process keeps the
+    graphs it captured at start-up, and a request taken after them holds
+    the captures of the graphs its passes replayed. Both files pass the
+    same checks, and count the same calls per operation and signature."""
+    (tmp_path / "start").mkdir()
+    (tmp_path / "armed").mkdir()
+    out = run_graphs(tmp_path / "start", "zero-edit")
+    check_graphs(tmp_path / "start" / "shapes.jsonl", out, dedupe=False)
+    armed = run_graphs(tmp_path / "armed", "zero-edit", mode="on_request")
+    assert armed["profiler"] == "OnRequestProfiler"
+    check_graphs(armed["request"], armed, dedupe=False)
+    assert true_counts(armed["request"]) == true_counts(tmp_path / "start" / "shapes.jsonl")
 
 
 @needs_sglang
 def test_graphs_patched_deduplicated(tmp_path, patched_tree):
     out = run_graphs(tmp_path, "patched", patched_tree, dedupe=1)
-    records, summary = check_graphs(tmp_path, out, dedupe=True)
+    records, summary = check_graphs(tmp_path / "shapes.jsonl", out, dedupe=True)
     assert summary["dedupe_enabled"] and summary["dedupe_skipped_count"] > 0
 
 
 @needs_sglang
 def test_graphs_patches_apply_to_the_installed_sglang(patched_tree):
     assert_patched_and_compiling(patched_tree, BACKENDS.values())
-
-
-@needs_sglang
-def test_graphs_on_request(tmp_path):
-    """Armed, a process records nothing at start-up: a request's file counts
-    the replays of its passes, but holds no captured calls (captures: 0)."""
-    out = run_graphs(tmp_path, "zero-edit", mode="on_request")
-    assert out["profiler"] == "OnRequestProfiler"
-    records, summary = load(out["request"])
-    assert not any("graph" in r for r in records)
-    # the request's passes route SGLang's custom ops (the attention break's
-    # softmax), the start-up captures before it do not
-    assert sum(r["operation"] == SOFTMAX for r in records) == sum(PREFILL_REPLAYS.values())
-    assert out["custom_op_calls"] == {"dispatched": sum(PREFILL_REPLAYS.values()),
-                                      "direct": 3 * len(DECODE_REPLAYS) + 3 * len(PREFILL_REPLAYS) + 1}
-    assert summary["graphs"] == {
-        **{str(bs): {"captures": 0, "replays": n, "real_sizes": DECODE_REAL[bs]}
-           for bs, n in DECODE_REPLAYS.items()},
-        **{str(FAMILY + t): {"captures": 0, "replays": n, "real_sizes": PREFILL_REAL[t]}
-           for t, n in PREFILL_REPLAYS.items()}}

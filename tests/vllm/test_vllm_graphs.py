@@ -127,3 +127,62 @@ def test_profiling_off_leaves_the_wrapper_alone(cuda_graph):
     x = torch.zeros(2)
     assert torch.equal(full(x), x + 1) and torch.equal(full(x), x + 1)
     assert FakeGraph.replays == 1 and graph_keys.captured_key(full, ctx.batch_descriptor) is None
+
+
+def test_an_armed_worker_keeps_its_start_up_captures_for_a_profile_request(cuda_graph, tmp_path, monkeypatch):
+    """Issue 52 on vLLM: armed (SHAPEPROF=on_request), the wrapper's graphs
+    are captured at start-up, before any request; vLLM's Worker.profile (the
+    method /start_profile reaches every worker through) then takes a
+    request for 2 steps. Its file holds the capture of the graph those steps
+    replayed, and counts as a from-start-up recording of the same steps."""
+    cg, Mode, ctx, capturing = cuda_graph
+    from vllm.forward_context import BatchDescriptor
+    from vllm.v1.worker import gpu_worker
+    from sgl_shapeprof import OnRequestProfiler
+    from sgl_shapeprof.integrations.vllm.cuda_graphs import patch_cuda_graph_module
+    from sgl_shapeprof.integrations.vllm.start_profile import patch_worker_module
+    from helpers import true_counts
+    patch_cuda_graph_module(cg)
+    monkeypatch.setattr(gpu_worker.Worker, "profile", gpu_worker.Worker.profile)   # undone afterwards
+    patch_worker_module(gpu_worker)
+    monkeypatch.setenv("SHAPEPROF", "on_request")
+    decode4 = BatchDescriptor(num_tokens=4, num_reqs=4, uniform=True)
+    mixed8 = BatchDescriptor(num_tokens=8)
+    config = types.SimpleNamespace(compilation_config=None)
+    x = torch.ones(4, 3)
+
+    def serve(prof, request):
+        """Start-up captures of two graphs; one warm step; then two steps of
+        3 requests decoding, replaying the graph of 4."""
+        monkeypatch.setattr(profiler_module, "_env_profiler", prof)
+        monkeypatch.setattr(graph_keys, "_graph_families", {})            # keys as in a fresh process
+        monkeypatch.setattr(graph_keys, "_graph_captured", set())
+        monkeypatch.setattr(graph_keys, "_graph_backends", itertools.count(1))
+        full = cg.CUDAGraphWrapper(lambda t: torch.relu(t) * 2, config, Mode.FULL)
+        ctx.cudagraph_runtime_mode = Mode.FULL
+        for descriptor, t in ((decode4, x), (mixed8, x.repeat(2, 1))):
+            ctx.batch_descriptor = descriptor
+            full(t)                                            # captured
+        ctx.batch_descriptor = decode4
+        step = _Steps().forward(lambda out: full(x), prof, step_phase)
+        step(decode_step(["a", "b", "c"]))                     # before the request
+        request()
+        for _ in range(2):
+            step(decode_step(["a", "b", "c"]))
+        prof.close()
+
+    armed = OnRequestProfiler(output_dir=str(tmp_path), control=False)
+    worker = types.SimpleNamespace(profiler_config=None)
+    serve(armed, lambda: gpu_worker.Worker.profile(worker, True, "req", max_iterations=2))
+    path = tmp_path / f"req-shapes-{armed.worker_name()}.jsonl"
+    assert armed.finished == [str(path)]
+    ref = ShapeProfiler(tmp_path / "ref.jsonl", skip_warmup=1)
+    serve(ref, lambda: None)
+    records = [json.loads(line) for line in open(path)]
+    assert [(r["operation"], r["graph"], r["inputs"]["self"]["shape"]) for r in records] == [
+        ("aten.relu.default", 4, [4, 3]), ("aten.mul.Tensor", 4, [4, 3])]       # graph 4's capture, once
+    mixed_key = str(graph_keys.GRAPH_FAMILY + 8)
+    summary = json.load(open(str(path).replace(".jsonl", "_summary.json")))
+    assert summary["graphs"] == {"4": {"captures": 1, "replays": 2, "real_sizes": {"3": 2}},
+                                 mixed_key: {"captures": 0, "replays": 0}}      # the server has it: unused
+    assert true_counts(str(path)) == true_counts(str(tmp_path / "ref.jsonl"))
