@@ -363,7 +363,34 @@ def check_graphs(out, tmp, reduced):
         if graph.get("replays") != 5 or graph.get("captures") != 1:
             failures.append(f"graph counters {graph}, want 1 capture and 5 replays")
         out["summary"] = f"{len(recs)} captured calls, replays {graph.get('replays')}; "
+    def armed_then_asked():
+        """Issue 52: armed before the captures, asked after them: the
+        request's file holds graph 8's capture (replayed) and not graph
+        16's (never replayed), as a recording from start-up would."""
+        from sgl_shapeprof import OnRequestProfiler
+        armed = OnRequestProfiler(output_dir=tmp, control=False)
+        x16 = torch.randn(16, 256, device="cuda", dtype=torch.bfloat16)
+        g16 = torch.cuda.CUDAGraph()
+        with torch.inference_mode(), armed.capture_graph(16), torch.cuda.graph(g16):
+            model(x16)
+        path = armed.request(passes=5, output=os.path.join(tmp, "armed.jsonl"))
+        ours = captured(armed)
+        armed.close()
+        ref = read_jsonl(os.path.join(tmp, "graphs.jsonl"))
+        recs = read_jsonl(path)
+        with open(path.replace(".jsonl", "_summary.json")) as f:
+            graphs = json.load(f).get("graphs", {})
+        if not all(torch.equal(a, b) for a, b in zip(captured(None), ours)):
+            failures.append("armed: replayed outputs differ from the run without the profiler")
+        same = [(r["operation"], r["inputs"], r["outputs"]) for r in recs]
+        want = [(r["operation"], r["inputs"], r["outputs"]) for r in ref]
+        if same != want or any(r.get("graph") != 8 for r in recs):
+            failures.append(f"armed: the request holds {len(recs)} records, not graph 8's {len(ref)} captured calls")
+        if graphs != {"8": {"captures": 1, "replays": 5}, "16": {"captures": 0, "replays": 0}}:
+            failures.append(f"armed: graph counters {graphs}, want graph 8 kept and replayed 5 times, 16 unused")
+        out["summary"] += f"armed: {len(recs)} kept calls written; "
     part(out, "capture and replay", capture_and_replay)
+    part(out, "armed, asked after its captures", armed_then_asked)
     part(out, "no wait on the hot path", lambda: hot_path_never_waits(out, tmp))
 
 
