@@ -104,10 +104,13 @@ import os, sys, time, torch, sgl_shapeprof
 prof = sgl_shapeprof.from_env()
 print(type(prof).__name__, flush=True)
 x = torch.ones(2, 2)
+with prof.capture_graph(1):       # start-up: a graph captured, armed
+    torch.mul(x, 3)
 i = 0
 while not os.path.exists(sys.argv[1]):
     with prof.forward_pass("decode"):
         torch.add(x, i)
+        prof.graph_replayed(1)
     i += 1
     time.sleep(0.002)   # a server between batches
 prof.close()
@@ -133,8 +136,11 @@ def test_request_from_outside_the_process(tmp_path):
                            env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and "armed" in r.stdout     # the 4 passes are done by now
         recs = load(out)
-        assert len({r["forward_pass"] for r in recs}) == 4
-        assert json.load(open(tmp_path / "req_summary.json"))["ended_by"] == "close"
+        assert len({r["forward_pass"] for r in recs if r["forward_pass"]}) == 4
+        # the graph captured at start-up, kept: written once, replayed by each pass (issue 52)
+        assert [(r["operation"], r["graph"]) for r in recs if "graph" in r] == [("aten.mul.Tensor", 1)]
+        summary = json.load(open(tmp_path / "req_summary.json"))
+        assert summary["ended_by"] == "close" and summary["graphs"] == {"1": {"captures": 1, "replays": 4}}
     finally:
         stop_file.write_text("")
         p.wait(timeout=60)
@@ -226,7 +232,7 @@ def test_graphs_captured_before_the_request_are_said_by_every_command(tmp_path, 
             torch.mm(x, w)                              # an eager pass's own call
     assert prof.finished == [path]
     assert [r["operation"] for r in load(path)] == ["aten.mm.default"] * 3   # no captured call
-    said = "3 replays of 2 CUDA graphs (1, 2) captured before this recording"
+    said = "3 replays of 2 CUDA graphs (1, 2) whose captures are not in this file"
     for cmd in ("gemm", "cost", "tune", "diff"):
         argv = [cmd, path] + {"diff": [path],
                               "tune": ["--device", "NVIDIA_H100_80GB_HBM3", "--configs", str(tmp_path)]}.get(cmd, [])

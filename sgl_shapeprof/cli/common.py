@@ -145,16 +145,16 @@ def notes(srcs: List[Source]) -> List[str]:
 
 def uncaptured(src: Source) -> Optional[str]:
     """What a file's counts leave out: replays of graphs whose captures
-    are not in it (a recording started after them, as an on-request one
-    on a server whose CUDA graphs were captured at start-up); None if none."""
+    are not in it (captured before the profiler was armed or started, or
+    not kept for requests: over the cap); None if none."""
     keys = sorted(k for k, g in src.graphs.items() if g["replays"] and not g["captures"])
     if not keys:
         return None
     n = sum(src.graphs[k]["replays"] for k in keys)
     return (f"{n:,} replay{'s' if n != 1 else ''} of {len(keys)} CUDA graph{'s' if len(keys) != 1 else ''} "
-            f"({', '.join(map(str, keys[:8]))}{', ...' if len(keys) > 8 else ''}) captured before this "
-            f"recording started: their calls are not counted here (record from start-up to count them: "
-            f"SGLANG_PROFILE_SHAPES=1)")
+            f"({', '.join(map(str, keys[:8]))}{', ...' if len(keys) > 8 else ''}) whose captures are not "
+            f"in this file (captured before the profiler was armed, or not kept: its log says why): their "
+            f"calls are not counted here (record from start-up to count them: SGLANG_PROFILE_SHAPES=1)")
 
 
 def add_imports(p: argparse.ArgumentParser) -> None:

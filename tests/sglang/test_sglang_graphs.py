@@ -180,7 +180,7 @@ def patched_tree(tmp_path_factory):
     return patched_sglang_tree(tmp_path_factory.mktemp("patched"), BACKENDS, SGLANG_VERSION)
 
 
-def run_graphs(tmp_path, way, patched_tree=None, mode="1", **profile_env):
+def run_graphs(tmp_path, way, patched_tree=None, mode="1", by_stage=False, **profile_env):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PROFILE_SHAPES")}
     paths = [STUBS, PKG_ROOT]
     if way == "patched":
@@ -193,7 +193,8 @@ def run_graphs(tmp_path, way, patched_tree=None, mode="1", **profile_env):
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env.update({"SGLANG_PROFILE_SHAPES": mode, "SGLANG_PROFILE_SHAPES_FILE": str(tmp_path / "shapes.jsonl")})
     env.update({f"SGLANG_PROFILE_SHAPES_{k.upper()}": str(v) for k, v in profile_env.items()})
-    args = [str(tmp_path / "out.json")] + (["--request", str(tmp_path / "request.jsonl")] if mode != "1" else [])
+    args = [str(tmp_path / "out.json")] + (["--request", str(tmp_path / "request")] if mode != "1" else []) + (
+        ["--by-stage"] if by_stage else [])
     r = subprocess.run([sys.executable, os.path.join(ENV_DIR, "run_graphs.py"), *args],
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
@@ -328,13 +329,16 @@ def test_graphs_zero_edit_from_start_up_and_on_request(tmp_path):
     the captures of the graphs its passes replayed. Both files pass the
     same checks, and count the same calls per operation and signature."""
     (tmp_path / "start").mkdir()
-    (tmp_path / "armed").mkdir()
     out = run_graphs(tmp_path / "start", "zero-edit")
     check_graphs(tmp_path / "start" / "shapes.jsonl", out, dedupe=False)
-    armed = run_graphs(tmp_path / "armed", "zero-edit", mode="on_request")
-    assert armed["profiler"] == "OnRequestProfiler"
-    check_graphs(armed["request"], armed, dedupe=False)
-    assert true_counts(armed["request"]) == true_counts(tmp_path / "start" / "shapes.jsonl")
+    for by_stage in (False, True):   # /start_profile's SHAPES; SGLANG_PROFILE_V2's profile_by_stage
+        folder = tmp_path / f"armed-{by_stage}"
+        folder.mkdir()
+        armed = run_graphs(folder, "zero-edit", mode="on_request", by_stage=by_stage)
+        assert armed["profiler"] == "OnRequestProfiler"
+        assert os.path.dirname(armed["request"]) == str(folder)
+        check_graphs(armed["request"], armed, dedupe=False)
+        assert true_counts(armed["request"]) == true_counts(tmp_path / "start" / "shapes.jsonl")
 
 
 @needs_sglang

@@ -27,8 +27,9 @@ labelled eager_decode_<bs> / eager_extend_<tokens> of a profiler of its own
 (OUT's folder/eager.jsonl, every call written), for comparison.
 SGLANG_PROFILE_SHAPES* come from the caller; the graph backends are patched
 the zero-edit way or from a patched tree (tests/sglang/test_sglang_graphs.py).
-With --request FILE (SGLANG_PROFILE_SHAPES=on_request), the replays are
-recorded by a request into FILE. OUT.json says what ran.
+With --request NAME (SGLANG_PROFILE_SHAPES=on_request), the replays are
+recorded by a SHAPES request after the captures, through SGLang's own
+ProfileReq handler (--by-stage: profile_by_stage). OUT.json says what ran.
 """
 import argparse
 import contextlib
@@ -237,12 +238,31 @@ class Worker:
         return forward_batch.run()
 
 
+def shapes_request(path: str, by_stage: bool) -> str:
+    """A SHAPES request after the captures, as /start_profile brings one to
+    a TP rank: a ProfileReq handled by SGLang's own
+    SchedulerProfilerManager._profile (patched). SGLANG_PROFILE_V2's
+    profile_by_stage with --by-stage: 5 passes of each stage (the prefill
+    stage has 3 here: stopped at the end). Returns the records file."""
+    from sglang.srt.managers.io_struct import ProfileReq, ProfileReqType
+    from sglang.srt.managers.scheduler_components.profiler_manager import SchedulerProfilerManager
+    manager = object.__new__(SchedulerProfilerManager)  # a SHAPES-only request needs none of its state
+    folder, name = os.path.split(os.path.abspath(path))
+    req = ProfileReq(req_type=ProfileReqType.START_PROFILE, output_dir=folder, activities=["SHAPES"],
+                     profile_id=name, num_steps=5 if by_stage else None, profile_by_stage=by_stage)
+    res = manager._profile(req)
+    assert res.success, res.message
+    return res.message.split(" into ")[-1].strip()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--replays", default="3,1,4,2,3", help="raw decode batch sizes, one replay each")
     ap.add_argument("--prefill-replays", default="3,16,4", help="raw prefill token counts")
-    ap.add_argument("--request", default=None, help="on_request: record the replays into this file")
+    ap.add_argument("--request", default=None, help="on_request: a SHAPES request after the captures "
+                                                    "(its records file is named after this one)")
+    ap.add_argument("--by-stage", action="store_true", help="the request is SGLANG_PROFILE_V2's profile_by_stage")
     a = ap.parse_args()
     torch.manual_seed(0)
 
@@ -282,7 +302,7 @@ def main():
         return min(s for s in sizes if s >= n)
 
     if a.request:
-        out["request"] = profiler.request(output=a.request)
+        out["request"] = shapes_request(a.request, by_stage=a.by_stage)
 
     padded = {}
     for n in map(int, a.replays.split(",")):

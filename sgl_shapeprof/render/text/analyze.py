@@ -65,7 +65,8 @@ def _source_lines(src: Source, w) -> None:
         missing = sorted(k for k, g in src.graphs.items() if g["replays"] and not g["captures"])
         if missing:
             w(f"  note: graphs {', '.join(map(str, missing[:12]))} were replayed but their captures "
-              f"are not in this file (the profiler started after them): their calls are missing\n")
+              f"are not in this file (captured before the profiler was armed, or not kept: its log says "
+              f"why): their calls are missing\n")
     if s and s.get("stopped_at_cap"):
         cap = s.get("max_records_bytes")
         w(f"  WARNING: recording stopped at the records file's cap"
