@@ -241,3 +241,22 @@ def test_the_private_folder_is_removed_at_close(tmp_path):
     assert folder and os.listdir(folder) == []      # each capture's file is read back and removed
     prof.close()
     assert not os.path.exists(folder)
+
+
+def test_a_capture_inside_a_pass_no_request_records_is_kept(tmp_path):
+    """Armed and idle, a graph captured while a pass runs (a lazily captured
+    graph, a new size while serving): the pass records nothing, the capture
+    is kept all the same, and the pass after it goes on unrecorded."""
+    prof = OnRequestProfiler(output_dir=str(tmp_path), control=False)
+    with prof.forward_pass("decode"):
+        torch.ones(2).neg()                          # not recorded: no request
+        with prof.capture_graph(5, "decode"):
+            torch.ones(5) * 2
+        torch.ones(2).abs()                          # not recorded either
+    assert prof.captures.stats()["graphs"] == 1
+    path = prof.request(passes=1)
+    with prof.forward_pass("decode"):
+        prof.graph_replayed(5)
+    prof.close()
+    assert [(r["operation"], r["graph"]) for r in load(path)] == [
+        ("aten.ones.default", 5), ("aten.mul.Tensor", 5)]

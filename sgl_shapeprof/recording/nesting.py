@@ -29,7 +29,7 @@ BEGIN, NESTED, UNENDED, REFUSED = "begin", "nested", "unended", "refused"
 class OpenPass:
     """This thread's pass of one front: found with one thread-local read,
     then plain attributes."""
-    __slots__ = ("owner", "depth", "plain", "logged", "implicit", "target")
+    __slots__ = ("owner", "depth", "plain", "logged", "implicit", "target", "kept")
 
     def __init__(self) -> None:
         self.owner = None      # the front whose pass this is
@@ -38,10 +38,11 @@ class OpenPass:
         self.logged = False
         self.implicit = False  # the open pass is `record`'s whole-run one
         self.target = None     # OnRequestProfiler: the ShapeProfiler its pass went to
+        self.kept = None       # OnRequestProfiler: (keeper, depth) of a capture kept inside an unrecorded pass
 
     def opened(self, owner, logged: bool, plain: bool, target=None) -> None:
-        self.owner, self.depth, self.logged, self.plain, self.implicit, self.target = (
-            owner, 1, logged, plain, False, target)
+        self.owner, self.depth, self.logged, self.plain, self.implicit, self.target, self.kept = (
+            owner, 1, logged, plain, False, target, None)
 
 
 class Passes:

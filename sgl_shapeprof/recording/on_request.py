@@ -207,17 +207,24 @@ class OnRequestProfiler(PassContext):
         request replays the graph. Inside this thread's open pass it is part
         of that pass, as with ShapeProfiler."""
         st = self._passes.here()
-        if st.depth:
-            st.depth += 1
+        if st.depth and (st.target is not None or st.kept is not None):
+            st.depth += 1  # part of the request's pass (or of the capture kept around it)
             prof = st.target
             return prof.begin_capture(key, phase) if prof is not None else False
         keeper = self.captures.keeper(key, phase)
-        st.opened(self, False, False, keeper)
+        if st.depth:  # inside a pass no request records (armed, idle): kept all the same
+            st.depth += 1
+            st.kept = (keeper, st.depth) if keeper is not None else None
+        else:
+            st.opened(self, False, False, keeper)
         if keeper is None:
             return False
         logged = keeper.begin_capture(key, phase)
         if not logged:  # the keeper failed (said): nothing to keep
-            st.target = None
+            if st.kept is not None:
+                st.kept = None
+            else:
+                st.target = None
             keeper.end_forward_pass()
             self.captures.discard(keeper)
         return logged
@@ -252,6 +259,12 @@ class OnRequestProfiler(PassContext):
     def end_forward_pass(self) -> None:
         st = self._passes.here()
         if not st.depth:
+            return
+        if st.kept is not None and st.kept[1] == st.depth:  # the end of a capture kept inside a pass
+            keeper, st.kept = st.kept[0], None
+            st.depth -= 1
+            keeper.end_forward_pass()
+            self.captures.ended(keeper)
             return
         st.depth -= 1
         prof = st.target
