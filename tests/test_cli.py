@@ -182,10 +182,10 @@ def test_a_count_option_refuses_a_negative_or_a_word_in_one_line(cmd, option, ca
 
 
 def test_run_shows_the_passes_recorded_while_the_engine_runs(tmp_path):
-    # run's progress line (cli/run.py _wait): a child stands in for the
+    # run's progress line (cli/run/local.py wait): a child stands in for the
     # engine, writing a worker's summary snapshot, and goes on until the
     # line showing it was written (then the marker file appears)
-    from sgl_shapeprof.cli.run import _wait
+    from sgl_shapeprof.cli.run.local import wait as _wait
     marker = tmp_path / "seen"
     child = subprocess.Popen([sys.executable, "-c", f"""
 import json, os, time
@@ -329,7 +329,7 @@ def test_run_with_a_model_folder_it_cannot_read_says_what_is_wrong_in_one_line(t
 ])
 def test_run_sends_enough_requests_to_keep_the_concurrency_in_flight_through_the_window(
         concurrency, osl, start, stop, want):
-    from sgl_shapeprof.cli.run import prompts_in_flight
+    from sgl_shapeprof.cli.run.window import prompts_in_flight
     assert prompts_in_flight(concurrency, osl, start, stop) == want
 
 

@@ -299,7 +299,7 @@ with prof.forward_pass("decode"):
         error = [type(e).__name__, str(e)]
 prof.close()
 prof2.close()
-print(json.dumps({"shape": list(y.shape), "error": error, "door": getattr(rmsnorm, "_shapeprof_door", None)}))
+print(json.dumps({"shape": list(y.shape), "error": error, "door": getattr(rmsnorm, "_shapeprof_operation", None)}))
 '''
 
 
@@ -435,7 +435,7 @@ for bad in (lambda: rmsnorm(x, torch.randn(8)), lambda: rmsnorm(x), lambda: rmsn
 import inspect
 print(json.dumps({"results": results, "light": light, "native": "sgl_shapeprof._C" in sys.modules,
                   "signature": str(inspect.signature(rmsnorm)), "name": rmsnorm.__name__, "doc": rmsnorm.__doc__,
-                  "door": getattr(rmsnorm, "_shapeprof_door", None),
+                  "door": getattr(rmsnorm, "_shapeprof_operation", None),
                   "finders": [type(f).__name__ for f in sys.meta_path if type(f).__module__.startswith("sgl_")]}))
 '''
 
@@ -478,7 +478,7 @@ import sgl_shapeprof
 {hook}
 import flashinfer
 print(json.dumps([type(f).__name__ for f in sys.meta_path if type(f).__name__ == "DoorFinder"]
-                 + [getattr(flashinfer.rmsnorm, "_shapeprof_door", None)]))
+                 + [getattr(flashinfer.rmsnorm, "_shapeprof_operation", None)]))
 '''
 
 

@@ -157,6 +157,30 @@ def uncaptured(src: Source) -> Optional[str]:
             f"calls are not counted here (record from start-up to count them: SGLANG_PROFILE_SHAPES=1)")
 
 
+def add_device(p: argparse.ArgumentParser, default: Optional[str] = None) -> None:
+    """The GPU a command estimates times for, defined once for every command
+    that does (cost, report): --gpu NAME, or --peak-tflops with --bandwidth.
+    `default`: the GPU used when none is given (None: no roofline)."""
+    from ..analysis.cost import GPUS
+    names = ", ".join(g.name for g in GPUS.values())
+    p.add_argument("--gpu", metavar="NAME", help=f"estimate times on this GPU: {names}"
+                                                  f"{f' (default {default})' if default else ''}")
+    p.add_argument("--peak-tflops", type=float, metavar="T", help="dense peak TFLOP/s (instead of --gpu)")
+    p.add_argument("--bandwidth", type=float, metavar="TB/s", help="memory bandwidth TB/s (instead of --gpu)")
+    p.set_defaults(default_gpu=default)
+
+
+def device_of(args: argparse.Namespace):
+    """The Device add_device's options chose (or the command's default), or
+    None; a bad value is the command's one-line error."""
+    from ..analysis.cost import device_for
+    custom = args.peak_tflops is not None or args.bandwidth is not None
+    try:
+        return device_for(args.gpu or (None if custom else args.default_gpu), args.peak_tflops, args.bandwidth)
+    except ValueError as e:
+        raise fail(str(e)) from None
+
+
 def add_imports(p: argparse.ArgumentParser) -> None:
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE first: it registers operators the file calls (sgl_kernel, ...)")

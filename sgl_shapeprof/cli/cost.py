@@ -5,20 +5,18 @@ import argparse
 import sys
 
 from ..analysis.analyze import build
-from ..analysis.cost import costs, device_for, ranked_rows
+from ..analysis.cost import costs, ranked_rows
 from ..render.csvout import cost_csv
 from ..render.jsonout import cost_json, write_json
 from ..render.text.cost import cost_text
-from .common import add_filters, count, fail, scan_files
+from .common import add_device, add_filters, count, device_of, scan_files
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
     c = sub.add_parser("cost", help="FLOPs and bytes per signature (torch's formulas), roofline time with --gpu")
     c.add_argument("files", nargs="+", metavar="FILE", help="records files, globs, or folders (searched with their subfolders)")
     add_filters(c)
-    c.add_argument("--gpu", metavar="NAME", help="roofline on this GPU: H100, H200, B200, A100, MI300X")
-    c.add_argument("--peak-tflops", type=float, metavar="T", help="dense peak TFLOP/s (instead of --gpu)")
-    c.add_argument("--bandwidth", type=float, metavar="TB/s", help="memory bandwidth TB/s (instead of --gpu)")
+    add_device(c)
     c.add_argument("--top", type=count, metavar="N", help="only the N costliest signatures")
     c.add_argument("--by-op", action="store_true", help="one row per operator instead of per signature")
     c.add_argument("--csv", action="store_true", help="CSV on stdout")
@@ -28,10 +26,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
 
 def run(args: argparse.Namespace) -> int:
     srcs = scan_files("cost", args, args.files)
-    try:
-        dev = device_for(args.gpu, args.peak_tflops, args.bandwidth)
-    except ValueError as e:
-        raise fail(str(e)) from None
+    dev = device_of(args)
     rows = ranked_rows(costs(build(srcs).signatures, dev), dev, per_op=args.by_op)
     shown = rows[:args.top] if args.top else rows
     if args.json:

@@ -5,12 +5,11 @@ import argparse
 import os
 
 from ..analysis.analyze import build
-from ..analysis.cost import device_for
 from ..analysis.report import report
 from ..analysis.tune.result import tune_result
 from ..records.values import human
 from ..render.html import report_html
-from .common import add_filters, fail, new_output, scan_files
+from .common import add_device, add_filters, device_of, fail, new_output, scan_files
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
@@ -18,7 +17,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     rp.add_argument("files", nargs="+", metavar="FILE", help="records files, globs, or folders (searched with their subfolders)")
     add_filters(rp)
     rp.add_argument("-o", "--output", default="shapes_report.html", help="the HTML file (default shapes_report.html)")
-    rp.add_argument("--gpu", metavar="NAME", default="H100", help="GPU for estimated times (default H100)")
+    add_device(rp, default="H100")
     rp.add_argument("--tune-device", metavar="NAME",
                     help="add a tuned-config coverage section for this GPU (named as for the tune command)")
     rp.add_argument("--configs", metavar="DIR", help="with --tune-device: your own config files (as `tune`)")
@@ -32,10 +31,7 @@ def run(args: argparse.Namespace) -> int:
         import plotly  # noqa: F401
     except ImportError:
         raise fail('needs plotly: pip install "sgl_shapeprof[report]" (or pip install plotly)') from None
-    try:
-        dev = device_for(args.gpu or "H100", None, None)
-    except ValueError as e:
-        raise fail(str(e)) from None
+    dev = device_of(args)
     a = build(srcs)
     tune = None
     if args.tune_device:

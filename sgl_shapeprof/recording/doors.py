@@ -34,6 +34,12 @@ from .messages import say_once
 MISSING = object()  # a parameter not given, without default (the native side knows it)
 _SKIPPED = ("self", "cls")  # a method's object: not a value of the call
 OTHER = "other_args"  # keywords the function does not name, as text
+# On a door (and on what a library compiled, where its door names it): the
+# operation its calls are recorded as.
+OPERATION_ATTR = "_shapeprof_operation"
+# On a library's loaded module: its functions' doors, by name (made at
+# their first recorded call).
+MODULE_DOORS_ATTR = "_shapeprof_doors"
 _PLAIN = (bool, int, float, str, type(None))
 _types: list = []  # given to the native side once (native_types)
 _modules = sys.modules
@@ -130,7 +136,7 @@ def api_door(fn: Callable, operation: str, described: Optional[Callable] = None)
             api.append(a)
         return _call(native, mode, api[0], fn, args, kwargs)
 
-    door._shapeprof_door = operation
+    setattr(door, OPERATION_ATTR, operation)
     return door
 
 
@@ -154,7 +160,7 @@ def positional_door(fn: Callable, operation: str) -> Callable:
             apis[len(args)] = a
         return _call(native, mode, a, fn, args, kwargs)
 
-    door._shapeprof_door = operation
+    setattr(door, OPERATION_ATTR, operation)
     door.__wrapped__ = fn
     return door
 

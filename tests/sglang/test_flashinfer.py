@@ -53,7 +53,7 @@ for fn, args, kwargs in calls:
         error = {"error_type": type(e).__name__, "error_message": str(e)}
     real = inspect.unwrap(fn)
     seen.append({"module": real.__module__, "qualname": real.__qualname__, "error": error,
-                 "door": getattr(fn, "_shapeprof_door", None)})
+                 "door": getattr(fn, "_shapeprof_operation", None)})
 prof.end_forward_pass()
 prof.close()
 print(json.dumps(seen))

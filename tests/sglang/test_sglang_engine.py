@@ -473,7 +473,7 @@ def test_run_concurrency_with_dp_is_shared_by_the_replicas(models, tmp_path):
 
 def test_run_concurrency_without_num_prompts_keeps_it_in_flight_through_the_window(models, tmp_path):
     """run --concurrency 4 without --num-prompts: enough requests to keep 4
-    in flight up to --stop-step (cli/run.py's prompts_in_flight), where the
+    in flight up to --stop-step (cli/run/window.py's prompts_in_flight), where the
     default 3 ran every decode pass at 3. The oracle is the request: 5
     tokens each, so the waves of 4 are passes 1-5, 6-10 and 11-15, and the
     window [3, 12) reaches into the third: 12 requests, and every decode

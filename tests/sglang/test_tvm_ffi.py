@@ -51,7 +51,7 @@ prof.end_forward_pass()
 prof.close()
 ok = torch.equal(y, x * 2.0) and torch.equal(z, x * 0.5)
 same = mod["scale_into"] is mod["scale_into"]  # tvm-ffi makes a new Function each time
-print(json.dumps({"ok": ok, "same": same, "error": error, "door": getattr(mod.scale_into, "_shapeprof_door", None)}))
+print(json.dumps({"ok": ok, "same": same, "error": error, "door": getattr(mod.scale_into, "_shapeprof_operation", None)}))
 '''
 
 

@@ -20,10 +20,10 @@ import sys
 from typing import Callable, Optional
 
 from ...on_import import is_ours, mark
-from ...recording.doors import api_door, positional_door
+from ...recording.doors import MODULE_DOORS_ATTR, OPERATION_ATTR, api_door, positional_door
 from .seam import PREFIX as LIBRARY
 
-_NAME = "_shapeprof_operation"  # set at compile on what cute.compile returned
+_NAME = OPERATION_ATTR  # set at compile on what cute.compile returned
 _DOOR = "_shapeprof_door"  # a compiled function's door, made at its first recorded call
 _FILE = "_shapeprof_file"  # a loaded module's object file name
 
@@ -147,7 +147,7 @@ def patch_binary_module(module) -> None:
         func = original(self, name)
         if compiled is not None and isinstance(func, compiled):
             return func
-        doors = self.__dict__.setdefault(_DOOR, {})
+        doors = self.__dict__.setdefault(MODULE_DOORS_ATTR, {})
         door = doors.get(name)
         if door is None:
             door = doors[name] = positional_door(func, f"{LIBRARY}:{self.__dict__.get(_FILE, 'module')}.{name}")

@@ -10,11 +10,10 @@ import functools
 import os
 
 from ...on_import import is_ours, mark
-from ...recording.doors import positional_door
+from ...recording.doors import MODULE_DOORS_ATTR, positional_door
 from .seam import PREFIX as LIBRARY
 
 _NAME = "_shapeprof_library"  # set on a module by load_module: its file's name
-_DOORS = "_shapeprof_doors"  # a module's doors, by function name
 
 
 def patch_module_module(module) -> None:
@@ -35,7 +34,7 @@ def patch_module_module(module) -> None:
             own = {}
         # one door a function: tvm-ffi hands back a new Function object each
         # time it is asked (item access: module["f"]), so by what was asked
-        doors = own.setdefault(_DOORS, {})
+        doors = own.setdefault(MODULE_DOORS_ATTR, {})
         asked = (name, *args, *sorted(kwargs.items()))  # query_imports may find another
         door = doors.get(asked)
         if door is None:
