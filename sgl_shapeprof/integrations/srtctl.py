@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, List, Optional
 
+from ..records.worker import DECODE_ROLE, PREFILL_ROLE
+
 # srtctl's profiling script's defaults (PROFILE_*_START_STEP / _STOP_STEP)
 DEFAULT_START_STEP = 0
 DEFAULT_STOP_STEP = 50
@@ -41,7 +43,7 @@ STEP_TYPES = ("shapes", "torch", "nsys")
 # srtctl's backend.type when a job file gives none (its schema's default)
 DEFAULT_BACKEND = "sglang"
 # a role's block in the profiling section -> its folder (srtctl's layout)
-FOLDERS = {"prefill": "prefill", "decode": "decode", "aggregated": "agg"}
+FOLDERS = {PREFILL_ROLE: "prefill", DECODE_ROLE: "decode", "aggregated": "agg"}
 
 
 class SpecError(ValueError):
@@ -159,15 +161,15 @@ def parse(doc: Any, path: str = "JOB.yaml", concurrency: Optional[int] = None) -
         if blocks["aggregated"] is not None:
             raise SpecError("profiling.aggregated: a disaggregated job (resources.prefill_nodes/decode_nodes) "
                             "takes profiling.prefill and profiling.decode, not aggregated")
-        if blocks["prefill"] is None or blocks["decode"] is None:
+        if blocks[PREFILL_ROLE] is None or blocks[DECODE_ROLE] is None:
             raise SpecError("a disaggregated job (resources.prefill_nodes/decode_nodes) needs both "
                             "profiling.prefill and profiling.decode")
         for key in ("prefill_workers", "decode_workers"):
             if _integer(resources.get(key) or 0, f"resources.{key}", 0) <= 0:
                 raise SpecError(f"resources.{key} must be above 0 in a disaggregated job")
-        roles = ["prefill", "decode"]
+        roles = [PREFILL_ROLE, DECODE_ROLE]
     else:
-        if blocks["prefill"] is not None or blocks["decode"] is not None:
+        if blocks[PREFILL_ROLE] is not None or blocks[DECODE_ROLE] is not None:
             raise SpecError("profiling.prefill/decode: an aggregated job (no resources.prefill_nodes/decode_nodes) "
                             "takes profiling.aggregated only")
         if blocks["aggregated"] is None:

@@ -81,8 +81,6 @@ def padding_waste(real: Dict[int, float], sizes: List[int]) -> Optional[float]:
     return None if not padded else 1.0 - rows / padded
 
 
-# the phase label of a decode pass (SGLang's ForwardMode, vLLM's step): records/phases.py's
-DECODE = phases.DECODE
 
 
 def graph_sizes(sources: List[Source], uses: List[MoeUse], share: float) -> GraphSizes:
@@ -98,7 +96,7 @@ def graph_sizes(sources: List[Source], uses: List[MoeUse], share: float) -> Grap
     then weighs its graph's fused-MoE calls (what the capture recorded), so
     replays and eager calls add up. Neither: the unit is replays."""
     out = GraphSizes(share)
-    if any(DECODE in src.eager_sizes for src in sources):
+    if any(phases.DECODE in src.eager_sizes for src in sources):
         return _by_passes(out, sources)
     moe_in_graph: Dict[int, int] = {}
     _replays(out, sources)
@@ -107,7 +105,7 @@ def graph_sizes(sources: List[Source], uses: List[MoeUse], share: float) -> Grap
             if sig.graph is not None and 0 <= sig.graph < GRAPH_FAMILY and moe_key_of(sig) is not None:
                 moe_in_graph[sig.graph] = moe_in_graph.get(sig.graph, 0) + sig.count
     for u in uses:
-        for m, c in u.eager.get(DECODE, {}).items():
+        for m, c in u.eager.get(phases.DECODE, {}).items():
             out.eager[m] = out.eager.get(m, 0) + c
     if out.eager or moe_in_graph:
         out.unit = "fused-MoE calls"
@@ -145,7 +143,7 @@ def _by_passes(out: GraphSizes, sources: List[Source]) -> GraphSizes:
     _replays(out, sources)
     out.unit = "passes"
     for src in sources:
-        for b, n in src.eager_sizes.get(DECODE, {}).items():
+        for b, n in src.eager_sizes.get(phases.DECODE, {}).items():
             out.eager[b] = out.eager.get(b, 0) + n
     for g in out.graphs.values():
         for r, n in g.served.items():

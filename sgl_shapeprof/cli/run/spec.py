@@ -7,6 +7,7 @@ import sys
 
 from ...integrations import srtctl
 from ...integrations.registry import servers, srtctl_backends
+from ...records.worker import PREFILL_ROLE
 from ..common import fail
 from .local import analyze_files, refuse_records_in, refuse_unrunnable, run_local
 from .remote import drive, local_files, started_elsewhere
@@ -35,7 +36,7 @@ def _spec_server(args: argparse.Namespace, job: "srtctl.JobSpec") -> str:
 def _share(job: "srtctl.JobSpec", p: "srtctl.Profile") -> "srtctl.Profile":
     """What a role's engine is sent here: a disaggregated prefill role, a
     prefill worker's share of each request."""
-    return srtctl.prefill_share(p) if job.disaggregated and p.role == "prefill" else p
+    return srtctl.prefill_share(p) if job.disaggregated and p.role == PREFILL_ROLE else p
 
 
 def _spec_prompts(args: argparse.Namespace, job: "srtctl.JobSpec") -> dict:

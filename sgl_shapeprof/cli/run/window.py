@@ -49,7 +49,10 @@ def too_few(given: int, concurrency: int, osl: int, start: Optional[int], stop: 
 
 
 def window_settings(start, stop) -> dict:
-    """The recorder's settings for a window of forward passes [start, stop)."""
+    """The recorder's settings for a window of forward passes [start, stop):
+    the passes before the window are skipped (the recorder's SKIP_WARMUP
+    setting counts the passes it lets by, warm-up or not), then
+    stop - start are logged."""
     from ...recording import config
     if start is not None and start < 0:
         raise fail(f"--start-step {start}: must be at least 0")

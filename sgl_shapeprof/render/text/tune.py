@@ -8,7 +8,8 @@ from typing import Callable, Dict, List, Optional, TextIO
 
 from ...analysis.tunableop import GemmTuned, tunable_calls
 from ...analysis.tune.coverage import PhaseCoverage
-from ...analysis.tune.graphs import DECODE, GraphSizes
+from ...analysis.tune.graphs import GraphSizes
+from ...records.phases import DECODE
 from ...analysis.tune.moe import MoeUse, phase_group
 from ...analysis.tune.result import TuneResult
 from ...records.scan import Source
