@@ -17,6 +17,7 @@ from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape
 from .gemm import launch_gemm, library_gemms
+from .kernel_calls import expert_weights
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,17 @@ def flops(sig: Signature) -> Optional[int]:
         return None
 
 
+def bytes_moved(sig: Signature) -> int:
+    """The bytes one call reads and writes, as its tensors say: every input
+    and output once; of a fused MoE's per-expert weights, only the experts
+    its rows can reach (kernel_calls.ExpertWeights: min(E, tokens x top-k)
+    of E), not all of them."""
+    moe = expert_weights(sig)
+    if moe is None:
+        return nbytes(list(sig.inputs.values())) + nbytes(sig.outputs)
+    return int(sum(nbytes(v) * moe.share(name, v) for name, v in sig.inputs.items())) + nbytes(sig.outputs)
+
+
 def _default(arg) -> object:
     t = str(arg.type)
     return False if t == "bool" else None
@@ -237,7 +249,7 @@ def costs(signatures: List[Signature], dev: Optional[Device]) -> List[Cost]:
     out = []
     for s in signatures:
         fl = flops(s)
-        by = 0 if is_view(s.operation) else nbytes(list(s.inputs.values())) + nbytes(s.outputs)
+        by = 0 if is_view(s.operation) else bytes_moved(s)
         c = Cost(s, fl, by)
         if dev is not None:
             t_compute = (fl or 0) / (dev.peak(dtype_class(s)) * 1e12)

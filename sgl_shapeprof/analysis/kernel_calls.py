@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..integrations.flashinfer.seam import PREFIX as FLASHINFER_PREFIX
+from ..records.ledger import is_launch
 from ..records.signature import Signature
 
 # FlashInfer's API calls: its door's operations (its seam's prefix)
@@ -130,6 +131,53 @@ def moe_of(sig: Signature) -> Optional[MoeCall]:
     up = w1[1] if len(w1) == 3 else w1[2]
     return MoeCall(hs[0], hidden, inter, up, _int(sig, "num_experts"), _int(sig, "local_num_experts") or w1[0],
                    top_k + max(shared, 0))
+
+
+# ---- what a fused MoE call reads of its experts' weights
+@dataclass
+class ExpertWeights:
+    """A fused MoE call's per-expert inputs (each one's first dimension the
+    experts: weights, their scales and biases), the experts there are, and
+    the rows it computes (tokens x top-k: a row is one token through one
+    expert)."""
+    prefixes: Tuple[str, ...]  # its per-expert inputs' parameter names begin so
+    experts: int
+    rows: int
+
+    @property
+    def read(self) -> int:
+        """The experts whose weights the call reads, at most: each row reads
+        one expert's, so min(E, rows) (fewer when rows share an expert; the
+        routing's values are not recorded, only its shapes)."""
+        return max(1, min(self.experts, self.rows))
+
+    def share(self, name: str, value: object) -> float:
+        """The part of input `name` the call reads: read / E of a
+        per-expert input, all of any other."""
+        shape = value.get("shape") if isinstance(value, dict) else None
+        if name.startswith(self.prefixes) and isinstance(shape, list) and shape and shape[0] == self.experts:
+            return self.read / self.experts
+        return 1.0
+
+
+# SGLang's Triton fused_moe_kernel (sglang/kernels/ops/moe/fused_moe_triton_kernels.py,
+# SGLang 0.5.23): b_ptr [E, N, K] and its b_scale_ptr / b_bias_ptr per expert;
+# num_valid_tokens = tokens x top_k, the rows it computes
+TRITON_MOE = "fused_moe_kernel"
+
+
+def expert_weights(sig: Signature) -> Optional[ExpertWeights]:
+    """A fused MoE call's per-expert inputs (FlashInfer's trtllm MoE, SGLang's
+    Triton fused_moe_kernel launch), or None."""
+    moe = moe_of(sig)
+    if moe is not None:
+        experts = moe.local_experts or moe.experts
+        return ExpertWeights(("gemm1_", "gemm2_"), experts, moe.tokens * moe.top_k) if experts else None
+    if is_launch(sig.operation) and sig.operation.rsplit(".", 1)[-1] == TRITON_MOE:
+        b, rows = _shape(sig, "b_ptr"), _int(sig, "num_valid_tokens")
+        if b and len(b) == 3 and rows and rows > 0 and b[0] > 0:
+            return ExpertWeights(("b_",), b[0], rows)
+    return None
 
 
 def gemms_of(sig: Signature) -> List[LibraryGemm]:
