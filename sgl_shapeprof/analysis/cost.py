@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape
-from .gemm import launch_gemm, library_gemms
+from .gemm import catalogued_gemm, launch_gemm, library_gemms
 from .kernel_calls import expert_weights
 
 
@@ -161,6 +161,9 @@ def flops(sig: Signature) -> Optional[int]:
     if ":" in sig.operation:  # a kernel library's call: its GEMMs (a fused MoE's two), else memory-bound
         gs = library_gemms(sig)
         return sum(g.flops for g in gs) if gs else None
+    g = catalogued_gemm(sig)  # a kernel library's custom op that is a GEMM
+    if g is not None:
+        return g.flops
     comp = _composite(sig.operation, sig.inputs, sig.outputs)
     if comp is not None:
         return comp

@@ -9,6 +9,7 @@ from typing import Dict, List, Optional, Tuple
 from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape, short_dtype
+from ..integrations.registry import gemm_ops
 from .kernel_calls import FLASHINFER, gemms_of
 
 # operation name (no namespace, no overload) -> names of its (A, B) inputs
@@ -20,6 +21,12 @@ GEMM_OPS: Dict[str, Tuple[str, str]] = {
     # into c; the weight is inside the oneDNN handler: N from c, its dtype taken as a's
     "onednn_mm": ("a", "c"),
 }
+
+# Servers' and kernel libraries' custom ops that are GEMMs, by "namespace.name":
+# their A and B inputs (B as [N, K] or [K, N], told from K) and the input the
+# result is written into (None: returned). Each integration's seam says its
+# own, with the source it read them from (Seam.gemm_ops).
+CUSTOM_GEMMS: Dict[str, Tuple[str, str, Optional[str]]] = gemm_ops()
 
 
 @dataclass
@@ -115,6 +122,13 @@ def library_gemms(sig: Signature) -> List[Gemm]:
     return out
 
 
+def catalogued_gemm(sig: Signature) -> Optional[Gemm]:
+    """The GEMM a catalogued custom op's call is (CUSTOM_GEMMS), or None."""
+    if sig.operation.rsplit(".", 1)[0] not in CUSTOM_GEMMS:
+        return None
+    return gemm_of(sig, {})
+
+
 def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Optional[Gemm]:
     """The GEMM a signature is, or None (not a GEMM, or shapes that do not fit)."""
     if sig.error is not None or sig.incomplete:
@@ -124,6 +138,7 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
     name = _short(sig.operation)
     names: Optional[Tuple[str, str]]
     qual = sig.operation.rsplit(".", 1)[0]  # namespace.name
+    written_into = None  # the input the result goes to, for a catalogued op that returns nothing
     if sig.operation in custom or qual in custom or (name in custom and name not in GEMM_OPS):
         names = custom.get(sig.operation, custom.get(qual, custom.get(name)))
         if names is None:
@@ -132,6 +147,9 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
                 return None
             names = (ts[0], ts[1])
         kind = "custom"
+    elif qual in CUSTOM_GEMMS:
+        a_name, b_name, written_into = CUSTOM_GEMMS[qual]
+        names, kind = (a_name, b_name), "custom"
     elif name in GEMM_OPS:
         names, kind = GEMM_OPS[name], name
     else:
@@ -174,7 +192,8 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
         if len(sa) != 2 or len(sb) != 2:
             return None
         m, k, n, layout = sa[0], sa[1], sb[1], "KN"
-    out = sig.outputs if kind != "onednn_mm" else sig.inputs.get("c")
+    out = sig.inputs.get("c") if kind == "onednn_mm" else (
+        sig.inputs.get(written_into) if written_into else sig.outputs)
     out_dtype = out.get("dtype") if isinstance(out, dict) else (
         out[0].get("dtype") if isinstance(out, list) and out and isinstance(out[0], dict) else "")
     return Gemm(sig.operation, m, n, k, batch, short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),

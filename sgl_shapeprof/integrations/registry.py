@@ -39,7 +39,8 @@ class Seam:
     pays); each integrations/<name>/seam.py builds one, SEAM."""
     __slots__ = ("kind", "name", "hooks", "unarmed_hooks", "plugin_hooks", "plugin_unarmed_hooks", "doors",
                  "imported_before", "wraps_at_import", "door_prefixes", "launches", "engine", "engine_api", "remote",
-                 "concurrency_arg", "srtctl_backend", "display_name", "module", "tested_release", "install", "tests")
+                 "concurrency_arg", "srtctl_backend", "display_name", "module", "tested_release", "install", "tests",
+                 "gemm_ops")
     kind: str                     # SERVER or KERNEL_LIBRARY
     name: str                     # its folder and registry line; `run --server NAME` for a server
     hooks: dict                   # Hooks patched where imported, profiling on (the start-up hook)
@@ -62,6 +63,8 @@ class Seam:
     tested_release: "str | None"  # a server: the release our tests run
     install: "str | None"         # a server: how to install that release
     tests: "str | None"           # a server: the folder of its real-engine tests (tests/<tests>/)
+    gemm_ops: dict                # its custom ops that are GEMMs: "namespace.name" -> (A's input,
+                                  # B's input, the input the result is written into or None); gemm, cost
 
     def __init__(self, kind: str, name: str, *, hooks: "dict | None" = None, unarmed_hooks: "dict | None" = None,
                  plugin_hooks: "dict | None" = None, plugin_unarmed_hooks: "dict | None" = None,
@@ -70,7 +73,7 @@ class Seam:
                  engine_api: "str | None" = None, remote: "str | None" = None, concurrency_arg: "str | None" = None,
                  srtctl_backend: "str | None" = None, display_name: "str | None" = None,
                  module: "str | None" = None, tested_release: "str | None" = None, install: "str | None" = None,
-                 tests: "str | None" = None) -> None:
+                 tests: "str | None" = None, gemm_ops: "dict | None" = None) -> None:
         values = dict(kind=kind, name=name, hooks=hooks or {}, unarmed_hooks=unarmed_hooks or {},
                       plugin_hooks=plugin_hooks or {}, plugin_unarmed_hooks=plugin_unarmed_hooks or {},
                       doors=doors or {}, imported_before=imported_before,
@@ -78,7 +81,7 @@ class Seam:
                       launches=launches, engine=engine, engine_api=engine_api, remote=remote,
                       concurrency_arg=concurrency_arg,
                       srtctl_backend=srtctl_backend, display_name=display_name, module=module,
-                      tested_release=tested_release, install=install, tests=tests)
+                      tested_release=tested_release, install=install, tests=tests, gemm_ops=gemm_ops or {})
         for field, value in values.items():
             object.__setattr__(self, field, value)
 
@@ -129,6 +132,14 @@ def check(s: object, name: str) -> None:
     for field in ("launches", "wraps_at_import"):
         if not isinstance(getattr(s, field), bool):
             raise bad(field, f"{getattr(s, field)!r} is not True or False")
+    if not isinstance(s.gemm_ops, dict):
+        raise bad("gemm_ops", f"a dict of op -> (A, B, written into), not {type(s.gemm_ops).__name__}")
+    for op, names in s.gemm_ops.items():
+        if not (_dotted(op) and op.count(".") == 1):
+            raise bad("gemm_ops", f"{op!r} is not an operator's 'namespace.name'")
+        if not (isinstance(names, tuple) and len(names) == 3 and all(isinstance(n, str) and n for n in names[:2])
+                and (names[2] is None or isinstance(names[2], str) and names[2])):
+            raise bad("gemm_ops", f"{op}: {names!r} is not (A's input, B's input, written into or None)")
     for prefix in s.door_prefixes:
         if not (isinstance(prefix, str) and prefix.isidentifier()):
             raise bad("door_prefixes", f"{prefix!r} is not a name (what an operation starts with, before ':')")
@@ -178,6 +189,14 @@ def seams() -> "list[Seam]":
                     raise SeamError(f"integrations/{s.name}/seam.py: SEAM.{field}: {v!r} is "
                                     f"integrations/{owner[v]}/'s already")
                 owner[v] = s.name
+    return out
+
+
+def gemm_ops() -> "dict[str, tuple]":
+    """Every integration's custom ops that are GEMMs (Seam.gemm_ops)."""
+    out: "dict[str, tuple]" = {}
+    for s in seams():
+        out.update(s.gemm_ops)
     return out
 
 

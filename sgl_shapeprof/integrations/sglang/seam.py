@@ -67,6 +67,13 @@ CONCURRENCY_ARG = "max_running_requests"
 # its name in srtctl's backend.type (run --spec)
 SRTCTL_BACKEND = "sglang"
 
+# SGLang's custom ops that are GEMMs (gemm, cost): SGLang 0.5.23
+# kernels/ops/gemm/fp8_kernel.py, register_custom_op(mutates_args=["C"]):
+# C[M, N] = A[M, K] @ B[N, K]^T through DeepGEMM (As, Bs: the block scales)
+OP_NAMESPACE = "sglang"  # register_custom_op's torch.library namespace
+GEMM_OPS = {f"{OP_NAMESPACE}.deep_gemm_fp8_fp8_bf16_nt": ("A", "B", "C"),
+            f"{OP_NAMESPACE}.deep_gemm_mxfp8_fp8_bf16_nt": ("A", "B", "C")}
+
 SEAM = Seam(SERVER, "sglang", hooks=HOOKS, unarmed_hooks=UNARMED_HOOKS, engine=ENGINE, engine_api="sglang.Engine",
             remote=REMOTE, concurrency_arg=CONCURRENCY_ARG, srtctl_backend=SRTCTL_BACKEND, display_name=NAME,
-            module=MODULE, tested_release=TESTED_RELEASE, install=INSTALL, tests="sglang")
+            module=MODULE, tested_release=TESTED_RELEASE, install=INSTALL, tests="sglang", gemm_ops=GEMM_OPS)
