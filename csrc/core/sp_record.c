@@ -531,13 +531,11 @@ static long long *kept_counts(const sp_profiler *kept, int *nomem) {
   return by_id;
 }
 
-/* One adopted record at the tail under p's next call_id; room was made.
- * Spinlock held. */
-static int adopt_line(sp_profiler *p, const char *line, size_t len) {
+/* One adopted record (len bytes, its old call_id's digits ending at d) at
+ * the tail under p's next call_id; room was made. Spinlock held. */
+static int adopt_line(sp_profiler *p, const char *line, size_t d, size_t len) {
   sp_file *f = &p->file;
   const size_t head = sizeof CALL_ID_HEAD - 1;
-  size_t d = head;
-  while (line[d] >= '0' && line[d] <= '9') d++;
   size_t at = f->len;
   int e = file_write_at(f, at, line, head);
   if (!e) e = file_write_at(f, at + head, p->id_text, p->id_len);
@@ -583,14 +581,14 @@ int sp_graph_adopt(sp_profiler *p, sp_profiler *kept, const char *text, size_t n
     const char *nl = memchr(text + at, '\n', n - at);
     size_t len = (size_t)(nl - (text + at)) + 1;
     long long old = 0;
-    for (size_t d = at + sizeof CALL_ID_HEAD - 1; text[d] >= '0' && text[d] <= '9'; d++)
-      old = old * 10 + (text[d] - '0');
+    size_t d = sizeof CALL_ID_HEAD - 1; /* kept_lines_valid: its digits follow */
+    for (; text[at + d] >= '0' && text[at + d] <= '9'; d++) old = old * 10 + (text[at + d] - '0');
     long long reps = stands && old > 0 && old <= kept->records ? stands[old] : 1;
     if (reps > 1 && !sig_add_counted(&p->sigs, p->records + 1, reps)) {
       err_fail(p, "out of memory adopting a kept graph capture into ", 0);
       goto out;
     }
-    int e = adopt_line(p, text + at, len);
+    int e = adopt_line(p, text + at, d, len);
     if (e) {
       err_fail(p, "cannot write records file ", e);
       goto out;

@@ -30,9 +30,8 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, Optional
 
-from .config import parse_max_mb
 from .messages import say_once
-from .profiler import ShapeProfiler, check_key
+from .profiler import ShapeProfiler, check_key, max_bytes
 
 DEFAULT_KEPT_BYTES = 1 << 30  # the records file's default cap (sp_core.h SP_DEFAULT_MAX_BYTES)
 
@@ -53,15 +52,14 @@ class KeptCaptures:
         self.dedupe = dedupe
         self.args = args
         self.max_mb = max_mb
-        mb = parse_max_mb("max_mb", max_mb)
-        self.cap = DEFAULT_KEPT_BYTES if mb is None else (0 if mb == 0 else max(1, int(mb * (1 << 20))))
+        cap = max_bytes(max_mb)  # the core's reading of it: 0 the default, -1 none
+        self.cap = DEFAULT_KEPT_BYTES if cap == 0 else max(cap, 0)
         self._kept: Dict[int, KeptCapture] = {}
         self._open: Dict[int, tuple] = {}  # id(keeper) -> (key, phase): captures under way
         self._lock = threading.Lock()
         self._folder: Optional[str] = None
         self._closed = False
         self._seq = 0
-        self.failed: Dict[int, str] = {}   # keys whose capture is not kept, and why
 
     # -- captures (the model's thread) --------------------------------------
     def keeper(self, key: int, phase: Optional[str]) -> Optional[ShapeProfiler]:
@@ -118,7 +116,6 @@ class KeptCaptures:
             else:
                 refused = False
                 self._kept[key] = KeptCapture(key, phase, prof, text, st["records"])
-                self.failed.pop(key, None)
         if refused:
             self._refuse(key, f"the kept captures would pass the records cap of "
                               f"{self.cap / 2 ** 20:.1f} MiB (SHAPEPROF_MAX_MB)")
@@ -132,7 +129,6 @@ class KeptCaptures:
     def _refuse(self, key: int, why: str) -> None:
         with self._lock:
             self._kept.pop(key, None)  # an older capture of it is not what runs now
-            self.failed[key] = why
         say_once(f"kept-capture-{why}", f"graph {key}'s capture is not kept for requests: {why}; "
                                         f"a request replaying it will not hold its calls")
 
