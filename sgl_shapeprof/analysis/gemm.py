@@ -51,6 +51,8 @@ class Gemm:
     # the two inputs' strides, when recorded with arguments (FORMAT.md); else None
     a_stride: Optional[List[int]] = None
     b_stride: Optional[List[int]] = None
+    # a grouped GEMM's weight groups (experts), its M rows split among them
+    groups: Optional[int] = None
 
     @property
     def total_flops(self) -> int:
@@ -118,7 +120,8 @@ def library_gemms(sig: Signature) -> List[Gemm]:
         out.append(Gemm(sig.operation + (f" [{g.part}]" if g.part else ""), g.m, g.n, g.k, g.batch,
                         short_dtype(a.get("dtype")) if a else "", short_dtype(b.get("dtype")) if b else "",
                         short_dtype(o.get("dtype")) if o else "", sig.count, 2 * g.m * g.n * g.k * g.batch,
-                        list(a["shape"]) if a else [], list(b["shape"]) if b else [], "", sig.phase))
+                        list(a["shape"]) if a else [], list(b["shape"]) if b else [], "", sig.phase,
+                        groups=g.groups))
     return out
 
 

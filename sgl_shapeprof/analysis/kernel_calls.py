@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..integrations.flashinfer.seam import PREFIX as FLASHINFER_PREFIX
+from ..integrations.flashinfer.templates import templates_of
 from ..records.ledger import is_launch
 from ..records.signature import Signature
 
@@ -57,13 +58,6 @@ def _mk(a: str, b: str, n_of: Callable[[List[int], List[int]], int], k_pack: boo
     return a, b, dims
 
 
-def _bmm(sig: Signature) -> Optional[Tuple[int, int, int, int]]:
-    sa, sb = _shape(sig, "A"), _shape(sig, "B")
-    if not sa or not sb or len(sa) != 3 or len(sb) != 3:
-        return None
-    return sa[1], sb[2], sa[2], sa[0]
-
-
 def _mm_bf16_fp4(sig: Signature) -> Optional[Tuple[int, int, int, int]]:
     sa, out = _shape(sig, "a"), sig.outputs
     if not sa or len(sa) != 2 or not isinstance(out, dict) or len(out.get("shape", [])) != 2:
@@ -71,15 +65,112 @@ def _mm_bf16_fp4(sig: Signature) -> Optional[Tuple[int, int, int, int]]:
     return sa[0], out["shape"][1], sa[1], 1  # the weight's layout is its backend's: N from the output
 
 
+# Hand-written where FlashInfer's templates cannot tell: they name a tensor's
+# stored dimensions, and these two hold packed FP4 (mm_fp4's a and b are
+# uint8, two values a byte: its template's K is the stored one), or a weight
+# whose layout its backend chooses (mm_bf16_fp4: five templates, one per
+# backend, each shape fitting another's)
 GEMMS: Dict[str, Tuple[str, str, Callable]] = {
     "gemm.gemm_base.mm_fp4": _mk("a", "b", lambda sa, sb: sb[1], k_pack=True),  # b: the weight, transposed
-    "gemm.gemm_base.mm_mxfp8": _mk("a", "b", lambda sa, sb: sb[1]),
-    "gemm.gemm_base.bmm_fp8": ("A", "B", _bmm),
-    "gemm.gemm_base.gemm_fp8_nt_groupwise": _mk("a", "b", lambda sa, sb: sb[0]),  # NT: b is [N, K]
-    "gemm.gemm_base.fp8_blockscale_gemm_sm90": _mk("input", "weight", lambda sa, sb: sb[0]),
-    "gemm.routergemm.tinygemm_bf16": _mk("input", "weight", lambda sa, sb: sb[0]),
     "gemm.gemm_bf16_fp4.mm_bf16_fp4": ("a", "b", _mm_bf16_fp4),
 }
+
+
+# ---- FlashInfer's own templates (integrations/flashinfer/templates.py)
+def _tensor_shape(sig: Signature, d: dict) -> Optional[List[int]]:
+    v = sig.inputs.get(d["param"])
+    if "tuple_idx" in d:
+        v = v[d["tuple_idx"]] if isinstance(v, list) and len(v) > d["tuple_idx"] else None
+    shape = v.get("shape") if isinstance(v, dict) else None
+    return shape if isinstance(shape, list) else None
+
+
+def _give(axes: Dict[str, int], dims: List[str], shape: List[int], first: bool) -> bool:
+    """Names shape's sizes by dims into axes; False on a literal dimension
+    of another size, or (not first) an axis already of another size."""
+    for name, size in zip(dims, shape):
+        if name.isdigit():
+            if int(name) != size:
+                return False
+        elif axes.setdefault(name, size) != size and not first:
+            return False
+    return True
+
+
+def _bind(template: dict, sig: Signature) -> Optional[Dict[str, int]]:
+    """The template's axes as the record gives them, by FlashInfer's own
+    rule (TraceTemplate._build_axis_extractors): an axis is the first passed
+    tensor's that carries it, else a scalar named after it. None when the
+    record does not fit the template (a tensor of another rank, a literal
+    dimension of another size): a function with several templates (one per
+    back-end) has the one its values fit."""
+    axes: Dict[str, int] = {}
+    for key, d in template["inputs"].items():
+        if d.get("scalar"):
+            continue
+        shape = _tensor_shape(sig, d)
+        if shape is None:
+            continue  # not passed (None, optional): no axis from it
+        if len(shape) != len(d["dims"]) or not _give(axes, d["dims"], shape, first=True):
+            return None
+    for key, d in template["inputs"].items():
+        v = _int(sig, d["param"]) if d.get("scalar") and key in template["axes"] else None
+        if v is not None:
+            axes.setdefault(key, v)
+    return axes
+
+
+def template_axes(sig: Signature) -> Optional[Tuple[dict, Dict[str, int]]]:
+    """A FlashInfer record's template (the first its values fit) and axes,
+    or None."""
+    fn = function_of(sig.operation)
+    for template in templates_of(fn) if fn else []:
+        axes = _bind(template, sig)
+        if axes is not None:
+            return template, axes
+    return None
+
+
+# the templates whose op_type is one of these are GEMMs: gemm_bf16, gemm_fp8,
+# gemm_fp4, bmm_fp8, segment_gemm, ...
+GEMM_OP_TYPES = ("gemm_", "bmm_", "segment_gemm")
+# the axis of a GEMM's rows, by how its template names it: rows of one
+# matrix, all groups' rows (segment GEMM), or each group's at most (masked)
+ROW_AXES = ("M", "total_rows", "M_max")
+GROUP_AXES = ("num_groups",)
+
+
+def _template_gemm(sig: Signature) -> Optional["LibraryGemm"]:
+    found = template_axes(sig)
+    if found is None or not found[0]["op_type"].startswith(GEMM_OP_TYPES):
+        return None
+    template, axes = found
+    rows = next((r for r in ROW_AXES if r in axes), None)
+    tensors = [d for d in template["inputs"].values() if not d.get("scalar")]
+    a = next((d for d in tensors if rows in d["dims"] and "K" in d["dims"]), None)
+    b = next((d for d in tensors if "N" in d["dims"] and d is not a), None)
+    if a is None or b is None:
+        return None
+    # a GEMM's M, N, K are its two operands': they must agree (a template
+    # names one layout of its operands, a call may pass another)
+    operands: Dict[str, int] = {}
+    for d in (a, b):
+        shape = _tensor_shape(sig, d)
+        if shape is None or not _give(operands, d["dims"], shape, first=False):
+            return None
+    m, n, k = operands.get(rows), operands.get("N"), operands.get("K")
+    if not all(isinstance(x, int) and x > 0 for x in (m, n, k)):
+        return None
+    batch, groups, part = 1, None, ""
+    if rows == "M_max":  # DeepGEMM's masked layout: batch_size groups of at most M_max rows each
+        batch, part = axes.get("batch_size", 1), "masked: rows at most"
+    elif rows == "total_rows":  # a segment GEMM: batch_size weights, the rows split among them
+        groups = axes.get("batch_size")
+    elif template["op_type"].startswith("bmm_"):
+        batch = axes.get("batch_size", 1)
+    else:
+        groups = next((axes[g] for g in GROUP_AXES if g in axes), None)
+    return LibraryGemm(m, n, k, batch, a["param"], b["param"], part, groups=groups)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -92,6 +183,7 @@ class LibraryGemm:
     a: str
     b: str
     part: str = ""  # of a fused MoE: "up" (gate and up projections) or "down"
+    groups: Optional[int] = None  # of a grouped GEMM: its weights' groups (experts), rows split among them
 
 
 @dataclass
@@ -143,6 +235,7 @@ class ExpertWeights:
     prefixes: Tuple[str, ...]  # its per-expert inputs' parameter names begin so
     experts: int
     rows: int
+    names: Tuple[str, ...] = ()  # ...or are these
 
     @property
     def read(self) -> int:
@@ -155,7 +248,7 @@ class ExpertWeights:
         """The part of input `name` the call reads: read / E of a
         per-expert input, all of any other."""
         shape = value.get("shape") if isinstance(value, dict) else None
-        if name.startswith(self.prefixes) and isinstance(shape, list) and shape and shape[0] == self.experts:
+        if (name in self.names or name.startswith(self.prefixes)) and isinstance(shape, list) and shape and shape[0] == self.experts:
             return self.read / self.experts
         return 1.0
 
@@ -173,6 +266,13 @@ def expert_weights(sig: Signature) -> Optional[ExpertWeights]:
     if moe is not None:
         experts = moe.local_experts or moe.experts
         return ExpertWeights(("gemm1_", "gemm2_"), experts, moe.tokens * moe.top_k) if experts else None
+    grouped = _template_gemm(sig) if sig.operation.startswith(FLASHINFER) else None
+    if grouped is not None and grouped.groups:
+        # a grouped GEMM's per-group inputs: those whose first axis is its groups'
+        template, _ = template_axes(sig)  # type: ignore[misc]
+        axis = "batch_size" if "total_rows" in template["axes"] else next(g for g in GROUP_AXES if g in template["axes"])
+        per_group = tuple(d["param"] for d in template["inputs"].values() if d.get("dims", [None])[0] == axis)
+        return ExpertWeights((), grouped.groups, grouped.m, per_group) if per_group else None
     if is_launch(sig.operation) and sig.operation.rsplit(".", 1)[-1] == TRITON_MOE:
         b, rows = _shape(sig, "b_ptr"), _int(sig, "num_valid_tokens")
         if b and len(b) == 3 and rows and rows > 0 and b[0] > 0:
@@ -190,7 +290,8 @@ def gemms_of(sig: Signature) -> List[LibraryGemm]:
         return moe.gemms()
     spec = GEMMS.get(function_of(sig.operation) or "")
     if spec is None:
-        return []
+        g = _template_gemm(sig)
+        return [g] if g is not None else []
     dims = spec[2](sig)
     return [LibraryGemm(*dims, spec[0], spec[1])] if dims and all(d > 0 for d in dims) else []
 

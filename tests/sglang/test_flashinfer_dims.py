@@ -41,6 +41,21 @@ calls = [
     # M=7, K=256, N=128 (NT: b is [N, K])
     (flashinfer.gemm.gemm_fp8_nt_groupwise, (E(7, 256, dtype=fp8), E(128, 256, dtype=fp8), E(2, 7), E(2, 1)),
      {}, E(7, 128, dtype=bf16)),
+    # read from FlashInfer's own templates (integrations/flashinfer/templates.json):
+    # M=9, K=256, N=64; b in TRT-LLM's block layout [K/128, N, 128]
+    (flashinfer.gemm.mm_fp8, (E(9, 256, dtype=fp8), E(2, 64, 128, dtype=fp8)), {}, E(9, 64, dtype=bf16)),
+    # M=11, K=96, N=40
+    (flashinfer.gemm.mm_bf16, (E(11, 96, dtype=bf16), E(96, 40, dtype=bf16)), {}, E(11, 40, dtype=bf16)),
+    # batch 3, M=4, K=32, N=16
+    (flashinfer.gemm.bmm_bf16, (E(3, 4, 32, dtype=bf16), E(3, 32, 16, dtype=bf16)), {}, E(3, 4, 16, dtype=bf16)),
+    # grouped, contiguous: 6 rows over 8 groups' [N=128, K=256] weights
+    (flashinfer.gemm.group_gemm_fp8_nt_groupwise_contiguous,
+     (E(6, 256, dtype=fp8), E(8, 128, 256, dtype=fp8), E(6, 2), E(8, 1, 2), E(6, dtype=i32)), {},
+     E(6, 128, dtype=bf16)),
+    # grouped, masked (DeepGEMM's layout): 4 groups of at most 16 rows, N=128, K=256
+    (flashinfer.gemm.batch_deepgemm_fp8_nt_groupwise,
+     (E(4, 16, 256, dtype=fp8), E(4, 128, 256, dtype=fp8), E(4, 16, 2), E(4, 1, 2), E(4, dtype=i32), 5), {},
+     E(4, 16, 128, dtype=bf16)),
     # 5 tokens, H=128, I=64, 8 experts, top-2; BlockMajorK weights [E, H/64, 2I, 64], [E, I/64, H, 64]
     (flashinfer.fused_moe.trtllm_bf16_moe, (E(5, 8), None, E(5, 128, dtype=bf16), E(8, 2, 128, 64, dtype=bf16),
                                             E(8, 1, 128, 64, dtype=bf16)),
@@ -104,6 +119,11 @@ def test_gemm_reads_flashinfers_gemms_and_each_moe_as_its_two_grouped_gemms(reco
         (fi + "gemm.gemm_base.mm_fp4", 6, 48, 64, 1),
         (fi + "gemm.gemm_base.bmm_fp8", 5, 24, 32, 2),
         (fi + "gemm.gemm_base.gemm_fp8_nt_groupwise", 7, 128, 256, 1),
+        (fi + "gemm.gemm_base.mm_fp8", 9, 64, 256, 1),
+        (fi + "gemm.gemm_base.mm_bf16", 11, 40, 96, 1),
+        (fi + "gemm.gemm_base.bmm_bf16", 4, 16, 32, 3),
+        (fi + "gemm.gemm_base.group_gemm_fp8_nt_groupwise_contiguous", 6, 128, 256, 1),
+        (fi + "gemm.gemm_base.batch_deepgemm_fp8_nt_groupwise [masked: rows at most]", 16, 128, 256, 4),
         (fi + "fused_moe.core.trtllm_bf16_moe [up]", 5 * 2, 2 * 64, 128, 1),
         (fi + "fused_moe.core.trtllm_bf16_moe [down]", 5 * 2, 128, 64, 1),
         (fi + "fused_moe.core.trtllm_fp8_block_scale_moe [up]", 3, 2 * 128, 256, 1),

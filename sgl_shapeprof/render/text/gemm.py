@@ -26,7 +26,8 @@ def gemm_text(gs: List[Gemm], srcs: List[Source], out: TextIO, top: Optional[int
       f"{'FLOP/call':>10} {'total':>9} {'share':>6}  operation\n")
     for g in shown:
         dt = f"{g.a_dtype},{g.b_dtype}->{g.out_dtype}"
+        grouped = f" (grouped: M rows over {g.groups} weight groups)" if g.groups else ""
         o(f"{g.m:>8} {g.n:>7} {g.k:>7} {g.batch:>6} {dt:>26} {g.count:>9,} {human(g.flops):>10} "
-          f"{human(g.total_flops):>9} {100 * g.total_flops / total:>5.1f}%  {g.operation}\n")
+          f"{human(g.total_flops):>9} {100 * g.total_flops / total:>5.1f}%  {g.operation}{grouped}\n")
     if len(shown) < len(gs):
         o(f"... {len(gs) - len(shown)} more (--top)\n")
