@@ -1,7 +1,7 @@
 """The FlashInfer templates gemm, cost and tune read
 (sgl_shapeprof/integrations/flashinfer/templates.json) are FlashInfer's
 own: made again from the real flashinfer-python 0.7.2 (SGLang 0.5.23's pin,
-tests/sglang_env/setup.sh) by the module's own command, they are equal to
+tests/sglang_env/setup.sh) by tests/sglang_env/flashinfer_templates.py, they are equal to
 the shipped file. A FlashInfer upgrade that changes a template fails here
 until the file is made again."""
 import json
@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from sglang_engine_helpers import ENV_DIR
 
 FLASHINFER_DIR = os.path.join(sys.prefix, "flashinfer-0.7.2")  # tests/sglang_env/setup.sh's
 
@@ -19,7 +20,7 @@ def test_the_shipped_templates_are_the_installed_flashinfers(tmp_path):
         pytest.skip(f"flashinfer-python 0.7.2 is not in {FLASHINFER_DIR} (tests/sglang_env/setup.sh)")
     from sgl_shapeprof.integrations.flashinfer import templates
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [FLASHINFER_DIR, os.environ.get("PYTHONPATH")])))
-    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof.integrations.flashinfer.templates"], capture_output=True,
+    r = subprocess.run([sys.executable, os.path.join(ENV_DIR, "flashinfer_templates.py")], capture_output=True,
                        text=True, env=env, timeout=600, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     made = json.loads(r.stdout)

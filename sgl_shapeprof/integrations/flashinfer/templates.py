@@ -9,9 +9,8 @@ from the same templates rather than from formulas of our own.
 
 They are read here as plain data (templates.json, made from FlashInfer
 0.7.2, SGLang 0.5.23's pin), so that `gemm`, `cost` and `analyze` need
-neither FlashInfer nor torch: `python -m
-sgl_shapeprof.integrations.flashinfer.templates --write` makes it again
-from the installed FlashInfer, and tests/sglang/test_flashinfer_templates.py
+neither FlashInfer nor torch: `tests/sglang_env/flashinfer_templates.py
+--write` makes it again from the installed FlashInfer, and tests/sglang/test_flashinfer_templates.py
 holds the file equal to what that FlashInfer says.
 
 The templates are found where FlashInfer registers them for its own
@@ -21,12 +20,10 @@ entry each), after importing the modules in MODULES.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib
 import json
 import os
-import sys
 from typing import Dict, List
 
 from .seam import API_LOGGING, PACKAGE
@@ -99,18 +96,6 @@ def templates_of(function: str) -> List[dict]:
     return snapshot()["functions"].get(function, [])
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help=f"write {os.path.basename(SNAPSHOT)} (else print)")
-    args = ap.parse_args(argv)
-    text = json.dumps(snapshot_of_installed(), indent=1, sort_keys=True) + "\n"
-    if args.write:
-        with open(SNAPSHOT, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def snapshot_text(snap: dict) -> str:
+    """The snapshot as templates.json holds it."""
+    return json.dumps(snap, indent=1, sort_keys=True) + "\n"
