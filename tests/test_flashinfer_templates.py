@@ -97,3 +97,21 @@ def test_a_record_that_does_not_fit_the_template_is_read_as_nothing(tmp_path, ca
                   "weights": t(weights, BF16)}, "args": {"batch_size": 4, "weight_column_major": True},
                   "outputs": t([10, 48], BF16)}])
     assert run(capsys, "gemm", str(path), "--json") == []
+
+
+def test_tune_flashinfer_bench_says_in_one_line_why_it_writes_nothing(tmp_path, capsys):
+    # this environment has no FlashInfer: its fi_trace writes the definitions
+    path = tmp_path / "fi.jsonl"
+    op, ins, args, out, _ = CALLS[0]
+    write(path, [{"operation": FI + op, "inputs": ins, "args": args, "outputs": out}])
+    out_dir = tmp_path / "bench"
+    assert main(["tune", str(path), "--flashinfer-bench", str(out_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("sgl-shapeprof tune: --flashinfer-bench: nothing to write: FlashInfer cannot be "
+                              "imported here (")
+    assert not out_dir.exists()
+    write(path, [{"operation": "aten.mm.default", "inputs": {"self": t([2, 3], BF16), "mat2": t([3, 4], BF16)},
+                  "outputs": t([2, 4], BF16)}])
+    assert main(["tune", str(path), "--flashinfer-bench", str(out_dir)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "sgl-shapeprof tune: --flashinfer-bench: nothing to write: the records have no FlashInfer calls")

@@ -120,15 +120,23 @@ def _bind(template: dict, sig: Signature) -> Optional[Dict[str, int]]:
     return axes
 
 
-def template_axes(sig: Signature) -> Optional[Tuple[dict, Dict[str, int]]]:
-    """A FlashInfer record's template (the first its values fit) and axes,
-    or None."""
+def bind_template(sig: Signature) -> List[Tuple[dict, Dict[str, int]]]:
+    """A FlashInfer record's templates that its values fit, each with its
+    axes, in FlashInfer's order."""
     fn = function_of(sig.operation)
+    found = []
     for template in templates_of(fn) if fn else []:
         axes = _bind(template, sig)
         if axes is not None:
-            return template, axes
-    return None
+            found.append((template, axes))
+    return found
+
+
+def template_axes(sig: Signature) -> Optional[Tuple[dict, Dict[str, int]]]:
+    """A FlashInfer record's template (the first its values fit) and axes,
+    or None."""
+    found = bind_template(sig)
+    return found[0] if found else None
 
 
 # the templates whose op_type is one of these are GEMMs: gemm_bf16, gemm_fp8,

@@ -3,26 +3,28 @@ tuned for a device, how far calls fall back, and the tuner's input lists."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
 from ..analysis.analyze import build
 from ..analysis.gemm import gemms
 from ..analysis.tunableop import GemmTuned, results_coverage, results_lines, tunable_calls
+from ..analysis.tune.flashinfer_bench import bench_set, files
 from ..analysis.tune.graphs import graph_sizes
 from ..analysis.tune.moe import tuner_command
 from ..analysis.tune.result import TuneResult, tune_result
 from ..render.csvout import tune_csv
-from ..render.jsonout import tune_json, write_json
+from ..render.jsonout import tune_json, workload_traces_json, write_json, write_jsonl
 from ..render.text.tune import tune_text
-from .common import add_filters, fail, scan_files
+from .common import add_filters, fail, open_new, scan_files
 from .gemm import write_untuned
 
 
 # the options after FILE and the filters, in --help's order: (flag, add_argument's keywords)
 OPTIONS = (
-    ("--device", dict(required=True, metavar="NAME",
-                      help="the GPU as SGLang names it (NVIDIA H200; a unique end of a known name: H200)")),
+    ("--device", dict(metavar="NAME", help="the GPU as SGLang names it (NVIDIA H200; a unique end of a known "
+                                           "name: H200); required but with --flashinfer-bench alone")),
     ("--configs", dict(metavar="DIR", help="your own config files, looked in before SGLang's (a flat folder, "
                                            "or SGLANG_MOE_CONFIG_DIR's layout: DIR/configs/triton_X_Y_Z/)")),
     ("--triton", dict(metavar="VERSION", help="the server's Triton version, whose folder SGLang reads first "
@@ -36,6 +38,10 @@ OPTIONS = (
     ("--tunableop-untuned", dict(metavar="FILE.csv", help="write the run's GEMMs that --tunableop-results does "
                                                           "not tune (all without it) as TunableOp untuned "
                                                           "entries")),
+    ("--flashinfer-bench", dict(metavar="DIR", help="write the FlashInfer calls as a flashinfer-bench dataset in "
+                                                     "DIR (new or empty): definitions by FlashInfer's own "
+                                                     "fi_trace, one workload per shape that ran; needs "
+                                                     "FlashInfer importable. Alone (no --device): only that")),
     ("--force", dict(action="store_true", help="let --tunableop-untuned replace an existing file")),
     ("--fail-under", dict(type=float, metavar="P",
                           help="exit 1 when fewer than P%% of the fused-MoE calls (and, with "
@@ -63,8 +69,14 @@ def run(args: argparse.Namespace) -> int:
         v = getattr(args, flag)
         if v is not None and not 0 <= v <= 100:
             raise fail(f"--{flag.replace('_', '-')} takes a percentage, 0 to 100")
+    if args.device is None and not args.flashinfer_bench:
+        raise fail("--device NAME is required (the GPU as SGLang names it), unless --flashinfer-bench alone")
     srcs = scan_files("tune", args, args.files)
     sigs = build(srcs).signatures
+    if args.flashinfer_bench:
+        write_flashinfer_bench(sigs, args.flashinfer_bench)
+        if args.device is None:
+            return 0
     try:
         r = tune_result(sigs, args.device, args.configs, args.triton)
     except ValueError as e:
@@ -94,6 +106,34 @@ def run(args: argparse.Namespace) -> int:
     if args.fail_under is not None:
         return gate(r, gemm_cov, args.fail_under)
     return 0
+
+
+def write_flashinfer_bench(sigs, out_dir: str) -> None:
+    """--flashinfer-bench DIR: a new (or empty) folder; said on stderr what
+    was written, and what could not be."""
+    b = bench_set(sigs)
+    if not b.definitions:
+        why = max(b.skipped.items(), key=lambda x: x[1])[0] if b.skipped else "the records have no FlashInfer calls"
+        raise fail(f"--flashinfer-bench: nothing to write: {why}")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        if os.listdir(out_dir):
+            raise fail(f"--flashinfer-bench {out_dir}: not empty (give a new or empty folder)")
+        for rel, kind, body in files(b):
+            path = os.path.join(out_dir, *rel.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open_new(path, False) as f:
+                if kind == "definition":
+                    f.write(body)  # type: ignore[arg-type]  # fi_trace's own file
+                else:
+                    write_jsonl(workload_traces_json(os.path.basename(rel)[:-len(".jsonl")], body), f)  # type: ignore[arg-type]
+    except OSError as e:
+        raise fail(f"cannot write in {out_dir}: {e.strerror or e}") from None
+    n_work = sum(len(ws) for ws in b.workloads.values())
+    print(f"wrote {len(b.definitions)} flashinfer-bench definitions (by FlashInfer's fi_trace) and {n_work} "
+          f"workloads to {out_dir}", file=sys.stderr)
+    for reason, calls in sorted(b.skipped.items(), key=lambda x: -x[1]):
+        print(f"  not written, {calls} call(s): {reason}", file=sys.stderr)
 
 
 def gate(r: TuneResult, gemm_cov: Optional[List[GemmTuned]], under: float) -> int:

@@ -43,6 +43,12 @@ def write_jsonl(docs: Iterable[Any], out: TextIO) -> None:
 
 # -- analyze and diff ----------------------------------------------------------
 
+def workload_traces_json(definition: str, workloads: List[dict]) -> List[dict]:
+    """flashinfer-bench's workload traces (its data.Trace with no solution
+    and no evaluation) of one definition."""
+    return [{"definition": definition, "workload": w, "solution": None, "evaluation": None} for w in workloads]
+
+
 def sig_json(s: Signature) -> dict:
     d = {"inputs": s.inputs, "outputs": s.outputs, "count": s.count, "records": s.records,
          "first_call_id": s.first_call, "output_elements": s.out_elements}

@@ -14,6 +14,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PY="$VENV/bin/python"
 SGLANG_VERSION=0.5.23
 FLASHINFER_VERSION=0.7.2  # SGLang 0.5.23's pin
+FLASHINFER_BENCH_VERSION=0.1.2  # the reader of what `tune --flashinfer-bench` writes
 CUTE_DSL_VERSION=4.8.0  # nvidia-cutlass-dsl[cu13], SGLang 0.5.23's pin
 [ -x "$PY" ] || { echo "setup.sh: no python at $PY" >&2; exit 2; }
 t0=$(date +%s)
@@ -57,6 +58,12 @@ FLASHINFER_DIR="$VENV/flashinfer-$FLASHINFER_VERSION"
 if [ ! -f "$FLASHINFER_DIR/flashinfer/__init__.py" ]; then
   pip install --no-deps --target "$FLASHINFER_DIR" "flashinfer-python==$FLASHINFER_VERSION" \
     "tabulate==0.10.0" "nvidia-ml-py==13.615.71"
+fi
+# 1b'. flashinfer-bench, beside it: its own parser (TraceSet.from_path) reads
+#     what `tune --flashinfer-bench` writes in the tests. Its declared
+#     dependencies are FlashInfer's and the venv's but one.
+if [ ! -f "$FLASHINFER_DIR/flashinfer_bench/__init__.py" ]; then
+  pip install --no-deps --target "$FLASHINFER_DIR" "flashinfer-bench==$FLASHINFER_BENCH_VERSION"     "docstring-parser==0.17.0"
 fi
 # 1c. CuTe DSL, SGLang's pin, for its door's tests (a host function that
 #     `cute.compile` compiles and runs on the CPU), in a folder of its own
