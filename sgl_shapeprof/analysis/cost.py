@@ -16,8 +16,8 @@ from typing import Dict, List, Optional, Tuple
 from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape
-from .gemm import catalogued_gemm, launch_gemm, library_gemms
-from .kernel_calls import expert_weights
+from .gemm import CUSTOM_GEMMS, catalogued_gemm, launch_gemm, library_gemms
+from .kernel_calls import ExpertWeights, expert_weights
 
 
 @dataclass(frozen=True)
@@ -202,6 +202,12 @@ def bytes_moved(sig: Signature) -> int:
     its rows can reach (kernel_calls.ExpertWeights: min(E, tokens x top-k)
     of E), not all of them."""
     moe = expert_weights(sig)
+    g = catalogued_gemm(sig) if moe is None else None
+    if g is not None and g.groups:
+        # a catalogued grouped GEMM (DeepGEMM's contiguous layout): B and its
+        # scales are per group, M rows reach at most min(G, M) of them
+        b_name = CUSTOM_GEMMS[sig.operation.rsplit(".", 1)[0]][1]
+        moe = ExpertWeights((b_name,), g.groups, g.m)
     if moe is None:
         return nbytes(list(sig.inputs.values())) + nbytes(sig.outputs)
     return int(sum(nbytes(v) * moe.share(name, v) for name, v in sig.inputs.items())) + nbytes(sig.outputs)

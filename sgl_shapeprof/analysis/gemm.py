@@ -10,7 +10,7 @@ from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape, short_dtype
 from ..integrations.registry import gemm_ops
-from .kernel_calls import FLASHINFER, gemms_of
+from .kernel_calls import FLASHINFER, MASKED, gemms_of
 
 # operation name (no namespace, no overload) -> names of its (A, B) inputs
 GEMM_OPS: Dict[str, Tuple[str, str]] = {
@@ -151,8 +151,10 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
             names = (ts[0], ts[1])
         kind = "custom"
     elif qual in CUSTOM_GEMMS:
-        a_name, b_name, written_into = CUSTOM_GEMMS[qual]
-        names, kind = (a_name, b_name), "custom"
+        spec = CUSTOM_GEMMS[qual]
+        a_name, b_name, written_into = spec[:3]
+        layout_kind = spec[3] if len(spec) == 4 else "gemm"  # registry.GEMM_KINDS
+        names, kind = (a_name, b_name), ("custom" if layout_kind == "gemm" else layout_kind)
     elif name in GEMM_OPS:
         names, kind = GEMM_OPS[name], name
     else:
@@ -163,8 +165,23 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
     sa, sb = list(a["shape"]), list(b["shape"])
     if not sa or not sb:
         return None
-    batch = 1
-    if kind == "onednn_mm":
+    batch, groups = 1, None
+    if kind in ("grouped", "masked"):
+        # grouped: A [M, K], B [G, N, K] or [G, K, N]; masked: A [G, M_max, K] too
+        if len(sb) != 3 or len(sa) != (2 if kind == "grouped" else 3) or (kind == "masked" and sa[0] != sb[0]):
+            return None
+        k = sa[-1]
+        if sb[2] == k:
+            n, layout = sb[1], "NK"
+        elif sb[1] == k:
+            n, layout = sb[2], "KN"
+        else:
+            return None
+        if kind == "grouped":
+            m, groups = sa[0], sb[0]
+        else:
+            batch, m = sa[0], sa[1]
+    elif kind == "onednn_mm":
         m, k, n, layout = math.prod(sa[:-1]), sa[-1], sb[-1], "NK"
         b, sb = a, [n, k]
     elif kind in ("linear",):
@@ -199,11 +216,12 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
         sig.inputs.get(written_into) if written_into else sig.outputs)
     out_dtype = out.get("dtype") if isinstance(out, dict) else (
         out[0].get("dtype") if isinstance(out, list) and out and isinstance(out[0], dict) else "")
-    return Gemm(sig.operation, m, n, k, batch, short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),
+    return Gemm(sig.operation + (f" [{MASKED}]" if kind == "masked" else ""), m, n, k, batch,
+                short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),
                 short_dtype(out_dtype), sig.count, 2 * batch * m * n * k, sa, sb, layout, sig.phase,
                 bias=_t(sig.inputs.get("bias" if kind == "linear" else "self")) is not None
                 and kind in ("linear", "addmm", "baddbmm"),
-                a_stride=_stride(a), b_stride=_stride(b))
+                a_stride=_stride(a), b_stride=_stride(b), groups=groups)
 
 
 def _stride(t: dict) -> Optional[List[int]]:

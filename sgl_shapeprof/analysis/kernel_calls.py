@@ -146,6 +146,9 @@ GEMM_OP_TYPES = ("gemm_", "bmm_", "segment_gemm")
 # matrix, all groups' rows (segment GEMM), or each group's at most (masked)
 ROW_AXES = ("M", "total_rows", "M_max")
 GROUP_AXES = ("num_groups",)
+# a masked grouped GEMM's label: M is each group's capacity, the rows that
+# ran are in its masked_m's values (not recorded)
+MASKED = "masked: rows at most"
 
 
 def _template_gemm(sig: Signature) -> Optional["LibraryGemm"]:
@@ -171,7 +174,7 @@ def _template_gemm(sig: Signature) -> Optional["LibraryGemm"]:
         return None
     batch, groups, part = 1, None, ""
     if rows == "M_max":  # DeepGEMM's masked layout: batch_size groups of at most M_max rows each
-        batch, part = axes.get("batch_size", 1), "masked: rows at most"
+        batch, part = axes.get("batch_size", 1), MASKED
     elif rows == "total_rows":  # a segment GEMM: batch_size weights, the rows split among them
         groups = axes.get("batch_size")
     elif template["op_type"].startswith("bmm_"):

@@ -25,6 +25,10 @@ INTEGRATIONS = ("sglang", "vllm", "flashinfer", "tvm_ffi", "cute_dsl", "inductor
 
 SERVER = "server"
 KERNEL_LIBRARY = "kernel library"
+# a GEMM op's layout (Seam.gemm_ops): A [M, K] by B [N, K] or [K, N]; B one
+# such per group ([G, N, K]), A's M rows split among the groups; A and B
+# both per group ([G, M_max, K], [G, N, K]), each group's rows at most M_max
+GEMM_KINDS = ("gemm", "grouped", "masked")
 KINDS = (SERVER, KERNEL_LIBRARY)
 
 class SeamError(ValueError):
@@ -64,7 +68,8 @@ class Seam:
     install: "str | None"         # a server: how to install that release
     tests: "str | None"           # a server: the folder of its real-engine tests (tests/<tests>/)
     gemm_ops: dict                # its custom ops that are GEMMs: "namespace.name" -> (A's input,
-                                  # B's input, the input the result is written into or None); gemm, cost
+                                  # B's input, the input the result is written into or None[, its
+                                  # GEMM_KINDS entry: "gemm" when left out]); gemm, cost
 
     def __init__(self, kind: str, name: str, *, hooks: "dict | None" = None, unarmed_hooks: "dict | None" = None,
                  plugin_hooks: "dict | None" = None, plugin_unarmed_hooks: "dict | None" = None,
@@ -137,9 +142,12 @@ def check(s: object, name: str) -> None:
     for op, names in s.gemm_ops.items():
         if not (_dotted(op) and op.count(".") == 1):
             raise bad("gemm_ops", f"{op!r} is not an operator's 'namespace.name'")
-        if not (isinstance(names, tuple) and len(names) == 3 and all(isinstance(n, str) and n for n in names[:2])
-                and (names[2] is None or isinstance(names[2], str) and names[2])):
-            raise bad("gemm_ops", f"{op}: {names!r} is not (A's input, B's input, written into or None)")
+        if not (isinstance(names, tuple) and len(names) in (3, 4)
+                and all(isinstance(n, str) and n for n in names[:2])
+                and (names[2] is None or isinstance(names[2], str) and names[2])
+                and (len(names) == 3 or names[3] in GEMM_KINDS)):
+            raise bad("gemm_ops", f"{op}: {names!r} is not (A's input, B's input, written into or None"
+                                  f"[, one of {', '.join(GEMM_KINDS)}])")
     for prefix in s.door_prefixes:
         if not (isinstance(prefix, str) and prefix.isidentifier()):
             raise bad("door_prefixes", f"{prefix!r} is not a name (what an operation starts with, before ':')")

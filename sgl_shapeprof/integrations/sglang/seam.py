@@ -73,6 +73,20 @@ SRTCTL_BACKEND = "sglang"
 OP_NAMESPACE = "sglang"  # register_custom_op's torch.library namespace
 GEMM_OPS = {f"{OP_NAMESPACE}.deep_gemm_fp8_fp8_bf16_nt": ("A", "B", "C"),
             f"{OP_NAMESPACE}.deep_gemm_mxfp8_fp8_bf16_nt": ("A", "B", "C")}
+# ...and DeepGEMM's own, which SGLang 0.5.23 pins (sgl-deep-gemm==0.2.3.post2)
+# and calls from layers/deep_gemm_wrapper/entrypoint.py: a TORCH_LIBRARY
+# module (deep_gemm/_C.so; the schemas are its own), so each call reaches
+# the dispatcher as torch.ops.deep_gemm.<name>, the result written into d.
+# "nt": b is [N, K], "nn": [K, N] (told from K); "grouped": b holds one
+# [N, K] per group ([G, N, K]), a's M rows split among them (grouped_layout);
+# "masked": a is [G, M_max, K], each group's rows at most M_max (masked_m).
+# The "tn"/"tt" forms (a transposed) are not read.
+DEEP_GEMM_NAMESPACE = "deep_gemm"
+GEMM_OPS.update({f"{DEEP_GEMM_NAMESPACE}.{name}": ("a", "b", "d", kind) for name, kind in (
+    ("fp8_fp4_gemm_nt", "gemm"), ("fp8_fp4_gemm_nn", "gemm"), ("bf16_gemm_nt", "gemm"), ("bf16_gemm_nn", "gemm"),
+    ("m_grouped_fp8_fp4_gemm_nt_contiguous", "grouped"), ("m_grouped_fp8_fp4_gemm_nn_contiguous", "grouped"),
+    ("m_grouped_bf16_gemm_nt_contiguous", "grouped"), ("m_grouped_bf16_gemm_nn_contiguous", "grouped"),
+    ("m_grouped_fp8_fp4_gemm_nt_masked", "masked"), ("m_grouped_bf16_gemm_nt_masked", "masked"))})
 
 SEAM = Seam(SERVER, "sglang", hooks=HOOKS, unarmed_hooks=UNARMED_HOOKS, engine=ENGINE, engine_api="sglang.Engine",
             remote=REMOTE, concurrency_arg=CONCURRENCY_ARG, srtctl_backend=SRTCTL_BACKEND, display_name=NAME,

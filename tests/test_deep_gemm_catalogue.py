@@ -1,0 +1,87 @@
+"""Issue 53: gemm and cost read DeepGEMM's own ops (torch.ops.deep_gemm, the
+sgl-deep-gemm that SGLang 0.5.23 pins) with no --op flag: its normal, grouped
+(contiguous) and masked GEMMs, named as its schemas name them (a, b, d).
+The oracle is arithmetic on the shapes the test writes;
+tests/sglang/test_deep_gemm.py records the real ops' calls."""
+import json
+
+from sgl_shapeprof.cli.main import main
+
+BF16, FP8, I32, F32 = "torch.bfloat16", "torch.float8_e4m3fn", "torch.int32", "torch.float32"
+SIZE = {BF16: 2, FP8: 1, I32: 4, F32: 4}
+
+
+def t(shape, dtype):
+    return {"shape": shape, "dtype": dtype}
+
+
+def nbytes(x):
+    n = SIZE[x["dtype"]]
+    for d in x["shape"]:
+        n *= d
+    return n
+
+
+def write(path, records):
+    with open(path, "w") as f:
+        for i, r in enumerate(records, 1):
+            f.write(json.dumps({"call_id": i, "forward_pass": 1, "phase": "decode", "outputs": None, **r}) + "\n")
+
+
+def run(capsys, *argv):
+    capsys.readouterr()
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def fp8_gemm(m, n, k, nn=False):
+    b = t([k, n] if nn else [n, k], FP8)
+    return {"operation": f"deep_gemm.fp8_fp4_gemm_{'nn' if nn else 'nt'}.default",
+            "inputs": {"a": t([m, k], FP8), "a_sf": t([m, k // 128], F32), "b": b,
+                       "b_sf": t([n // 128, k // 128], F32), "d": t([m, n], BF16)}}
+
+
+def grouped(m, groups, n, k):
+    return {"operation": "deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous.default",
+            "inputs": {"a": t([m, k], FP8), "a_sf": t([m, k // 128], F32), "b": t([groups, n, k], FP8),
+                       "b_sf": t([groups, n // 128, k // 128], F32), "d": t([m, n], BF16),
+                       "grouped_layout": t([m], I32)}}
+
+
+def masked(groups, m_max, n, k):
+    return {"operation": "deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked.default",
+            "inputs": {"a": t([groups, m_max, k], FP8), "a_sf": t([groups, m_max, k // 128], F32),
+                       "b": t([groups, n, k], FP8), "b_sf": t([groups, n // 128, k // 128], F32),
+                       "d": t([groups, m_max, n], BF16), "masked_m": t([groups], I32)},
+            "args": {"expected_m": 3}}
+
+
+def test_gemm_and_cost_read_deep_gemms_ops_with_no_flag(tmp_path, capsys):
+    path = tmp_path / "dg.jsonl"
+    recs = [fp8_gemm(6, 256, 512), fp8_gemm(5, 384, 256, nn=True), grouped(10, 8, 512, 256), masked(4, 16, 256, 384)]
+    write(path, recs)
+    got = {g["operation"]: (g["m"], g["n"], g["k"], g["batch"], g["groups"], g["out_dtype"])
+           for g in run(capsys, "gemm", str(path), "--json")}
+    assert got == {
+        "deep_gemm.fp8_fp4_gemm_nt.default": (6, 256, 512, 1, None, "bfloat16"),
+        "deep_gemm.fp8_fp4_gemm_nn.default": (5, 384, 256, 1, None, "bfloat16"),
+        "deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous.default": (10, 512, 256, 1, 8, "bfloat16"),
+        "deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked.default [masked: rows at most]": (16, 256, 384, 4, None,
+                                                                                       "bfloat16")}
+    flops = {r["operation"]: r["flops_per_call"] for r in run(capsys, "cost", str(path), "--json")["rows"]}
+    assert flops == {"deep_gemm.fp8_fp4_gemm_nt.default": 2 * 6 * 256 * 512,
+                     "deep_gemm.fp8_fp4_gemm_nn.default": 2 * 5 * 384 * 256,
+                     "deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous.default": 2 * 10 * 512 * 256,
+                     "deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked.default": 2 * 4 * 16 * 256 * 384}
+
+
+def test_a_grouped_gemm_with_fewer_rows_than_groups_reads_only_their_weights(tmp_path, capsys):
+    rows, groups = 3, 64
+    rec = grouped(rows, groups, 512, 256)
+    path = tmp_path / "grouped.jsonl"
+    write(path, [rec])
+    [row] = run(capsys, "cost", str(path), "--json")["rows"]
+    ins = rec["inputs"]
+    per_group = nbytes(ins["b"]) + nbytes(ins["b_sf"])
+    want = sum(nbytes(v) for k, v in ins.items() if not k.startswith("b")) + per_group * rows // groups
+    assert row["bytes_per_call"] == want
