@@ -323,6 +323,7 @@ class AttentionCall:
     q_len: Optional[int]
     kv_len_max: Optional[int]
     kv_tokens: Optional[int] = None
+    kv_len: Optional[int] = None  # every request's KV length, exact (SDPA's dense tensors)
 
 
 def _paged_kv(sig: Signature, name: str, layout: Optional[str]) -> Optional[int]:
@@ -410,8 +411,25 @@ ATTENTION: Dict[str, Callable[[Signature], Optional[AttentionCall]]] = {
 }
 
 
+# torch's SDPA, as the dispatcher sees it (whole under inference_mode, else
+# one of the backends' ops): query [B, H, L, D], key [B, Hkv, S, D] (exact:
+# the tensors hold every token)
+SDPA_OPS = ("aten.scaled_dot_product_attention", "aten._scaled_dot_product_flash_attention",
+            "aten._scaled_dot_product_flash_attention_for_cpu", "aten._scaled_dot_product_efficient_attention",
+            "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_fused_attention_overrideable")
+
+
+def _sdpa(sig: Signature) -> Optional[AttentionCall]:
+    q, k = _shape(sig, "query"), _shape(sig, "key")
+    if not q or not k or len(q) != 4 or len(k) != 4 or q[0] != k[0] or q[3] != k[3]:
+        return None
+    return AttentionCall(q[0], q[1], k[1], q[3], q[0] * q[2], q[2], k[2], kv_tokens=k[0] * k[2], kv_len=k[2])
+
+
 def attention_of(sig: Signature) -> Optional[AttentionCall]:
     """The attention call a record is, or None."""
+    if sig.operation.rsplit(".", 1)[0] in SDPA_OPS:
+        return _sdpa(sig) if sig.error is None and not sig.incomplete else None
     read = ATTENTION.get(function_of(sig.operation) or "")
     if read is None or sig.error is not None or sig.incomplete:
         return None
@@ -420,6 +438,61 @@ def attention_of(sig: Signature) -> Optional[AttentionCall]:
     except (TypeError, IndexError):  # values of another form than FlashInfer's
         return None
 
+
+
+@dataclass
+class MoeReading:
+    """A fused MoE call as tokens, experts, top-k and its up projection's N
+    and K (K the hidden size)."""
+    tokens: int
+    experts: int
+    top_k: int
+    n: int
+    k: int
+
+    @property
+    def text(self) -> str:
+        return f"MoE: tokens {self.tokens}, E {self.experts}, top-k {self.top_k}, N {self.n}, K {self.k}"
+
+
+# SGLang's fused-MoE custom ops (sglang/srt/layers/moe/fused_moe_triton:
+# hidden_states [T, H], w1 [E, N, H], topk_ids [T, top-k])
+SGLANG_MOE_OPS = ("sglang.inplace_fused_experts", "sglang.outplace_fused_experts")
+
+
+def moe_reading(sig: Signature) -> Optional[MoeReading]:
+    """What a fused MoE call computes (FlashInfer's trtllm MoE, SGLang's
+    fused-experts ops and its Triton fused_moe_kernel launch), or None."""
+    if sig.error is not None or sig.incomplete:
+        return None
+    moe = moe_of(sig)
+    if moe is not None:
+        return MoeReading(moe.tokens, moe.local_experts or moe.experts or 0, moe.top_k, moe.up_width, moe.hidden)
+    if sig.operation.rsplit(".", 1)[0] in SGLANG_MOE_OPS:
+        x, w1, ids = _shape(sig, "hidden_states"), _shape(sig, "w1"), _shape(sig, "topk_ids")
+        if x and w1 and ids and len(w1) == 3 and len(ids) == 2:
+            return MoeReading(ids[0], w1[0], ids[1], w1[1], x[-1])
+        return None
+    if is_launch(sig.operation) and sig.operation.rsplit(".", 1)[-1] == TRITON_MOE:
+        b, rows, top_k = _shape(sig, "b_ptr"), _int(sig, "num_valid_tokens"), _int(sig, "top_k")
+        n, k = _int(sig, "N"), _int(sig, "K")
+        if b and len(b) == 3 and rows and top_k and n and k:
+            return MoeReading(rows // top_k, b[0], top_k, n, k)
+    return None
+
+
+def reading_of(sig: Signature) -> Optional[str]:
+    """What a kernel call computes, in words (analyze --show-shapes), or None."""
+    att = attention_of(sig)
+    if att is not None:
+        kv = (f"kv len {att.kv_len}" if att.kv_len is not None else f"{att.kv_tokens} kv tokens"
+              if att.kv_tokens is not None
+              else f"kv len <= {att.kv_len_max}" if att.kv_len_max is not None else "kv len ?")
+        return (f"attention: batch {'?' if att.batch is None else att.batch}, q heads {att.q_heads}, "
+                f"kv heads {'?' if att.kv_heads is None else att.kv_heads}, head dim {att.head_dim}, "
+                f"q len {'?' if att.q_len is None else att.q_len}, {kv}")
+    moe = moe_reading(sig)
+    return moe.text if moe is not None else None
 
 
 def attention_calls(signatures: List[Signature]) -> List[Tuple[Signature, AttentionCall]]:

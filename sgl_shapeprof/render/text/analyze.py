@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, TextIO
 
 from ...analysis.analyze import Analysis, OpView, doors, doors_within, filters_text
-from ...analysis.kernel_calls import attention_calls
+from ...analysis.kernel_calls import attention_calls, reading_of
 from ...analysis.deployment import inventory
 from ...records.ledger import DISPATCHER
 from ...records.filter import close_names
@@ -164,6 +164,9 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
             for s, apart in zip(shown, tell_apart(shown, o.signatures)):
                 ph = f"[{s.phase}] " if s.phase is not None and len(phases) > 1 else ""
                 w(f"{'':>12} {_n(s.count):>6}x  {ph}{s.text}{f'  ({apart})' if apart else ''}\n")
+                reading = reading_of(s)
+                if reading:
+                    w(f"{'':>12} {'':>6}   = {reading}\n")
             hidden = len(o.signatures) - len(shown)
             if hidden > 0:
                 w(f"{'':>12} {'':>6}   ... {hidden} more (--max-shapes)\n")
@@ -207,11 +210,12 @@ def _print_attention(calls, w) -> None:
     at most the length the caller gave, or the ragged total)."""
     def v(x):
         return "-" if x is None else str(x)
-    w("\nAttention calls (kernel libraries; kv len: <= the bound the call was given, or the ragged total):\n")
+    w("\nAttention calls (kernel libraries and SDPA; kv len: exact (SDPA), <= the bound the call was given, "
+      "or the ragged total):\n")
     w(f"{'calls':>10} {'batch':>6} {'q heads':>7} {'kv heads':>8} {'head dim':>8} {'q tokens':>8} "
       f"{'q len':>6} {'kv len':>12}  operation\n")
     for s, c in calls:
-        kv = f"{c.kv_tokens} total" if c.kv_tokens is not None else (
+        kv = str(c.kv_len) if c.kv_len is not None else f"{c.kv_tokens} total" if c.kv_tokens is not None else (
             f"<={c.kv_len_max}" if c.kv_len_max is not None else "-")
         ph = f" [{s.phase}]" if s.phase else ""
         w(f"{_n(s.count):>10} {v(c.batch):>6} {c.q_heads:>7} {v(c.kv_heads):>8} {c.head_dim:>8} "
