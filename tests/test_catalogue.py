@@ -40,3 +40,37 @@ def test_sglang_deep_gemm_ops_are_gemms(tmp_path, capsys, op):
     assert main(["cost", str(path), "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["rows"]
     assert row["flops_per_call"] == 2 * m * n * k
+
+
+I8, I32, U8 = "torch.int8", "torch.int32", "torch.uint8"
+
+
+def test_vllms_gemm_ops_are_gemms(tmp_path, capsys):
+    """vLLM's GEMM ops by their schemas (csrc/torch_bindings.cpp):
+    cutlass_scaled_mm writes a [M, K] @ b [K, N] into out; gptq_marlin_gemm
+    returns [M, N] from a packed b_q_weight (N from the result); the CPU
+    build's onednn_scaled_mm writes into c, its weight in a oneDNN handle."""
+    recs = [
+        {"operation": "_C.cutlass_scaled_mm.default",
+         "inputs": {"out": t([9, 384], BF16), "a": t([9, 256], FP8), "b": t([256, 384], FP8),
+                    "a_scales": t([9, 1], F32), "b_scales": t([1, 384], F32)}, "outputs": None},
+        {"operation": "_C.gptq_marlin_gemm.default",
+         "inputs": {"a": t([5, 512], BF16), "b_q_weight": t([32, 2048], I32), "b_scales": t([4, 1024], BF16),
+                    "workspace": t([64], I32)}, "outputs": t([5, 1024], BF16)},
+        {"operation": "_C.onednn_scaled_mm.default",
+         "inputs": {"c": t([3, 64], BF16), "a": t([3, 128], I8), "a_scales": t([3], F32),
+                    "handler_tensor": t([1], U8)}, "outputs": None},
+    ]
+    path = tmp_path / "vllm.jsonl"
+    write(path, recs)
+    capsys.readouterr()
+    assert main(["gemm", str(path), "--json"]) == 0
+    got = {g["operation"]: (g["m"], g["n"], g["k"], g["a_dtype"], g["out_dtype"])
+           for g in json.loads(capsys.readouterr().out)}
+    assert got == {"_C.cutlass_scaled_mm.default": (9, 384, 256, "float8_e4m3fn", "bfloat16"),
+                   "_C.gptq_marlin_gemm.default": (5, 1024, 512, "bfloat16", "bfloat16"),
+                   "_C.onednn_scaled_mm.default": (3, 64, 128, "int8", "bfloat16")}
+    assert main(["cost", str(path), "--json"]) == 0
+    flops = {r["operation"]: r["flops_per_call"] for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert flops == {"_C.cutlass_scaled_mm.default": 2 * 9 * 384 * 256, "_C.gptq_marlin_gemm.default": 2 * 5 * 1024 * 512,
+                     "_C.onednn_scaled_mm.default": 2 * 3 * 64 * 128}

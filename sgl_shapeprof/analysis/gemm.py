@@ -17,9 +17,6 @@ GEMM_OPS: Dict[str, Tuple[str, str]] = {
     "mm": ("self", "mat2"), "addmm": ("mat1", "mat2"), "bmm": ("self", "mat2"),
     "baddbmm": ("batch1", "batch2"), "linear": ("input", "weight"), "matmul": ("self", "other"),
     "_scaled_mm": ("self", "mat2"), "_int_mm": ("self", "mat2"),
-    # vLLM's CPU linear layers: _C.onednn_mm(c, a, handler), c = a @ W.t() written
-    # into c; the weight is inside the oneDNN handler: N from c, its dtype taken as a's
-    "onednn_mm": ("a", "c"),
 }
 
 # Servers' and kernel libraries' custom ops that are GEMMs, by "namespace.name":
@@ -166,7 +163,16 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
     if not sa or not sb:
         return None
     batch, groups = 1, None
-    if kind in ("grouped", "masked"):
+    if kind == "a_out":
+        # N from the result: returned, or written into an input
+        res = sig.inputs.get(written_into) if written_into else sig.outputs
+        res = res[0] if isinstance(res, list) and res else res
+        rs = res.get("shape") if isinstance(res, dict) else None
+        if not isinstance(rs, list) or not rs:
+            return None
+        m, k, n, layout = math.prod(sa[:-1]), sa[-1], rs[-1], "NK"
+        sb = [n, k]
+    elif kind in ("grouped", "masked"):
         # grouped: A [M, K], B [G, N, K] or [G, K, N]; masked: A [G, M_max, K] too
         if len(sb) != 3 or len(sa) != (2 if kind == "grouped" else 3) or (kind == "masked" and sa[0] != sb[0]):
             return None
@@ -181,9 +187,6 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
             m, groups = sa[0], sb[0]
         else:
             batch, m = sa[0], sa[1]
-    elif kind == "onednn_mm":
-        m, k, n, layout = math.prod(sa[:-1]), sa[-1], sb[-1], "NK"
-        b, sb = a, [n, k]
     elif kind in ("linear",):
         if len(sb) != 2:
             return None
@@ -212,8 +215,7 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
         if len(sa) != 2 or len(sb) != 2:
             return None
         m, k, n, layout = sa[0], sa[1], sb[1], "KN"
-    out = sig.inputs.get("c") if kind == "onednn_mm" else (
-        sig.inputs.get(written_into) if written_into else sig.outputs)
+    out = sig.inputs.get(written_into) if written_into else sig.outputs
     out_dtype = out.get("dtype") if isinstance(out, dict) else (
         out[0].get("dtype") if isinstance(out, list) and out and isinstance(out[0], dict) else "")
     return Gemm(sig.operation + (f" [{MASKED}]" if kind == "masked" else ""), m, n, k, batch,

@@ -27,8 +27,11 @@ SERVER = "server"
 KERNEL_LIBRARY = "kernel library"
 # a GEMM op's layout (Seam.gemm_ops): A [M, K] by B [N, K] or [K, N]; B one
 # such per group ([G, N, K]), A's M rows split among the groups; A and B
-# both per group ([G, M_max, K], [G, N, K]), each group's rows at most M_max
-GEMM_KINDS = ("gemm", "grouped", "masked")
+# both per group ([G, M_max, K], [G, N, K]), each group's rows at most M_max;
+# A [..., K] and N the result's last dimension (a weight packed, or held in
+# a handle, in a layout of its kernel's own: B names the input whose dtype
+# is the weight's)
+GEMM_KINDS = ("gemm", "grouped", "masked", "a_out")
 KINDS = (SERVER, KERNEL_LIBRARY)
 
 class SeamError(ValueError):

