@@ -74,3 +74,21 @@ def test_vllms_gemm_ops_are_gemms(tmp_path, capsys):
     flops = {r["operation"]: r["flops_per_call"] for r in json.loads(capsys.readouterr().out)["rows"]}
     assert flops == {"_C.cutlass_scaled_mm.default": 2 * 9 * 384 * 256, "_C.gptq_marlin_gemm.default": 2 * 5 * 1024 * 512,
                      "_C.onednn_scaled_mm.default": 2 * 3 * 64 * 128}
+
+
+@pytest.mark.parametrize("op,dtype", [("sgl_kernel.fp8_scaled_mm.default", FP8),
+                                      ("sgl_kernel.int8_scaled_mm.default", I8)])
+def test_sgl_kernels_scaled_mm_ops_are_gemms(tmp_path, capsys, op, dtype):
+    """sgl-kernel 0.4.10's schemas: (Tensor mat_a, Tensor mat_b, Tensor
+    scales_a, Tensor scales_b, ScalarType out_dtype, Tensor? bias) -> Tensor,
+    mat_b [K, N] (a column-major weight)."""
+    m, n, k = 4, 2048, 7168
+    ins = {"mat_a": t([m, k], dtype), "mat_b": t([k, n], dtype), "scales_a": t([m, 1], F32),
+           "scales_b": t([n, 1], F32)}
+    path = tmp_path / "sk.jsonl"
+    write(path, [{"operation": op, "inputs": ins, "outputs": t([m, n], BF16)}])
+    capsys.readouterr()
+    assert main(["gemm", str(path), "--json"]) == 0
+    (g,) = json.loads(capsys.readouterr().out)
+    assert (g["m"], g["n"], g["k"], g["b_layout"], g["out_dtype"], g["flops"]) == (m, n, k, "KN", "bfloat16",
+                                                                                 2 * m * n * k)

@@ -68,3 +68,30 @@ def test_analyze_show_shapes_reads_fused_moe_calls(tmp_path, capsys):
     text = capsys.readouterr().out
     want = f"= MoE: tokens {tokens}, E {experts}, top-k {top_k}, N {n}, K {hidden}"
     assert text.count(want) == 2, text
+
+
+def test_analyze_reads_sgl_kernels_flash_attention_3(tmp_path, capsys):
+    """sgl_kernel.fwd (FA3) by its schema's names: a paged decode (q
+    [total_q, H, D], k [pages, page size, Hkv, D], page_table [B, pages per
+    request]) and a varlen prefill (k [total_k, Hkv, D])."""
+    b, h, hkv, d, page, per_req = 3, 16, 4, 128, 16, 8
+    recs = [
+        {"operation": "sgl_kernel.fwd.default", "phase": "decode",
+         "inputs": {"q": t([b, h, d]), "k": t([100, page, hkv, d]), "v": t([100, page, hkv, d]),
+                    "cu_seqlens_q": t([b + 1], "torch.int32"), "seqused_k": t([b], "torch.int32"),
+                    "page_table": t([b, per_req], "torch.int32")}, "outputs": [t([b, h, d])]},
+        {"operation": "sgl_kernel.fwd.default", "phase": "prefill",
+         "inputs": {"q": t([40, h, d]), "k": t([40, hkv, d]), "v": t([40, hkv, d]),
+                    "cu_seqlens_q": t([b + 1], "torch.int32"), "cu_seqlens_k": t([b + 1], "torch.int32")},
+         "outputs": [t([40, h, d])]},
+    ]
+    path = tmp_path / "fa3.jsonl"
+    with open(path, "w") as f:
+        for i, r in enumerate(recs, 1):
+            f.write(json.dumps({"call_id": i, "forward_pass": i, **r}) + "\n")
+    capsys.readouterr()
+    assert main(["analyze", str(path), "--json"]) == 0
+    att = {a["phase"]: a for a in json.loads(capsys.readouterr().out)["attention"]}
+    got = {ph: (a["batch"], a["q_heads"], a["kv_heads"], a["head_dim"], a["q_tokens"], a["kv_len_max"],
+                a["kv_tokens"]) for ph, a in att.items()}
+    assert got == {"decode": (b, h, hkv, d, b, per_req * page, None), "prefill": (b, h, hkv, d, 40, None, 40)}

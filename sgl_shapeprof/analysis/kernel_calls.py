@@ -426,10 +426,41 @@ def _sdpa(sig: Signature) -> Optional[AttentionCall]:
     return AttentionCall(q[0], q[1], k[1], q[3], q[0] * q[2], q[2], k[2], kv_tokens=k[0] * k[2], kv_len=k[2])
 
 
+# FlashAttention 3 in sgl-kernel (sglang-kernel 0.4.10's flash_ops schema:
+# fwd(Tensor q, Tensor k, Tensor v, ..., Tensor? cu_seqlens_q, ...,
+# Tensor? seqused_k, int? max_seqlen_q, int? max_seqlen_k, Tensor?
+# page_table, ...), called by sgl_kernel/flash_attn.py)
+FA3_OP = "sgl_kernel.fwd"
+
+
+def _fa3(sig: Signature) -> Optional[AttentionCall]:
+    q, k = _shape(sig, "query" if "query" in sig.inputs else "q"), _shape(sig, "k")
+    if not q or not k or len(q) not in (3, 4) or len(k) not in (3, 4):
+        return None
+    cu_q, pages, used = _shape(sig, "cu_seqlens_q"), _shape(sig, "page_table"), _shape(sig, "seqused_k")
+    if len(q) == 4:  # [B, Lq, H, D]
+        batch, q_len, heads, dim, tokens = q[0], q[1], q[2], q[3], q[0] * q[1]
+    else:  # [total_q, H, D], varlen
+        batch = cu_q[0] - 1 if cu_q else None
+        q_len, heads, dim, tokens = _int(sig, "max_seqlen_q"), q[1], q[2], q[0]
+    kv_max = _int(sig, "max_seqlen_k")
+    if pages and len(pages) == 2 and len(k) == 4:  # a paged cache [pages, page size, Hkv, D]
+        return AttentionCall(batch if batch is not None else pages[0], heads, k[2], dim, tokens, q_len,
+                             kv_max or pages[1] * k[1])
+    if len(k) == 3:  # varlen keys [total_k, Hkv, D]: their total exact
+        return AttentionCall(batch, heads, k[1], dim, tokens, q_len, kv_max, kv_tokens=k[0])
+    if used:  # a cache [B, capacity, Hkv, D] holding seqused_k tokens each: the capacity a bound
+        return AttentionCall(batch, heads, k[2], dim, tokens, q_len, kv_max or k[1])
+    return AttentionCall(batch, heads, k[2], dim, tokens, q_len, k[1], kv_tokens=k[0] * k[1], kv_len=k[1])
+
+
 def attention_of(sig: Signature) -> Optional[AttentionCall]:
     """The attention call a record is, or None."""
-    if sig.operation.rsplit(".", 1)[0] in SDPA_OPS:
-        return _sdpa(sig) if sig.error is None and not sig.incomplete else None
+    qual = sig.operation.rsplit(".", 1)[0]
+    if qual in SDPA_OPS or qual == FA3_OP:
+        if sig.error is not None or sig.incomplete:
+            return None
+        return _sdpa(sig) if qual in SDPA_OPS else _fa3(sig)
     read = ATTENTION.get(function_of(sig.operation) or "")
     if read is None or sig.error is not None or sig.incomplete:
         return None

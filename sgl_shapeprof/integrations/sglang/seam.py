@@ -81,6 +81,13 @@ GEMM_OPS = {f"{OP_NAMESPACE}.deep_gemm_fp8_fp8_bf16_nt": ("A", "B", "C"),
 # [N, K] per group ([G, N, K]), a's M rows split among them (grouped_layout);
 # "masked": a is [G, M_max, K], each group's rows at most M_max (masked_m).
 # The "tn"/"tt" forms (a transposed) are not read.
+# sgl-kernel's (sglang-kernel 0.4.10, SGLang 0.5.23's pin; the schemas in its
+# common_ops library, called by sgl_kernel/gemm.py): fp8_scaled_mm and
+# int8_scaled_mm(Tensor mat_a, Tensor mat_b, Tensor scales_a, Tensor
+# scales_b, ScalarType out_dtype, Tensor? bias) -> Tensor, mat_b [K, N]
+SGL_KERNEL_NAMESPACE = "sgl_kernel"
+GEMM_OPS.update({f"{SGL_KERNEL_NAMESPACE}.{name}": ("mat_a", "mat_b", None)
+                 for name in ("fp8_scaled_mm", "int8_scaled_mm")})
 DEEP_GEMM_NAMESPACE = "deep_gemm"
 GEMM_OPS.update({f"{DEEP_GEMM_NAMESPACE}.{name}": ("a", "b", "d", kind) for name, kind in (
     ("fp8_fp4_gemm_nt", "gemm"), ("fp8_fp4_gemm_nn", "gemm"), ("bf16_gemm_nt", "gemm"), ("bf16_gemm_nn", "gemm"),
