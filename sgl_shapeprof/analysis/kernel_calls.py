@@ -486,24 +486,15 @@ class MoeReading:
         return f"MoE: tokens {self.tokens}, E {self.experts}, top-k {self.top_k}, N {self.n}, K {self.k}"
 
 
-# SGLang's fused-MoE custom ops (sglang/srt/layers/moe/fused_moe_triton:
-# hidden_states [T, H], w1 [E, N, H], topk_ids [T, top-k])
-SGLANG_MOE_OPS = ("sglang.inplace_fused_experts", "sglang.outplace_fused_experts")
-
-
 def moe_reading(sig: Signature) -> Optional[MoeReading]:
     """What a fused MoE call computes (FlashInfer's trtllm MoE, SGLang's
-    fused-experts ops and its Triton fused_moe_kernel launch), or None."""
+    Triton fused_moe_kernel launch; its fused-experts ops: tune/moe.py's
+    moe_op_reading), or None."""
     if sig.error is not None or sig.incomplete:
         return None
     moe = moe_of(sig)
     if moe is not None:
         return MoeReading(moe.tokens, moe.local_experts or moe.experts or 0, moe.top_k, moe.up_width, moe.hidden)
-    if sig.operation.rsplit(".", 1)[0] in SGLANG_MOE_OPS:
-        x, w1, ids = _shape(sig, "hidden_states"), _shape(sig, "w1"), _shape(sig, "topk_ids")
-        if x and w1 and ids and len(w1) == 3 and len(ids) == 2:
-            return MoeReading(ids[0], w1[0], ids[1], w1[1], x[-1])
-        return None
     if is_launch(sig.operation) and sig.operation.rsplit(".", 1)[-1] == TRITON_MOE:
         b, rows, top_k = _shape(sig, "b_ptr"), _int(sig, "num_valid_tokens"), _int(sig, "top_k")
         n, k = _int(sig, "N"), _int(sig, "K")

@@ -15,6 +15,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ...records.phases import EXTEND, PREFILL
 from ...records.signature import Signature
+from ..kernel_calls import MoeReading
 
 # SGLang's MoE custom ops (register_custom_op in moe_runner/triton_utils/fused_moe.py)
 MOE_OPS = ("sglang.inplace_fused_experts", "sglang.outplace_fused_experts")
@@ -243,3 +244,14 @@ def tuner_command(u: MoeUse, model: Optional[str] = None, tp: Optional[int] = No
         parts.append("--per-channel-quant")
     parts += ["--tune", "--batch-sizes"] + [str(m) for m in ms]
     return " ".join(parts)
+
+
+def moe_op_reading(sig: Signature) -> Optional[MoeReading]:
+    """An SGLang fused-experts op's call (MOE_OPS: hidden_states [T, H], w1
+    [E, N, H], topk_ids [T, top-k]) as tokens, E, top-k, N, K; else None."""
+    if sig.operation.rsplit(".", 1)[0] not in MOE_OPS or sig.error is not None or sig.incomplete:
+        return None
+    x, w1, ids = (as_tensor(sig.inputs.get(k)) for k in ("hidden_states", "w1", "topk_ids"))
+    if x is None or w1 is None or ids is None or len(w1["shape"]) != 3 or len(ids["shape"]) != 2:
+        return None
+    return MoeReading(ids["shape"][0], w1["shape"][0], ids["shape"][1], w1["shape"][1], x["shape"][-1])

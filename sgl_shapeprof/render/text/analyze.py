@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, TextIO
 
 from ...analysis.analyze import Analysis, OpView, doors, doors_within, filters_text
 from ...analysis.kernel_calls import attention_calls, reading_of
+from ...analysis.tune.moe import moe_op_reading
 from ...analysis.deployment import inventory
 from ...records.ledger import DISPATCHER
 from ...records.filter import close_names
@@ -164,7 +165,8 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
             for s, apart in zip(shown, tell_apart(shown, o.signatures)):
                 ph = f"[{s.phase}] " if s.phase is not None and len(phases) > 1 else ""
                 w(f"{'':>12} {_n(s.count):>6}x  {ph}{s.text}{f'  ({apart})' if apart else ''}\n")
-                reading = reading_of(s)
+                op_moe = moe_op_reading(s)
+                reading = reading_of(s) or (op_moe.text if op_moe else None)
                 if reading:
                     w(f"{'':>12} {'':>6}   = {reading}\n")
             hidden = len(o.signatures) - len(shown)
