@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 
-INTEGRATIONS = ("sglang", "vllm", "flashinfer", "tvm_ffi", "cute_dsl", "inductor", "triton")
+INTEGRATIONS = ("sglang", "vllm", "flashinfer", "tvm_ffi", "cute_dsl", "inductor", "triton", "deep_ep")
 
 SERVER = "server"
 KERNEL_LIBRARY = "kernel library"

@@ -16,6 +16,7 @@ SGLANG_VERSION=0.5.23
 FLASHINFER_VERSION=0.7.2  # SGLang 0.5.23's pin
 FLASHINFER_BENCH_VERSION=0.1.2  # the reader of what `tune --flashinfer-bench` writes
 DEEP_GEMM_VERSION=0.2.3.post2  # sgl-deep-gemm, SGLang 0.5.23's pin
+DEEP_EP_VERSION=0.1.2.post1  # sgl-deep-ep, SGLang 0.5.23's pin
 CUTE_DSL_VERSION=4.8.0  # nvidia-cutlass-dsl[cu13], SGLang 0.5.23's pin
 [ -x "$PY" ] || { echo "setup.sh: no python at $PY" >&2; exit 2; }
 t0=$(date +%s)
@@ -60,13 +61,13 @@ if [ ! -f "$FLASHINFER_DIR/flashinfer/__init__.py" ]; then
   pip install --no-deps --target "$FLASHINFER_DIR" "flashinfer-python==$FLASHINFER_VERSION" \
     "tabulate==0.10.0" "nvidia-ml-py==13.615.71"
 fi
-# 1b'. flashinfer-bench, beside it: its own parser (TraceSet.from_path) reads
+# 1c. flashinfer-bench, beside it: its own parser (TraceSet.from_path) reads
 #     what `tune --flashinfer-bench` writes in the tests. Its declared
 #     dependencies are FlashInfer's and the venv's but one.
 if [ ! -f "$FLASHINFER_DIR/flashinfer_bench/__init__.py" ]; then
   pip install --no-deps --target "$FLASHINFER_DIR" "flashinfer-bench==$FLASHINFER_BENCH_VERSION"     "docstring-parser==0.17.0"
 fi
-# 1b''. DeepGEMM (sgl-deep-gemm), SGLang's pin, in a folder of its own: the
+# 1d. DeepGEMM (sgl-deep-gemm), SGLang's pin, in a folder of its own: the
 #     tests load its TORCH_LIBRARY module (deep_gemm/_C.so: its ops' own
 #     schemas; it loads without a GPU) and stand CPU kernels in for its CUDA
 #     ones. Its package (which looks for CUDA at import) is not imported.
@@ -74,7 +75,14 @@ DEEP_GEMM_DIR="$VENV/deep-gemm-$DEEP_GEMM_VERSION"
 if [ ! -f "$DEEP_GEMM_DIR/deep_gemm/_C.so" ]; then
   pip install --no-deps --target "$DEEP_GEMM_DIR" "sgl-deep-gemm==$DEEP_GEMM_VERSION"
 fi
-# 1c. CuTe DSL, SGLang's pin, for its door's tests (a host function that
+# 1e. DeepEP (sgl-deep-ep), SGLang's pin, in a folder of its own: it refuses
+#     to import without a GPU, so the tests load its real Buffer class
+#     (deep_ep/buffers/legacy.py) with its native module stood in.
+DEEP_EP_DIR="$VENV/deep-ep-$DEEP_EP_VERSION"
+if [ ! -f "$DEEP_EP_DIR/deep_ep/buffers/legacy.py" ]; then
+  pip install --no-deps --target "$DEEP_EP_DIR" "sgl-deep-ep==$DEEP_EP_VERSION"
+fi
+# 1f. CuTe DSL, SGLang's pin, for its door's tests (a host function that
 #     `cute.compile` compiles and runs on the CPU), in a folder of its own
 #     for the same reason. nvidia-cutlass-dsl itself is an empty wheel whose
 #     .pth names dsl_packages: its three parts are installed in one go (a
