@@ -293,3 +293,29 @@ def tiny_lm(arch):
     model = cls(cfg).eval()
     model.generation_config.pad_token_id = 0
     return model
+
+
+# ---- records written by hand, for the analyses' tests (arithmetic on their shapes is the oracle)
+DTYPE_BYTES = {"torch.bfloat16": 2, "torch.float16": 2, "torch.float8_e4m3fn": 1, "torch.int8": 1,
+               "torch.uint8": 1, "torch.int32": 4, "torch.float32": 4, "torch.int64": 8}
+
+
+def tensor(shape, dtype) -> dict:
+    """A tensor as a record writes it."""
+    return {"shape": shape, "dtype": dtype}
+
+
+def nbytes(t: dict) -> int:
+    """A recorded tensor's bytes."""
+    n = DTYPE_BYTES[t["dtype"]]
+    for d in t["shape"]:
+        n *= d
+    return n
+
+
+def write_records(path, records, **defaults) -> None:
+    """One record a line, call ids from 1, each with forward pass 1 and
+    phase decode unless it (or defaults) says otherwise."""
+    with open(path, "w") as f:
+        for i, r in enumerate(records, 1):
+            f.write(json.dumps({"call_id": i, "forward_pass": 1, "phase": "decode", **defaults, **r}) + "\n")

@@ -5,29 +5,14 @@ at most 8 experts' weights). The oracle is arithmetic on the shapes the test
 writes."""
 import json
 
+from helpers import nbytes
+from helpers import write_records as write
+from helpers import tensor as t
 from sgl_shapeprof.cli.main import main
 
 BF16, FP8, I32, F32 = "torch.bfloat16", "torch.float8_e4m3fn", "torch.int32", "torch.float32"
-SIZE = {BF16: 2, FP8: 1, I32: 4, F32: 4}
 TRITON_MOE = "triton:sglang.kernels.ops.moe.fused_moe_triton_kernels.fused_moe_kernel"
 FLASHINFER_MOE = "flashinfer:fused_moe.core.trtllm_bf16_moe"
-
-
-def t(shape, dtype):
-    return {"shape": shape, "dtype": dtype}
-
-
-def nbytes(x):
-    n = SIZE[x["dtype"]]
-    for d in x["shape"]:
-        n *= d
-    return n
-
-
-def write(path, records):
-    with open(path, "w") as f:
-        for i, r in enumerate(records, 1):
-            f.write(json.dumps({"call_id": i, "forward_pass": 1, "phase": "decode", **r}) + "\n")
 
 
 def cost_rows(path, capsys):

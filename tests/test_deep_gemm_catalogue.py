@@ -5,27 +5,15 @@ The oracle is arithmetic on the shapes the test writes;
 tests/sglang/test_deep_gemm.py records the real ops' calls."""
 import json
 
+from helpers import nbytes, write_records
+from helpers import tensor as t
 from sgl_shapeprof.cli.main import main
 
 BF16, FP8, I32, F32 = "torch.bfloat16", "torch.float8_e4m3fn", "torch.int32", "torch.float32"
-SIZE = {BF16: 2, FP8: 1, I32: 4, F32: 4}
-
-
-def t(shape, dtype):
-    return {"shape": shape, "dtype": dtype}
-
-
-def nbytes(x):
-    n = SIZE[x["dtype"]]
-    for d in x["shape"]:
-        n *= d
-    return n
 
 
 def write(path, records):
-    with open(path, "w") as f:
-        for i, r in enumerate(records, 1):
-            f.write(json.dumps({"call_id": i, "forward_pass": 1, "phase": "decode", "outputs": None, **r}) + "\n")
+    write_records(path, records, outputs=None)
 
 
 def run(capsys, *argv):

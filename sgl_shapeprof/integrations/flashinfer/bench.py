@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 import tempfile
 from typing import Any, Dict, Optional, Tuple
 
@@ -29,19 +30,10 @@ class NotTraceable(Exception):
 def _function(function: str):
     """FlashInfer's function "gemm.gemm_base.bmm_fp8" (or a class's method
     "decode.BatchDecodeWithPagedKVCacheWrapper.run"), imported."""
-    parts = function.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            obj: Any = importlib.import_module(".".join([PACKAGE] + parts[:cut]))
-        except ImportError:
-            continue
-        try:
-            for name in parts[cut:]:
-                obj = getattr(obj, name)
-        except AttributeError:
-            break
-        return obj
-    raise NotTraceable(f"{PACKAGE}.{function} is not in the installed FlashInfer")
+    try:
+        return pkgutil.resolve_name(f"{PACKAGE}.{function}")
+    except (ImportError, AttributeError, ValueError):
+        raise NotTraceable(f"{PACKAGE}.{function} is not in the installed FlashInfer") from None
 
 
 def _value(v: Any, torch) -> Any:
