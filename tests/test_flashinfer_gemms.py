@@ -103,3 +103,18 @@ def test_tune_flashinfer_bench_says_in_one_line_why_it_writes_nothing(tmp_path, 
     assert main(["tune", str(path), "--flashinfer-bench", str(out_dir)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "sgl-shapeprof tune: --flashinfer-bench: nothing to write: the records have no FlashInfer calls")
+
+
+def test_a_definition_axis_the_record_does_not_give_is_a_reason_not_a_crash(tmp_path, monkeypatch):
+    # FlashInfer's definition (stood in: this environment has no FlashInfer)
+    # names a variable axis no recorded tensor carries
+    from sgl_shapeprof.analysis.tune import flashinfer_bench
+    from sgl_shapeprof.records.signature import Signature
+    op, ins, args, out, _ = CALLS[1]  # mm_bf16: a [M, K], b [K, N]
+    defn = {"name": "gemm_bf16_N40_K96", "op_type": "gemm_bf16",
+            "axes": {"M": {"type": "var"}, "seq": {"type": "var"}, "N": {"type": "const", "value": 40}},
+            "inputs": {"A": {"shape": ["M", "K"]}, "B": {"shape": ["K", "N"]}}}
+    monkeypatch.setattr(flashinfer_bench, "definition", lambda *a: (defn, "{}"))
+    sig = Signature(FI + op, ins, out, None, "decode", count=1, args=args)
+    b = flashinfer_bench.bench_set([sig])
+    assert (b.definitions, b.skipped) == ({}, {"the record does not give the axis seq": 1})

@@ -42,10 +42,11 @@ def _template_of(defn: dict, sig: Signature):
 
 
 def _workload(defn: dict, template: dict, axes: Dict[str, int], sig: Signature) -> dict:
-    var = {name: axes[name] for name, a in defn["axes"].items() if a.get("type") == "var"}
-    missing = [name for name, a in defn["axes"].items() if a.get("type") == "var" and name not in axes]
+    names = [name for name, a in defn["axes"].items() if a.get("type") == "var"]
+    missing = [name for name in names if name not in axes]
     if missing:
         raise NotTraceable(f"the record does not give the axis {missing[0]}")
+    var = {name: axes[name] for name in names}
     inputs: Dict[str, dict] = {}
     for key, spec in defn["inputs"].items():
         d = template["inputs"].get(key, {})
