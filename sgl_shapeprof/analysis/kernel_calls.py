@@ -172,16 +172,20 @@ def _template_gemm(sig: Signature) -> Optional["LibraryGemm"]:
     m, n, k = operands.get(rows), operands.get("N"), operands.get("K")
     if not all(isinstance(x, int) and x > 0 for x in (m, n, k)):
         return None
-    batch, groups, part = 1, None, ""
+    batch, group_axis, part = 1, None, ""
     if rows == "M_max":  # DeepGEMM's masked layout: batch_size groups of at most M_max rows each
         batch, part = axes.get("batch_size", 1), MASKED
     elif rows == "total_rows":  # a segment GEMM: batch_size weights, the rows split among them
-        groups = axes.get("batch_size")
+        group_axis = "batch_size"
     elif template["op_type"].startswith("bmm_"):
         batch = axes.get("batch_size", 1)
     else:
-        groups = next((axes[g] for g in GROUP_AXES if g in axes), None)
-    return LibraryGemm(m, n, k, batch, a["param"], b["param"], part, groups=groups)  # type: ignore[arg-type]
+        group_axis = next((g for g in GROUP_AXES if g in axes), None)
+    groups = axes.get(group_axis) if group_axis else None
+    # its per-group inputs: those whose first axis is its groups'
+    per_group = tuple(d["param"] for d in tensors if d["dims"][:1] == [group_axis]) if groups else ()
+    return LibraryGemm(m, n, k, batch, a["param"], b["param"], part, groups=groups,  # type: ignore[arg-type]
+                       per_group=per_group)
 
 
 @dataclass
@@ -195,6 +199,7 @@ class LibraryGemm:
     b: str
     part: str = ""  # of a fused MoE: "up" (gate and up projections) or "down"
     groups: Optional[int] = None  # of a grouped GEMM: its weights' groups (experts), rows split among them
+    per_group: Tuple[str, ...] = ()  # ...and its inputs that hold one part per group
 
 
 @dataclass
@@ -278,12 +283,8 @@ def expert_weights(sig: Signature) -> Optional[ExpertWeights]:
         experts = moe.local_experts or moe.experts
         return ExpertWeights(("gemm1_", "gemm2_"), experts, moe.tokens * moe.top_k) if experts else None
     grouped = _template_gemm(sig) if sig.operation.startswith(FLASHINFER) else None
-    if grouped is not None and grouped.groups:
-        # a grouped GEMM's per-group inputs: those whose first axis is its groups'
-        template, _ = template_axes(sig)  # type: ignore[misc]
-        axis = "batch_size" if "total_rows" in template["axes"] else next(g for g in GROUP_AXES if g in template["axes"])
-        per_group = tuple(d["param"] for d in template["inputs"].values() if d.get("dims", [None])[0] == axis)
-        return ExpertWeights((), grouped.groups, grouped.m, per_group) if per_group else None
+    if grouped is not None and grouped.groups and grouped.per_group:
+        return ExpertWeights((), grouped.groups, grouped.m, grouped.per_group)
     if is_launch(sig.operation) and sig.operation.rsplit(".", 1)[-1] == TRITON_MOE:
         b, rows = _shape(sig, "b_ptr"), _int(sig, "num_valid_tokens")
         if b and len(b) == 3 and rows and rows > 0 and b[0] > 0:
@@ -434,7 +435,7 @@ FA3_OP = "sgl_kernel.fwd"
 
 
 def _fa3(sig: Signature) -> Optional[AttentionCall]:
-    q, k = _shape(sig, "query" if "query" in sig.inputs else "q"), _shape(sig, "k")
+    q, k = _shape(sig, "q"), _shape(sig, "k")
     if not q or not k or len(q) not in (3, 4) or len(k) not in (3, 4):
         return None
     cu_q, pages, used = _shape(sig, "cu_seqlens_q"), _shape(sig, "page_table"), _shape(sig, "seqused_k")
