@@ -45,6 +45,16 @@ def test_each_launch_in_a_pass_is_one_record_with_what_it_was_given(child):
     assert recs[0]["phase"] == "decode" and {r["forward_pass"] for r in recs} == {1}
 
 
+def test_a_timed_launch_has_its_own_time(child):
+    """Each launch's record holds its time on the launching thread: more
+    than nothing, at most what the caller waited for the launch."""
+    t = child["timed"]
+    recs = launches(t["path"])
+    assert len(recs) == len(t["waited_ns"]) == 3
+    for rec, waited in zip(recs, t["waited_ns"]):
+        assert 0 < round(rec["time_us"] * 1000) <= waited
+
+
 def test_outside_passes_the_launch_path_is_tritons_own(child):
     assert child["outside_is_triton_own"] and child["after_is_triton_own"]
     assert not child["inside_is_triton_own"]

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 import torch
 import triton
@@ -71,6 +72,17 @@ with ShapeProfiler(path) as prof:
 report["plain"] = {"path": path, "expected": expected,
                    "result_ok": bool(torch.allclose(out, (x + y) * 2.0)
                                     and torch.allclose(o16.float(), torch.relu(h.float()) * 0.5, atol=1e-3))}
+
+# -- timed: each launch's own time, at most what its caller waited --------------
+path = os.path.join(out_dir, "timed.jsonl")
+waited = []
+with ShapeProfiler(path, time=True) as prof:
+    with prof.forward_pass():
+        for n in (100, 60, 100):
+            t0 = time.perf_counter_ns()
+            scale_add[(4,)](x, y, out, n, 2.0, BLOCK=32, ACT=0)
+            waited.append(time.perf_counter_ns() - t0)
+report["timed"] = {"path": path, "waited_ns": waited}
 
 # -- deduplication: true counts -----------------------------------------------
 path = os.path.join(out_dir, "dedupe.jsonl")

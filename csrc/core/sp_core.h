@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +51,9 @@ typedef struct sp_config {
                               of its free space when the file opens; -1: none */
   int exclusive;           /* create the file: SP_EXISTS if the name is taken
                               (a request's file is never an earlier one) */
+  int time;                /* measure each recorded call's wall time on its
+                              thread (FORMAT.md: "time_us", and with dedupe
+                              the summary's "signature_times") */
 } sp_config;
 
 /* The default cap (sp_config.max_bytes): 1 GiB, more than a thousand
@@ -97,6 +101,7 @@ int sp_pass_reopen(sp_profiler *p);
  * SP_LOGGING_ARGS added when calls are described with their arguments
  * (sp_config.args; the encoding below). Lock-free. */
 #define SP_LOGGING_ARGS 2
+#define SP_LOGGING_TIME 4 /* sp_config.time */
 int sp_logging(const sp_profiler *p);
 
 /* Graph captures (CUDA graphs and the like): the calls run while a graph is
@@ -258,7 +263,21 @@ struct sp_thread_public {
    * must encode to for the call to be the repeat it was counted as. */
   const int64_t *expect;
   size_t expect_n;
+  /* A timed profiler's call (sp_config.time): when it began and returned,
+   * sp_clock_ns. sp_call_begin sets t0 (else it stays 0); the caller sets
+   * t1 as the call returns (sp_call_returned), or the call's end takes the
+   * clock then. A caller that timed the call itself (a launch recorded
+   * after it ran) sets both (sp_call_span). */
+  int64_t t0, t1;
 };
+
+/* The one clock of every call's time: CLOCK_MONOTONIC, in ns (Python's
+ * time.perf_counter_ns() on Linux reads the same clock). */
+static inline int64_t sp_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 sp_thread *sp_thread_new(void);
 void sp_thread_free(sp_thread *t);
@@ -376,6 +395,21 @@ enum {
 int sp_call_begin(sp_profiler *p, sp_thread *t);
 /* The call returned; t's outputs are filled. */
 void sp_call_end(sp_profiler *p, sp_thread *t);
+/* The call just returned (or raised): its time ends here, not at the end's
+ * own work. A load and a branch when the profiler is not timed. */
+static inline void sp_call_returned(sp_thread *t) {
+  struct sp_thread_public *pub = sp_thread_enc(t);
+  if (pub->t0) pub->t1 = sp_clock_ns();
+}
+/* The call ran from start to end (sp_clock_ns), as its caller measured it,
+ * when the profiler is timed (sp_call_begin set t0). */
+static inline void sp_call_span(sp_thread *t, int64_t start, int64_t end) {
+  struct sp_thread_public *pub = sp_thread_enc(t);
+  if (pub->t0 && start > 0 && end >= start) {
+    pub->t0 = start;
+    pub->t1 = end;
+  }
+}
 /* A call that began SP_CALL_COUNTED returned, and the caller found that its
  * outputs encode to exactly t's expect words (compared in place, which costs
  * less than filling t's outputs for sp_call_end): it is that repeat. */

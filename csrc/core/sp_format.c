@@ -2,9 +2,9 @@
  * from their encoding (sp_enc) to the JSON line of FORMAT.md.
  * A part of the core: compiled alone, or inside the amalgamation sp_core.c
  * (see sp_internal.h). */
-#include <math.h>
+#include "sp_internal.h" /* first: it sets the feature macros sp_core.h needs */
 
-#include "sp_internal.h"
+#include <math.h>
 
 /* Records are formatted with a raw cursor into a buffer reserved once per
  * record: the bound below covers any encoding (each int64 word formats to at

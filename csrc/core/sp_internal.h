@@ -218,6 +218,7 @@ struct sp_thread {
   sp_buf prefix;   /* the record up to the inputs' closing brace */
   size_t id_digits_at, id_digits_end; /* where call_id's digits are in it */
   sp_buf line;     /* the rest of the record */
+  sp_buf timed;    /* a timed call's rest: its "time_us", then line's */
   int grow_ask;    /* its record asked the grower for room (spinlock held) */
 #ifdef SP_DEBUG
   int in_call;     /* sp_call_begin returned nonzero; end or fail not yet */
@@ -242,6 +243,23 @@ struct arena_chunk {
  * repeats. Other outputs with the same inputs make "variant" records, found
  * by inputs and outputs (vslots). Records keep the text rendered for them,
  * so that writing a call whose shapes were seen before is a copy. */
+/* A signature's measured times (a timed profiler, with dedupe), in ns: every
+ * call's count, total, min and max, and a sorted uniform sample of its calls
+ * (all of them while they are at most SIG_TIME_SAMPLES) for the median. */
+#define SIG_TIME_SAMPLES 256
+typedef struct sig_time {
+  long long n;
+  int64_t total, min, max;
+  int k, cap;       /* samples held, and room for */
+  int64_t s[];      /* ascending */
+} sig_time;
+
+/* What the summary says of a signature's times. */
+struct time_stat {
+  long long n;
+  int64_t total, min, median, max;
+};
+
 typedef struct sig_rec {
   uint64_t hash;            /* of the key (and outputs, for a variant) */
   const int64_t *w;         /* the inputs key, in the arena */
@@ -261,6 +279,7 @@ typedef struct sig_rec {
    * call_id (0: none written yet), and the calls it stands for, itself and
    * the repeats not written (the summary's signature_counts). */
   long long rep_id, reps;
+  sig_time *time;           /* NULL: not timed (sp_config.time, dedupe) */
 } sig_rec;
 
 #define SIG_UNINDEXED (-2L) /* sig_add_counted's records: no key, in no index */
@@ -268,6 +287,7 @@ typedef struct sig_rec {
 /* A signature_counts entry, as the summary copies it. */
 struct sig_count {
   long long id, n;
+  struct time_stat time; /* time.n 0: not timed */
 };
 
 /* The profiler's lock guards a few hundred instructions of table lookups and
@@ -523,6 +543,8 @@ SP_PRIVATE void text_json_str(put_fn put, void *sink, const char *s, size_t len)
 SP_PRIVATE char *text_put_u64(char *o, uint64_t v);
 SP_PRIVATE char *text_put_i64(char *o, int64_t v);
 SP_PRIVATE size_t text_fmt_i64(char *out, int64_t v);
+/* ns as microseconds, exactly: "12.345" (at most 24 bytes). */
+SP_PRIVATE char *text_put_us(char *o, int64_t ns);
 SP_PRIVATE char *text_strdup(const char *s); /* NULL stays NULL */
 /* One line "sgl_shapeprof: abc" on stderr, by write(2); NULL parts skipped. */
 SP_PRIVATE void text_say(const char *a, const char *b, const char *c);
@@ -625,6 +647,10 @@ SP_PRIVATE int sig_outputs_equal(const sig_rec *r, const sp_enc *out);
 SP_PRIVATE size_t sig_text_put(sp_sigtable *tab, const char *s, size_t n);
 SP_PRIVATE void sig_table_free(sp_sigtable *tab); /* empty again */
 SP_PRIVATE int sig_add_counted(sp_sigtable *tab, long long rep_id, long long reps);
+/* One more call of r took ns; 0 when out of memory. */
+SP_PRIVATE int sig_time_add(sig_rec *r, int64_t ns);
+/* r's times as the summary gives them (n 0: none). No allocation. */
+SP_PRIVATE void sig_time_stat(const sig_rec *r, struct time_stat *out);
 
 /* ---- sp_tally.c [tally_]: operators counted, the pass tables ---- */
 SP_PRIVATE int tally_count_op(sp_tally *t, int id, int phase);

@@ -20,7 +20,7 @@ SP_PRIVATE int pass_phase_wanted(const sp_profiler *p, const char *phase) {
 /* What p->logging holds while some logged pass is open (see sp_logging). */
 static int logging_value(const sp_profiler *p) {
   return p->tally.open_logged > 0 && !p->file.closed && !p->failed
-             ? 1 | (p->cfg.args ? SP_LOGGING_ARGS : 0)
+             ? 1 | (p->cfg.args ? SP_LOGGING_ARGS : 0) | (p->cfg.time ? SP_LOGGING_TIME : 0)
              : 0;
 }
 

@@ -48,12 +48,49 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
   sp_api_check(p && t);
 #ifdef SP_DEBUG
   sp_api_check(!t->in_call); /* the last call's end or fail is missing */
-  int r = call_begin(p, t);
-  t->in_call = r != 0;
-  return r;
-#else
-  return call_begin(p, t);
 #endif
+  int r = call_begin(p, t);
+#ifdef SP_DEBUG
+  t->in_call = r != 0;
+#endif
+  if (__builtin_expect(p->cfg.time, 0) && r) { /* its time starts as it runs */
+    t->pub.t1 = 0;
+    t->pub.t0 = sp_clock_ns();
+  }
+  return r;
+}
+
+/* A timed call's time in ns, taken once (its end, repeat or failure), or -1
+ * when the profiler is not timed. */
+static inline int64_t take_time(sp_thread *t) {
+  int64_t t0 = t->pub.t0;
+  if (__builtin_expect(!t0, 1)) return -1;
+  int64_t end = t->pub.t1 ? t->pub.t1 : sp_clock_ns();
+  t->pub.t0 = t->pub.t1 = 0;
+  return end > t0 ? end - t0 : 0;
+}
+
+/* A signature's call took ns (a deduplicated file's signature_times).
+ * Spinlock held. */
+static void time_signature(sp_profiler *p, long sig, int64_t ns) {
+  if (ns < 0 || sig < 0 || !p->cfg.dedupe || sig >= p->sigs.n_recs) return;
+  if (!sig_time_add(&p->sigs.recs[sig], ns)) err_fail(p, "out of memory timing signatures for ", 0);
+}
+
+/* The room a record's "time_us" takes. */
+#define TIME_TEXT_BOUND 40
+
+/* ', "time_us": 12.345' then the record's rest (n bytes at s), in t->timed;
+ * 0 when out of memory. */
+static int timed_rest(sp_thread *t, int64_t ns, const char *s, size_t n) {
+  sp_buf *b = &t->timed;
+  b->n = 0;
+  if (!buf_reserve(b, TIME_TEXT_BOUND + n)) return 0;
+  char *o = PUT_LIT(b->p, ", \"time_us\": ");
+  o = text_put_us(o, ns);
+  memcpy(o, s, n);
+  b->n = (size_t)(o - b->p) + n;
+  return 1;
 }
 
 /* With arguments recorded: the key is a copy of the inputs with their
@@ -382,11 +419,18 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   t->in_call = 0;
 #endif
   sp_enc *out = &t->pub.out;
+  int64_t ns = take_time(t);
   if (t->counted) {
     /* A repeat of its inputs' primary signature if the outputs are its
      * (no lock: the arena never moves, and these words never change). */
-    if (!out->failed && out->n == t->pub.expect_n && words_same(out->w, t->pub.expect, out->n))
+    if (!out->failed && out->n == t->pub.expect_n && words_same(out->w, t->pub.expect, out->n)) {
+      if (__builtin_expect(ns >= 0, 0)) {
+        lock_acquire(&p->lock);
+        time_signature(p, t->prim, ns);
+        lock_release(&p->lock);
+      }
       return;
+    }
     /* Other outputs: another signature. Take the count back; the call is
      * observed afresh below. */
     lock_acquire(&p->lock);
@@ -396,7 +440,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
     lock_acquire(&p->lock);
   }
   if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->file.closed) {
-    room_for(p, format_record_bound(p, t, 0));
+    room_for(p, format_record_bound(p, t, ns >= 0 ? TIME_TEXT_BOUND : 0));
   }
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->file.closed) {
     drop_spec(p, t);
@@ -405,30 +449,38 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   }
   int has_tensor = t->pub.in.tensors > 0 || (!out->failed && out->tensors > 0);
   if (!has_tensor || !observe(p, t, 0)) {
+    if (has_tensor) time_signature(p, t->sig, ns); /* a repeat found by its outputs */
     drop_spec(p, t);
     lock_release(&p->lock);
     return;
   }
+  time_signature(p, t->sig, ns);
   /* The prefix first: making it may grow the text cache that the outputs'
    * text points into. */
   const char *text;
   size_t text_n;
-  if ((!t->spec && !format_prefix(p, t)) || !outputs_text(p, t, &text, &text_n))
+  if ((!t->spec && !format_prefix(p, t)) || !outputs_text(p, t, &text, &text_n) ||
+      (ns >= 0 && !timed_rest(t, ns, text, text_n)))
     err_fail(p, "out of memory formatting a record for ", 0);
+  else if (ns >= 0)
+    commit(p, t, t->timed.p, t->timed.n);
   else
     commit(p, t, text, text_n);
   release_and_ask(p, t);
 }
 
 void sp_call_repeat(sp_profiler *p, sp_thread *t) {
-  (void)p;
   sp_api_check(t->counted); /* only after sp_call_begin returned SP_CALL_COUNTED */
 #ifdef SP_DEBUG
   sp_api_check(t->in_call);
   t->in_call = 0;
-#else
-  (void)t;
 #endif
+  int64_t ns = take_time(t);
+  if (__builtin_expect(ns >= 0, 0)) {
+    lock_acquire(&p->lock);
+    time_signature(p, t->prim, ns);
+    lock_release(&p->lock);
+  }
 }
 
 void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type, const char *msg) {
@@ -446,10 +498,11 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
     type_n = 12;
   }
   if (!msg) msg_n = 0;
+  int64_t ns = take_time(t);
   lock_acquire(&p->lock);
   if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->file.closed) {
     /* an escaped character takes at most 6 bytes (\u00XX) */
-    room_for(p, format_record_bound(p, t, 64 + 6 * (type_n + msg_n)));
+    room_for(p, format_record_bound(p, t, 64 + TIME_TEXT_BOUND + 6 * (type_n + msg_n)));
   }
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->file.closed ||
       !observe(p, t, 1)) {
@@ -459,6 +512,10 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
   }
   sp_buf *s = &t->line;
   s->n = 0;
+  if (ns >= 0 && buf_reserve(s, TIME_TEXT_BOUND)) {
+    char *o = PUT_LIT(s->p, ", \"time_us\": ");
+    s->n = (size_t)(text_put_us(o, ns) - s->p);
+  }
   BUF_LIT(s, ", \"outputs\": null, \"error\": {\"error_type\": ");
   buf_json_str(s, type, type_n);
   BUF_LIT(s, ", \"error_message\": ");

@@ -102,7 +102,59 @@ static const int64_t *arena_put(sp_sigtable *tab, const int64_t *w, size_t n) {
   return at;
 }
 
+SP_PRIVATE int sig_time_add(sig_rec *r, int64_t ns) {
+  sig_time *tm = r->time;
+  if (!tm || (tm->k == tm->cap && tm->cap < SIG_TIME_SAMPLES)) {
+    int cap = tm ? tm->cap * 4 : 4;
+    if (cap > SIG_TIME_SAMPLES) cap = SIG_TIME_SAMPLES;
+    sig_time *g = realloc(tm, sizeof *g + (size_t)cap * sizeof g->s[0]);
+    if (!g) return 0;
+    if (!tm) memset(g, 0, sizeof *g);
+    g->cap = cap;
+    r->time = tm = g;
+  }
+  if (!tm->n || ns < tm->min) tm->min = ns;
+  if (!tm->n || ns > tm->max) tm->max = ns;
+  tm->n++;
+  tm->total += ns;
+  if (tm->k == tm->cap) {
+    /* Reservoir sampling: the n-th call takes a uniformly chosen sample's
+     * place with chance k/n. A fixed hash of (signature, n) picks it, so the
+     * same run keeps the same sample. */
+    uint64_t x = (uint64_t)tm->n * 0x9E3779B97F4A7C15ULL ^ r->hash;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 29;
+    uint64_t j = x % (uint64_t)tm->n;
+    if (j >= (uint64_t)tm->k) return 1;
+    /* the sample there leaves: the ones after it slide down */
+    memmove(tm->s + j, tm->s + j + 1, (size_t)(tm->k - (int)j - 1) * sizeof tm->s[0]);
+    tm->k--;
+  }
+  int i = tm->k; /* insertion, ascending */
+  while (i > 0 && tm->s[i - 1] > ns) {
+    tm->s[i] = tm->s[i - 1];
+    i--;
+  }
+  tm->s[i] = ns;
+  tm->k++;
+  return 1;
+}
+
+SP_PRIVATE void sig_time_stat(const sig_rec *r, struct time_stat *out) {
+  const sig_time *tm = r->time;
+  memset(out, 0, sizeof *out);
+  if (!tm || !tm->n || !tm->k) return;
+  out->n = tm->n;
+  out->total = tm->total;
+  out->min = tm->min;
+  out->max = tm->max;
+  int h = tm->k / 2;
+  out->median = tm->k % 2 ? tm->s[h] : tm->s[h - 1] + (tm->s[h] - tm->s[h - 1]) / 2;
+}
+
 SP_PRIVATE void sig_table_free(sp_sigtable *tab) {
+  for (long long i = 0; i < tab->n_recs; i++) free(tab->recs[i].time);
   while (tab->arena) {
     struct arena_chunk *prev = tab->arena->prev;
     free(tab->arena);

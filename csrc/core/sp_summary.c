@@ -36,6 +36,10 @@ static void fdw_i64(fdw *w, int64_t v) {
   char t[24];
   fdw_put(w, t, text_fmt_i64(t, v));
 }
+static void fdw_us(fdw *w, int64_t ns) {
+  char t[32];
+  fdw_put(w, t, (size_t)(text_put_us(t, ns) - t));
+}
 static void fdw_sink(void *w, const char *s, size_t n) { fdw_put((fdw *)w, s, n); }
 static void fdw_json_str(fdw *w, const char *s) { text_json_str(fdw_sink, w, s, strlen(s)); }
 
@@ -99,11 +103,14 @@ static int snapshot_locked(sp_profiler *p, summary_src *s, int *need_ops, int *n
   s->n_sizes = p->tally.n_sizes;
   s->sizes = p->snap.sizes;
   long long n = 0;
-  for (long long i = 0; i < sigs; i++)
-    if (p->sigs.recs[i].rep_id && p->sigs.recs[i].reps > 1) {
-      p->snap.sigs[n].id = p->sigs.recs[i].rep_id;
-      p->snap.sigs[n++].n = p->sigs.recs[i].reps;
+  for (long long i = 0; i < sigs; i++) {
+    const sig_rec *r = &p->sigs.recs[i];
+    if (r->rep_id && (r->reps > 1 || r->time)) {
+      p->snap.sigs[n].id = r->rep_id;
+      p->snap.sigs[n].n = r->reps;
+      sig_time_stat(r, &p->snap.sigs[n++].time); /* the median: the middle of a sorted sample */
     }
+  }
   s->counts_by_sig = p->snap.sigs;
   s->n_counts = n;
   s->recs = NULL;
@@ -300,6 +307,35 @@ SP_PRIVATE int summary_write(const sp_profiler *p, const summary_src *s) {
       fdw_i64(&w, reps);
     }
     fdw_str(&w, "}");
+  }
+  fdw_str(&w, ",\n  \"timed\": ");
+  fdw_str(&w, p->cfg.time ? "true" : "false");
+  if (p->cfg.dedupe && p->cfg.time) {
+    /* call_id of a record -> the times of the calls it stands for */
+    fdw_str(&w, ",\n  \"signature_times\": {");
+    int any = 0;
+    long long n = s->recs ? s->n_recs : s->n_counts;
+    for (long long i = 0; i < n; i++) {
+      struct time_stat ts;
+      long long id = s->recs ? s->recs[i].rep_id : s->counts_by_sig[i].id;
+      if (s->recs) sig_time_stat(&s->recs[i], &ts);
+      else ts = s->counts_by_sig[i].time;
+      if (!id || !ts.n) continue;
+      fdw_str(&w, any++ ? ",\n    \"" : "\n    \"");
+      fdw_i64(&w, id);
+      fdw_str(&w, "\": {\"count\": ");
+      fdw_i64(&w, ts.n);
+      fdw_str(&w, ", \"total_us\": ");
+      fdw_us(&w, ts.total);
+      fdw_str(&w, ", \"min_us\": ");
+      fdw_us(&w, ts.min);
+      fdw_str(&w, ", \"median_us\": ");
+      fdw_us(&w, ts.median);
+      fdw_str(&w, ", \"max_us\": ");
+      fdw_us(&w, ts.max);
+      fdw_str(&w, "}");
+    }
+    fdw_str(&w, any ? "\n  }" : "}");
   }
   if (s->n_graphs) {
     /* graph key -> captures recorded, replays counted in logged passes, and

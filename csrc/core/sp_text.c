@@ -65,6 +65,17 @@ SP_PRIVATE char *text_put_i64(char *o, int64_t v) {
   return text_put_u64(o, (uint64_t)v);
 }
 
+SP_PRIVATE char *text_put_us(char *o, int64_t ns) {
+  if (ns < 0) ns = 0; /* a time is never negative: the clock is monotonic */
+  o = text_put_u64(o, (uint64_t)ns / 1000);
+  unsigned frac = (unsigned)((uint64_t)ns % 1000);
+  *o++ = '.';
+  *o++ = (char)('0' + frac / 100);
+  *o++ = (char)('0' + frac / 10 % 10);
+  *o++ = (char)('0' + frac % 10);
+  return o;
+}
+
 SP_PRIVATE size_t text_fmt_i64(char *out, int64_t v) { return (size_t)(text_put_i64(out, v) - out); }
 
 SP_PRIVATE void buf_i64(sp_buf *b, int64_t v) {

@@ -20,6 +20,7 @@ void sp_thread_free(sp_thread *t) {
   free(t->keybuf.w);
   free(t->prefix.p);
   free(t->line.p);
+  free(t->timed.p);
   free(t);
 }
 

@@ -104,6 +104,7 @@ static int end_call(PyObject *output, PyObject *error) {
   sp_thread *t = p ? sp_pycall_scratch() : NULL;
   if (!t) return 0;
   t_api_profiler = NULL;
+  sp_call_returned(t); /* a timed call's time ends here, before its outputs are described */
   if (error) {
     sp_pycall_fail(p, t, error);
     return 1;

@@ -25,18 +25,23 @@ static int int_tuple(PyObject *v) {
   return 1;
 }
 
-/* launch(key, operation, arg_names, values, mode, error=None, convert=None):
+/* launch(key, operation, arg_names, values, mode, error=None, convert=None,
+ *        start_ns=0, end_ns=0):
  * one kernel launch, recorded whole once it returned or raised: values, one
  * per name (the missing marker: not given), described here as an API
  * call's are; convert(v) gives what a value that is not a tensor, a
  * sequence of tensors or a plain value is written as (a Triton dtype by its
- * name, a constexpr by its value). True if it was filed. */
+ * name, a constexpr by its value). start_ns, end_ns: when the launch began
+ * and returned (time.perf_counter_ns(), the core's clock), for a timed
+ * profiler (mode has SP_LOGGING_TIME); without them it has no time (its
+ * record is made after it ran). True if it was filed. */
 PyObject *sp_launch(PyObject *m, PyObject *args) {
   PyObject *key, *operation, *arg_names, *values, *error = Py_None, *convert = Py_None;
   long mode;
+  long long start_ns = 0, end_ns = 0;
   (void)m;
-  if (!PyArg_ParseTuple(args, "OUO!O!l|OO:launch", &key, &operation, &PyTuple_Type, &arg_names,
-                        &PyTuple_Type, &values, &mode, &error, &convert))
+  if (!PyArg_ParseTuple(args, "OUO!O!l|OOLL:launch", &key, &operation, &PyTuple_Type, &arg_names,
+                        &PyTuple_Type, &values, &mode, &error, &convert, &start_ns, &end_ns))
     return NULL;
   if (!sp_pycall_tensor_type) {
     PyErr_SetString(PyExc_RuntimeError, "launch: door_types() was not given");
@@ -75,6 +80,8 @@ PyObject *sp_launch(PyObject *m, PyObject *args) {
   sp_thread_enc(t)->within = sp_fallback_open_op(); /* a custom op's kernel launching */
   int state = sp_call_begin(p, t);
   if (state == SP_CALL_SKIP) Py_RETURN_FALSE;
+  if (start_ns > 0) sp_call_span(t, start_ns, end_ns);
+  else sp_thread_enc(t)->t0 = 0; /* not a time of nothing: none was measured */
   if (error != Py_None) {
     sp_pycall_fail(p, t, error);
     Py_RETURN_TRUE;

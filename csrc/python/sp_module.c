@@ -37,23 +37,24 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
   ProfilerObject *self = (ProfilerObject *)self_;
   static char *kwlist[] = {"path", "rank", "skip_warmup", "log_n_passes",
                            "dedupe", "phases", "args", "sync", "worker", "max_bytes",
-                           "exclusive", NULL};
+                           "exclusive", "time", NULL};
   PyObject *path_obj = NULL;
   long long rank = 0, skip = 0, limit = 0, max_bytes = 0;
-  int dedupe = 0, with_args = 0, sync = 0, exclusive = 0;
+  int dedupe = 0, with_args = 0, sync = 0, exclusive = 0, timed = 0;
   const char *phases = NULL, *worker = NULL;
   if (self->p) {
     PyErr_SetString(PyExc_RuntimeError, "Profiler is already initialised");
     return -1;
   }
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppzLp", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppzLpp", kwlist,
                                    PyUnicode_FSConverter, &path_obj, &rank,
                                    &skip, &limit, &dedupe, &phases, &with_args, &sync, &worker,
-                                   &max_bytes, &exclusive))
+                                   &max_bytes, &exclusive, &timed))
     return -1;
   sp_config cfg = {.path = PyBytes_AS_STRING(path_obj), .rank = rank, .skip_warmup = skip,
                    .log_n_passes = limit, .dedupe = dedupe, .phases = phases, .args = with_args,
-                   .worker = worker, .max_bytes = max_bytes, .exclusive = exclusive};
+                   .worker = worker, .max_bytes = max_bytes, .exclusive = exclusive,
+                   .time = timed};
   int rc = sp_fallback_install();
   /* Python kernels' exceptions are described from the exception object */
   sp_fallback_set_describer(sp_describe_python_error);

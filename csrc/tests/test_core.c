@@ -81,7 +81,7 @@ static void enc_mm(sp_thread *t, int64_t m, int64_t k, int64_t n, int dtype) {
 
 static sp_profiler *open_prof(const char *name, int dedupe, long long skip, long long limit,
                               const char *phases) {
-  sp_config cfg = {path_in(name), 3, skip, limit, dedupe, phases, 0, NULL, 0, 0};
+  sp_config cfg = {path_in(name), 3, skip, limit, dedupe, phases, 0, NULL, 0, 0, 0};
   sp_profiler *p = NULL;
   int rc = sp_open(&cfg, &p);
   if (rc != SP_OK) {
@@ -107,12 +107,12 @@ static void test_summary_path(void) {
 
 static void test_open_errors(void) {
   g_test = __func__;
-  sp_config cfg = {"/nonexistent/dir/x.jsonl", 0, 0, 0, 0, NULL, 0, NULL, 0, 0};
+  sp_config cfg = {"/nonexistent/dir/x.jsonl", 0, 0, 0, 0, NULL, 0, NULL, 0, 0, 0};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_IOERR);
   CHECK(strstr(sp_errmsg(p), "/nonexistent/dir/x.jsonl") != NULL);
   sp_free(p);
-  sp_config bad = {"x", 0, -1, 0, 0, NULL, 0, NULL, 0, 0};
+  sp_config bad = {"x", 0, -1, 0, 0, NULL, 0, NULL, 0, 0, 0};
   CHECK(sp_open(&bad, &p) == SP_ERROR);
   sp_free(p);
   g_passed++;
@@ -167,7 +167,7 @@ static void test_worker_in_summary(void) {
   const char *worker = "{\"tp_rank\": 1, \"tp_size\": 2, \"pp_rank\": 0, \"pp_size\": 2, \"host\": \"n\\u00e9\"}";
   char buf[sizeof "{}" + 200];
   snprintf(buf, sizeof buf, "%s", worker);
-  sp_config cfg = {path_in("w.jsonl"), 1, 0, 0, 0, NULL, 0, buf, 0, 0};
+  sp_config cfg = {path_in("w.jsonl"), 1, 0, 0, 0, NULL, 0, buf, 0, 0, 0};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_OK);
   memset(buf, 'x', strlen(buf)); /* copied at open: the caller's buffer is its own */
@@ -435,7 +435,7 @@ static void test_arguments(void) {
   CHECK(sp_set_names(SP_NAMES_DEVICE, devices, 2) == SP_OK);
   CHECK(sp_set_names(SP_NAMES_LAYOUT, layouts, 1) == SP_OK);
   CHECK(sp_set_names(SP_NAMES_N, devices, 2) == SP_ERROR);
-  sp_config cfg = {path_in("args.jsonl"), 0, 0, 0, 1, NULL, 1, NULL, 0, 0};
+  sp_config cfg = {path_in("args.jsonl"), 0, 0, 0, 1, NULL, 1, NULL, 0, 0, 0};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_OK);
   sp_thread *t = sp_thread_new();
@@ -1386,6 +1386,76 @@ static void test_grower_outlives_a_freed_profiler(void) {
   g_passed++;
 }
 
+/* A timed profiler (sp_config.time): each record's own time, and with
+ * dedupe each signature's count, total, min, median and max, from the
+ * spans its callers measured (sp_call_span). */
+static void timed_call(sp_profiler *p, sp_thread *t, int64_t n, int64_t ns, int raise) {
+  enc_mm(t, 4, 8, n, 6);
+  int state = sp_call_begin(p, t);
+  if (!state) return;
+  sp_call_span(t, 1000000, 1000000 + ns);
+  if (raise) sp_call_fail(p, t, "RuntimeError", "no");
+  else if (state == SP_CALL_COUNTED && n == 6) sp_call_repeat(p, t);
+  else sp_call_end(p, t);
+}
+
+static void test_timed(void) {
+  g_test = __func__;
+  sp_config cfg = {path_in("timed.jsonl"), 0, 0, 0, 1, NULL, 0, NULL, 0, 0, 1};
+  sp_profiler *p = NULL;
+  CHECK(sp_open(&cfg, &p) == SP_OK);
+  sp_thread *t = sp_thread_new();
+  CHECK(sp_pass_begin(p, NULL) == 1);
+  CHECK(sp_logging(p) & SP_LOGGING_TIME);
+  timed_call(p, t, 6, 1500, 0);  /* written: 1.500 us */
+  timed_call(p, t, 6, 3000, 0);  /* repeats, in place (sp_call_repeat) */
+  timed_call(p, t, 6, 2000, 0);
+  timed_call(p, t, 6, 999, 0);
+  timed_call(p, t, 6, 7000, 1);  /* raised: its own record, not the signature's */
+  for (int64_t i = 1; i <= 1000; i++) timed_call(p, t, 3, i, 0); /* past the sample's 256 */
+  enc_mm(t, 4, 8, 9, 6); /* no span and no end given: the core's clock, a time at least 0 */
+  CHECK(sp_call_begin(p, t) == SP_CALL_RECORDING);
+  sp_call_end(p, t);
+  sp_pass_end(p);
+  CHECK(sp_close(p) == SP_OK);
+  char *s = slurp(path_in("timed.jsonl"), NULL);
+  CHECK(s && count_lines(s) == 4);
+  CHECK(strstr(s, "\"call_id\": 1,") && strstr(s, "\"time_us\": 1.500, \"outputs\": {\"shape\": [4, 6]"));
+  CHECK(strstr(s, "\"time_us\": 7.000, \"outputs\": null, \"error\""));
+  CHECK(strstr(s, "\"time_us\": 0.001, \"outputs\": {\"shape\": [4, 3]"));
+  free(s);
+  s = slurp(path_in("timed_summary.json"), NULL);
+  CHECK(s && strstr(s, "\"timed\": true"));
+  /* 1.5, 3, 2, 0.999: the median of an even count is the two middles' mean */
+  CHECK(strstr(s, "\"1\": {\"count\": 4, \"total_us\": 7.499, \"min_us\": 0.999, \"median_us\": 1.750, "
+                  "\"max_us\": 3.000}"));
+  /* 1..1000 ns: count, total, min and max exact; the median of a uniform sample of 256 */
+  const char *q = strstr(s, "\"3\": {\"count\": 1000, \"total_us\": 500.500, \"min_us\": 0.001, \"median_us\": 0.");
+  CHECK(q && strstr(q, "\"max_us\": 1.000}"));
+  int med = atoi(q + strlen("\"3\": {\"count\": 1000, \"total_us\": 500.500, \"min_us\": 0.001, \"median_us\": 0."));
+  CHECK(med > 400 && med < 600);
+  CHECK(strstr(s, "\"signature_times\"") && !strstr(s, "\"2\": {\"count\"")); /* the error: none */
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  p = open_prof("untimed.jsonl", 1, 0, 0, NULL);
+  CHECK(p);
+  t = sp_thread_new();
+  CHECK(sp_pass_begin(p, NULL) == 1 && !(sp_logging(p) & SP_LOGGING_TIME));
+  timed_call(p, t, 6, 1500, 0);
+  sp_pass_end(p);
+  CHECK(sp_close(p) == SP_OK);
+  s = slurp(path_in("untimed.jsonl"), NULL);
+  CHECK(s && !strstr(s, "time_us"));
+  free(s);
+  s = slurp(path_in("untimed_summary.json"), NULL);
+  CHECK(s && strstr(s, "\"timed\": false") && !strstr(s, "signature_times"));
+  free(s);
+  sp_thread_free(t);
+  sp_free(p);
+  g_passed++;
+}
+
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "%s", "/tmp/sp_core_test_XXXXXX");
   if (!mkdtemp(g_dir)) return 2;
@@ -1397,6 +1467,7 @@ int main(void) {
   test_dedupe_errors_and_escaping();
   test_tensor_words_every_rank();
   test_repeats_compared_in_place();
+  test_timed();
   test_lists_outputs_and_no_tensor_calls();
   test_arguments();
   test_dropped_prefix_never_blanks_a_record();

@@ -250,7 +250,9 @@ static void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     try {
       redispatch(op, ks, stack);
       if (C10_UNLIKELY(ts.sync)) synchronize(device, stack, op.schema().returns().size());
+      sp_call_returned(t);  // a timed call's time ends here (with sync: the device's too)
     } catch (...) {
+      sp_call_returned(t);
       record_exception(p, t, std::current_exception());
       throw;
     }

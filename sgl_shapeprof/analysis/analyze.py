@@ -27,6 +27,8 @@ class OpView:
     errors: int = 0
     signatures: List[Signature] = field(default_factory=list)
     by_source: Dict[str, int] = field(default_factory=dict)
+    time_ns: int = 0  # measured time of `timed` of its calls (a timed recording)
+    timed: int = 0
 
 
 @dataclass
@@ -49,8 +51,17 @@ class Analysis:
     def errors(self) -> List[Signature]:
         return [s for s in self.signatures if s.error is not None or s.incomplete]
 
-    def ranked(self, top: Optional[int] = None) -> List[OpView]:
-        r = sorted(self.ops.values(), key=lambda o: (-o.calls, o.operation))
+    @property
+    def timed(self) -> bool:
+        """Some file was recorded with time (its records' time_us)."""
+        return any(s.timed for s in self.sources)
+
+    def ranked(self, top: Optional[int] = None, by: str = "calls") -> List[OpView]:
+        """Operations, most calls first, or with by="time" most measured time."""
+        if by == "time":
+            r = sorted(self.ops.values(), key=lambda o: (-o.time_ns, -o.calls, o.operation))
+        else:
+            r = sorted(self.ops.values(), key=lambda o: (-o.calls, o.operation))
         return r[:top] if top else r
 
 
@@ -70,11 +81,15 @@ def build(sources: List[Source]) -> Analysis:
                                           graph=sig.graph, within=sig.within)
             m.count += sig.count
             m.records += sig.records
+            if sig.timed:
+                m.add_time(sig.timed, sig.time_ns, sig.time_min, sig.time_max)
             o = ops.get(sig.operation)
             if o is None:
                 o = ops[sig.operation] = OpView(sig.operation)
             o.calls += sig.count
             o.records += sig.records
+            o.time_ns += sig.time_ns
+            o.timed += sig.timed
             o.out_elements += sig.count * sig.out_elements
             o.by_source[src.label] = o.by_source.get(src.label, 0) + sig.count
             if sig.error is not None or sig.incomplete:

@@ -16,6 +16,9 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
                    help="operation counts only, from the summary when there is one")
     a.add_argument("--top", type=count, metavar="N", help="only the N most called operators (and N rows per section)")
     a.add_argument("--show-shapes", action="store_true", help="list each operator's distinct shapes")
+    a.add_argument("--sort", choices=("calls", "time"), default="calls",
+                   help="operators (and with --show-shapes their shapes) by calls, or by measured time "
+                        "(files recorded with time: SHAPEPROF_TIME=1, the record command's time option)")
     a.add_argument("--max-shapes", type=count, metavar="N", help="with --show-shapes, at most N per operator")
     a.add_argument("--by-phase", action="store_true",
                    help="each operator's shapes per phase side by side (prefill vs decode)")
@@ -59,13 +62,16 @@ def run(args: argparse.Namespace) -> int:
         if timeline is not None:
             tfile.close()
     a = build(srcs)
+    if args.sort == "time" and not a.timed:
+        raise fail("--sort time: no file here was recorded with time (record --time, SHAPEPROF_TIME=1, "
+                   "ShapeProfiler(time=True))")
     try:
         tails = [t for t in (crash_tail(s, args.tail) for s in srcs) if t is not None]
     except InputError as e:
         raise fail(str(e)) from None
     if args.json:
         from ..render.jsonout import analysis_json, tail_json, write_json
-        doc = analysis_json(a, top=args.top)
+        doc = analysis_json(a, top=args.top, by=args.sort)
         if tails:
             doc["crash_tails"] = [tail_json(t) for t in tails]
         write_json(doc, sys.stdout)
@@ -74,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         print_analysis(a, sys.stdout, Sections(
             summary=not args.no_summary, largest=not args.no_largest,
             diversity=not args.no_diversity, show_shapes=args.show_shapes,
-            by_phase=args.by_phase, top=args.top, max_shapes=args.max_shapes))
+            by_phase=args.by_phase, top=args.top, max_shapes=args.max_shapes, sort=args.sort))
         for t in tails:
             write_tail(t, sys.stdout)
     return 0

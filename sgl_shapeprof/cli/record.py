@@ -24,6 +24,9 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     r.add_argument("--sync", action="store_true",
                    help="wait for the device after each recorded CUDA call, so that an asynchronous kernel "
                         "failure is the error of the call that launched it (debugging; slow)")
+    r.add_argument("--time", action="store_true",
+                   help="measure each recorded call's wall time (records' time_us; with --dedupe, per "
+                        "signature count, total, min, median and max in the summary)")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
     r.set_defaults(func=run)
 
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         config.ENV_LOG_N_PASSES: str(args.log_n_passes),
         config.ENV_ARGS: "1" if args.args else "0",
         config.ENV_SYNC: "1" if args.sync else "0",
+        config.ENV_TIME: "1" if args.time else "0",
     }
     if args.max_mb is not None:
         settings[config.ENV_MAX_MB] = repr(args.max_mb)

@@ -24,6 +24,7 @@ ENV_DEDUPE = "SGLANG_PROFILE_SHAPES_DEDUPE"
 ENV_PHASES = "SGLANG_PROFILE_SHAPES_PHASES"
 ENV_ARGS = "SGLANG_PROFILE_SHAPES_ARGS"
 ENV_SYNC = "SGLANG_PROFILE_SHAPES_SYNC"
+ENV_TIME = "SGLANG_PROFILE_SHAPES_TIME"
 ENV_MAX_MB = "SGLANG_PROFILE_SHAPES_MAX_MB"
 
 DEFAULT_FILE = "shapes.jsonl"
@@ -49,6 +50,7 @@ class EnvConfig:
     sync: bool = False  # wait for the device after each recorded call (debugging)
     workers: Optional[dict] = None  # SGLANG_PROFILE_SHAPES_WORKERS: ranks per dimension (selection.py)
     max_mb: Optional[float] = None  # the records file's cap (None: the default; 0: none)
+    time: bool = False  # measure each recorded call's wall time (FORMAT.md: time_us)
 
     def profiles_rank(self, rank: int) -> bool:
         return self.ranks is None or rank in self.ranks
@@ -263,6 +265,8 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     phases = parse_phases(phases_set[1], phases_set[0]) if phases_set else None
     args = bool(env.flag(ENV_ARGS))
     sync = bool(env.flag(ENV_SYNC))
+    timed = bool(env.flag(ENV_TIME))
     cap = env.get(ENV_MAX_MB)
     max_mb = parse_max_mb(*cap) if cap else None
-    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args, sync, workers, max_mb)
+    return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args, sync, workers, max_mb,
+                     timed)

@@ -169,6 +169,10 @@ def positional_door(fn: Callable, operation: str) -> Callable:
 
 # Launch options kept as their own arguments; any other keyword that is not
 # a kernel parameter goes into "launch_options", as text.
+# A timed profiler's logging flag (sp_core.h's SP_LOGGING_TIME): a launch,
+# recorded after it ran, is timed by its door (time.perf_counter_ns, the
+# core's clock) and its span given to _C.launch.
+LOGGING_TIME = 4
 OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "maxnreg", "launch_options")
 # the launching library's own value types, given by its door when it is put
 # on (launch_types): its dtype class, written by name, and the module of its

@@ -58,7 +58,7 @@ class OnRequestProfiler(PassContext):
     """Armed: records nothing until request(); the same pass API as ShapeProfiler."""
 
     def __init__(self, rank: int = 0, dedupe: bool = False, output_dir: Optional[str] = None,
-                 control: bool = True, args: bool = False, sync: bool = False,
+                 control: bool = True, args: bool = False, sync: bool = False, time: bool = False,
                  worker: Optional[Worker] = None, max_mb: Optional[float] = None):
         self.rank = rank
         self.max_mb = max_mb  # each request's records file's cap (ShapeProfiler's max_mb)
@@ -66,6 +66,7 @@ class OnRequestProfiler(PassContext):
         self.dedupe = dedupe
         self.args = args
         self.sync = sync
+        self.time = time  # each request's calls are timed (ShapeProfiler's time)
         self.output_dir = output_dir or os.getcwd()
         self._lock = threading.Lock()
         self._pending: Optional[Request] = None
@@ -119,7 +120,7 @@ class OnRequestProfiler(PassContext):
         for path in _names(req.output):
             try:
                 return ShapeProfiler(
-                    path, rank=self.rank, dedupe=self.dedupe, args=self.args, sync=self.sync,
+                    path, rank=self.rank, dedupe=self.dedupe, args=self.args, sync=self.sync, time=self.time,
                     worker=self.worker, skip_warmup=req.skip,
                     log_n_passes=0 if req.per_phase else req.passes,
                     phases=sorted(req.phases) if req.phases else None,

@@ -136,8 +136,8 @@ class ShapeProfiler(PassContext):
     """Records every operator call of the logged forward passes.
 
     ShapeProfiler(output, *, rank=0, skip_warmup=0, log_n_passes=0,
-    dedupe=False, phases=None, args=False, sync=False, worker=None,
-    max_mb=None, exclusive=False, phases_from="phases")
+    dedupe=False, phases=None, args=False, sync=False, time=False,
+    worker=None, max_mb=None, exclusive=False, phases_from="phases")
 
     output: the records file (JSON Lines, see FORMAT.md); the summary goes
     beside it (shapes.jsonl -> shapes_summary.json). Passes 1..skip_warmup are
@@ -152,7 +152,12 @@ class ShapeProfiler(PassContext):
     call with an input on a CUDA device, wait for the device, so that an
     asynchronous kernel failure is recorded as the error of the call that
     launched it rather than of a later synchronising call; never while a CUDA
-    graph is captured; on the CPU it does nothing. worker: which worker of a
+    graph is captured; on the CPU it does nothing. time: measure each
+    recorded call's wall time on its thread, from its start to its return
+    (inclusive of the calls recorded within it; its kernels' device time
+    only with sync): the records' "time_us", and with dedupe each
+    signature's count, total, min, median and max in the summary's
+    "signature_times" (docs/FORMAT.md). worker: which worker of a
     deployment this is (a Worker: its TP, PP, DP and EP ranks, host, pid),
     written to the summary as "worker"; the server integrations read it from
     the server's own state. max_mb: the records file's cap in MiB (None: 1024,
@@ -177,8 +182,9 @@ class ShapeProfiler(PassContext):
     def __init__(self, output: PathLike = "shapes.jsonl", *, rank: int = 0,
                  skip_warmup: int = 0, log_n_passes: int = 0,
                  dedupe: bool = False, phases: Optional[Iterable[str]] = None,
-                 args: bool = False, sync: bool = False, worker: Optional[Worker] = None,
-                 max_mb: Optional[float] = None, exclusive: bool = False, phases_from: str = "phases"):
+                 args: bool = False, sync: bool = False, time: bool = False,
+                 worker: Optional[Worker] = None, max_mb: Optional[float] = None,
+                 exclusive: bool = False, phases_from: str = "phases"):
         path = os.fspath(output)
         if not isinstance(path, str) or not path:
             raise ValueError("output must be a non-empty path")
@@ -200,6 +206,7 @@ class ShapeProfiler(PassContext):
         self.dedupe = bool(dedupe)
         self.args = bool(args)
         self.sync = bool(sync)
+        self.time = bool(time)
         if worker is not None and not isinstance(worker, Worker):
             raise TypeError(f"worker must be a sgl_shapeprof Worker, not {type(worker).__name__}")
         self.worker = worker
@@ -207,7 +214,8 @@ class ShapeProfiler(PassContext):
         def native(at: str):
             return _C.Profiler(at, rank=rank, skip_warmup=skip_warmup, log_n_passes=log_n_passes,
                                dedupe=self.dedupe, phases=phase_list, args=self.args, sync=self.sync,
-                               worker=identity, max_bytes=cap, exclusive=bool(exclusive))
+                               worker=identity, max_bytes=cap, exclusive=bool(exclusive),
+                               time=self.time)
         try:
             self._native = native(path)
         except BlockingIOError:

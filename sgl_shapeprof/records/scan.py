@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import IO, Callable, Dict, List, Optional
+from typing import IO, Callable, Dict, List, Optional, Tuple
 
 from . import untrusted
 from .filter import Filter
@@ -47,6 +47,7 @@ class Source:
     eager_sizes: Dict[str, Dict[int, int]] = field(default_factory=dict)  # summary "eager_sizes"
     worker: Optional[Worker] = None  # the summary's "worker": its place in the deployment
     records_after_summary: int = 0   # records past the summary's records_bytes (killed before it caught up)
+    timed: bool = False              # its records carry their calls' time (FORMAT.md "time_us")
 
     @property
     def filtered(self) -> bool:
@@ -88,13 +89,14 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
         else:
             src.summary_note = ("its summary predates signature_counts: counts of "
                                 "deduplicated calls are not known (each record counts once)")
+    times = signature_times(summary) if src.deduplicated else {}
     src.flt = flt
     src.graphs = graph_replays(summary)
     src.eager_sizes = eager_sizes(summary)
     src.records_after_summary = records_after_summary(path, summary)
     f = open_records(path)
     try:
-        _scan_lines(f, src, flt, counts, on_record, progress)
+        _scan_lines(f, src, flt, counts, times, on_record, progress)
     except (OSError, EOFError) as e:  # a corrupt .gz, say
         raise InputError(f"cannot read {path}: {e}") from None
     finally:
@@ -102,8 +104,53 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
     return src
 
 
+def _us(v: object) -> Optional[int]:
+    """A time in µs as a file says it, in ns; None if it is not one."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e15:
+        return None
+    return round(v * 1000)
+
+
+def signature_times(summary: Optional[dict]) -> Dict[bytes, Tuple[int, int, int, int]]:
+    """A deduplicated file's summary "signature_times": per record's call_id
+    (as bytes), (calls, total, min, max) in ns; entries that are not numbers
+    are left out (a summary is untrusted)."""
+    st = summary.get("signature_times") if summary else None
+    out: Dict[bytes, Tuple[int, int, int, int]] = {}
+    if not isinstance(st, dict):
+        return out
+    for k, v in st.items():
+        if not isinstance(v, dict):
+            continue
+        n = v.get("count")
+        total, low, high = _us(v.get("total_us")), _us(v.get("min_us")), _us(v.get("max_us"))
+        if type(n) is int and n > 0 and None not in (total, low, high):
+            out[str(k).encode()] = (n, total, low, high)
+    return out
+
+
+def _add_time(src: Source, sig: Signature, cid: bytes, us: object,
+              times: Dict[bytes, Tuple[int, int, int, int]]) -> None:
+    """A record's measured time: its signature's in the summary (a
+    deduplicated file), else its own call's (time_us)."""
+    src.timed = True
+    if sig.graph is not None:  # a capture ran no kernel: its time is not its replays'
+        return
+    t = times.get(cid) if times else None
+    if t is not None:
+        sig.add_time(*t)
+        return
+    ns = _us(us)
+    if ns is not None:
+        sig.add_time(1, ns, ns, ns)
+
+
+_TIME = b', "time_us": '
+
+
 # A line as the profiler writes it: '{"call_id": N, "forward_pass": P, ' then
-# the rest, the signature's text (the same for every call of a signature).
+# the rest, the signature's text (the same for every call of a signature;
+# a timed call's "time_us" is its own, taken out of it).
 _PREFIX = b'{"call_id": '
 _PASS = b'"forward_pass": '
 _ID_AT = len(_PREFIX)         # where call_id's digits start
@@ -127,7 +174,7 @@ class _Entry:
 
 
 def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int],
-                on_record: Optional[Callable[[int, Signature, int], None]],
+                times: Dict[bytes, Tuple[int, int, int, int]], on_record: Optional[Callable[[int, Signature, int], None]],
                 progress: Optional[Callable[[int], None]]) -> None:
     rep = src.report
     entries: Dict[bytes, _Entry] = {}
@@ -156,6 +203,15 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
             if id_end > 0 and pass_end > 0 and line.startswith(pass_word, id_end + 2) and \
                     cid.isdigit() and fp.isdigit():
                 key = line[pass_end + 2:]
+                t_at = key.find(_TIME)
+                us = None
+                if t_at >= 0:  # a timed call: its time is not its signature's
+                    t_end = key.find(b", ", t_at + len(_TIME))
+                    if t_end < 0:
+                        parser.hold(line)
+                        continue
+                    us = key[t_at + len(_TIME):t_end]
+                    key = key[:t_at] + key[t_end:]
                 e = entries.get(key)
                 if e is None:
                     try:
@@ -186,6 +242,11 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                     sigs[e.sig_key] = sig
                 e.records += 1
                 e.calls += n
+                if us is not None:
+                    try:
+                        _add_time(src, sig, cid, float(us), times)
+                    except ValueError:
+                        pass
                 pass_calls[fp] = pass_calls.get(fp, 0) + n
                 if on_record is not None:
                     on_record(int(cid), sig, n)
@@ -200,11 +261,11 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
             rep.bad_lines.append(parser.lineno)
             continue
         n_records += 1
-        _add_slow(src, flt, rec, counts, on_record)
+        _add_slow(src, flt, rec, counts, times, on_record)
     recovered = parser.finish()
     if recovered is not None:
         n_records += 1
-        _add_slow(src, flt, recovered, counts, on_record)
+        _add_slow(src, flt, recovered, counts, times, on_record)
     rep.records = n_records
     src.records = n_records
     for e in entries.values():
@@ -231,7 +292,7 @@ def _replays(src: Source, sig: Signature) -> int:
 
 
 def _add_slow(src: Source, flt: Filter, rec: dict, counts: Dict[bytes, int],
-              on_record: Optional[Callable[[int, Signature, int], None]]) -> int:
+              times: Dict[bytes, Tuple[int, int, int, int]], on_record: Optional[Callable[[int, Signature, int], None]]) -> int:
     """Adds a record parsed the slow way; returns the calls it stands for."""
     fp = rec.get("forward_pass")
     if flt.passes is not None and not (isinstance(fp, int) and flt.passes[0] <= fp <= flt.passes[1]):
@@ -250,6 +311,8 @@ def _add_slow(src: Source, flt: Filter, rec: dict, counts: Dict[bytes, int],
     n = counts.get(str(cid).encode(), 1) * _replays(src, sig)
     sig.records += 1
     sig.count += n
+    if "time_us" in rec:
+        _add_time(src, sig, str(cid).encode(), rec["time_us"], times)
     if isinstance(fp, int) and fp:
         src.passes[fp] = src.passes.get(fp, 0) + n
     if on_record is not None:

@@ -31,6 +31,20 @@ class Signature:
     args: Optional[dict] = None   # the other arguments, when recorded (FORMAT.md)
     graph: Optional[int] = None   # the graph a capture's record belongs to
     within: Optional[str] = None  # the operation whose call this one ran inside (FORMAT.md)
+    # measured wall time (a timed recording, FORMAT.md "time_us"), in ns, of
+    # `timed` of its calls (a graph capture's records are not: a replay's
+    # time is not its capture's)
+    time_ns: int = 0
+    timed: int = 0
+    time_min: Optional[int] = None
+    time_max: Optional[int] = None
+
+    def add_time(self, calls: int, total: int, low: int, high: int) -> None:
+        """calls more of its calls took total ns, the least low, the most high."""
+        self.timed += calls
+        self.time_ns += total
+        self.time_min = low if self.time_min is None else min(self.time_min, low)
+        self.time_max = high if self.time_max is None else max(self.time_max, high)
 
     @property
     def text(self) -> str:
@@ -70,6 +84,10 @@ def mask_floats(args: Optional[dict]) -> Optional[dict]:
     return {k: one(v) for k, v in args.items()}
 
 
+# A record's fields that are its call's own, not its signature's.
+PER_CALL = ("call_id", "forward_pass", "time_us")
+
+
 def float_key(rec: dict) -> Optional[bytes]:
     """The key of a record whose args hold floats (they are masked), else
     None (its text after call_id and forward_pass is its key)."""
@@ -77,8 +95,7 @@ def float_key(rec: dict) -> Optional[bytes]:
     if not isinstance(args, dict) or not any(
             _is_float(v) or (isinstance(v, list) and any(_is_float(x) for x in v)) for v in args.values()):
         return None
-    body = {k: (mask_floats(v) if k == "args" else v) for k, v in rec.items()
-            if k not in ("call_id", "forward_pass")}
+    body = {k: (mask_floats(v) if k == "args" else v) for k, v in rec.items() if k not in PER_CALL}
     return json.dumps(body).encode()[1:]
 
 
@@ -98,7 +115,7 @@ def key_of(rec: dict) -> bytes:
     """The key a parsed record is counted under: its text after call_id and
     forward_pass, as the profiler writes it, with float arguments masked."""
     return float_key(rec) or json.dumps(
-        {k: v for k, v in rec.items() if k not in ("call_id", "forward_pass")}).encode()[1:]
+        {k: v for k, v in rec.items() if k not in PER_CALL}).encode()[1:]
 
 
 def _details(s: Signature) -> Dict[str, str]:

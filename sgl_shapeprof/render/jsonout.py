@@ -62,10 +62,17 @@ def sig_json(s: Signature) -> dict:
         d["error"] = s.error
     if s.incomplete:
         d["incomplete"] = True
+    if s.timed:  # a timed recording's measure: of timed_calls of its calls
+        d.update(time_us=s.time_ns / 1000, timed_calls=s.timed, min_us=s.time_min / 1000,
+                 max_us=s.time_max / 1000)
     return d
 
 
-def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
+def _op_time(o) -> dict:
+    return {"time_us": o.time_ns / 1000, "timed_calls": o.timed} if o.timed else {}
+
+
+def analysis_json(a: Analysis, top: Optional[int] = None, by: str = "calls") -> dict:
     """The analysis as data: per operation, its distinct signatures with true counts."""
     files = []
     for s in a.sources:
@@ -78,7 +85,7 @@ def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
                       "truncated": s.truncated,
                       "last_line_cut": s.report.cut_last_line,
                       "unreadable_lines": len(s.report.bad_lines),
-                      "graphs": {str(k): g for k, g in s.graphs.items()},
+                      "graphs": {str(k): g for k, g in s.graphs.items()}, "timed": s.timed,
                       "doors": doors(s), "doors_within": doors_within(s), "records_after_summary": s.records_after_summary})
     # Over several files (ranks of one run number their passes alike): pass
     # numbers, not rank x pass -- the most any file logged, the distinct
@@ -100,9 +107,9 @@ def analysis_json(a: Analysis, top: Optional[int] = None) -> dict:
                       for s, c in attention_calls(a.signatures)],
         "operations": [
             {"operation": o.operation, "calls": o.calls, "records": o.records, "errors": o.errors,
-             "output_elements": o.out_elements, "by_file": o.by_source,
+             "output_elements": o.out_elements, "by_file": o.by_source, **_op_time(o),
              "signatures": [sig_json(s) for s in o.signatures]}
-            for o in a.ranked(top)
+            for o in a.ranked(top, by)
         ],
     }
 

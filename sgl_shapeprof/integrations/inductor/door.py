@@ -18,10 +18,11 @@ from __future__ import annotations
 import functools
 import operator
 import sys
+import time
 from typing import Optional
 
 from ...on_import import is_ours, mark
-from ...recording.doors import MISSING, OPTIONS, launch_value, native_types, operation_key
+from ...recording.doors import LOGGING_TIME, MISSING, OPTIONS, launch_value, native_types, operation_key
 from ...recording.messages import say_once
 from .seam import PREFIX
 
@@ -116,23 +117,29 @@ def patch_triton_heuristics(module) -> None:
         if not mode:
             return original(self, *args, stream=stream, **kwargs)
         paused = native.pause_thread()  # its autotuning's benchmarks and copies
+        span = [time.perf_counter_ns()] if mode & LOGGING_TIME else []
         try:
             out = original(self, *args, stream=stream, **kwargs)
         except BaseException as e:
+            if span:
+                span.append(time.perf_counter_ns())
             if paused:
                 native.resume_thread()
-            _file_launch(native, self, args, mode, e)
+            _file_launch(native, self, args, mode, e, span)
             raise
+        if span:
+            span.append(time.perf_counter_ns())
         if paused:
             native.resume_thread()
-        _file_launch(native, self, args, mode, None)
+        _file_launch(native, self, args, mode, None, span)
         return out
 
     mark(run, original)
     cls.run = run
 
 
-def _file_launch(native, autotuner, args: tuple, mode: int, error: Optional[BaseException]) -> None:
+def _file_launch(native, autotuner, args: tuple, mode: int, error: Optional[BaseException],
+                 span: list) -> None:
     """Files one launch; never raises into it."""
     global _off
     try:
@@ -147,7 +154,7 @@ def _file_launch(native, autotuner, args: tuple, mode: int, error: Optional[Base
         if error is not None:
             err = (type(error).__name__, str(error).encode("utf-8", "surrogatepass"))
         native.launch(launch.key, launch.operation, launch.arg_names, args + launch.tail(args), mode, err,
-                      launch_value)
+                      launch_value, *span)
     except Exception as e:
         _off = True
         say_once("inductor-record", f"cannot record an Inductor kernel launch ({type(e).__name__}: {e}); "

@@ -28,11 +28,12 @@ import functools
 import inspect
 import sys
 import threading
+import time
 import weakref
 from typing import Callable, Dict, Optional, Tuple
 
 from ...on_import import is_ours, mark
-from ...recording.doors import MISSING, OPTIONS, launch_types, launch_value, native_types, operation_key, pass_door
+from ...recording.doors import LOGGING_TIME, MISSING, OPTIONS, launch_types, launch_value, native_types, operation_key, pass_door
 from ...recording.messages import say_once
 from ...recording.pauses import pause_thread, resume_thread
 from .seam import AUTOTUNER, INTERPRETER, JIT, PACKAGE, PREFIX
@@ -140,16 +141,21 @@ def _launcher(original, interpreted: bool = False):
                 return shape
         else:
             launched.append(grid)
+        span = [time.perf_counter_ns()] if mode & LOGGING_TIME else []
         try:
             kernel = original(self, *args, grid=grid, warmup=warmup, **kwargs)
         except BaseException as e:
+            if span:
+                span.append(time.perf_counter_ns())
             if paused:
                 resume_thread()
-            _file_launch(self, args, kwargs, launched, None, mode, e)
+            _file_launch(self, args, kwargs, launched, None, mode, e, span)
             raise
+        if span:
+            span.append(time.perf_counter_ns())
         if paused:
             resume_thread()
-        _file_launch(self, args, kwargs, launched, kernel, mode, None)
+        _file_launch(self, args, kwargs, launched, kernel, mode, None, span)
         return kernel
     return run
 
@@ -203,7 +209,8 @@ def _kernel(obj) -> _Kernel:
     return k
 
 
-def _file_launch(obj, args, kwargs, grid, kernel, mode: int, error: Optional[BaseException]) -> None:
+def _file_launch(obj, args, kwargs, grid, kernel, mode: int, error: Optional[BaseException],
+                 span: list) -> None:
     """Files one launch; never raises into the launch. Per launch (the hot
     path of this file): a list of its values, one per parameter and launch
     option, described natively (_C.launch)."""
@@ -252,7 +259,7 @@ def _file_launch(obj, args, kwargs, grid, kernel, mode: int, error: Optional[Bas
         err = None
         if error is not None:
             err = (type(error).__name__, str(error).encode("utf-8", "surrogatepass"))
-        _C.launch(k.key, k.operation, k.arg_names, tuple(values), mode, err, launch_value)
+        _C.launch(k.key, k.operation, k.arg_names, tuple(values), mode, err, launch_value, *span)
     except Exception as e:
         say_once("triton-record", f"cannot record a Triton launch ({type(e).__name__}: {e}); "
                                   f"launches are recorded no further")

@@ -116,6 +116,11 @@ class Sections:
     by_phase: bool = False
     top: Optional[int] = None
     max_shapes: Optional[int] = None
+    sort: str = "calls"  # or "time": most measured time first
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.3f}"
 
 
 def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sections] = None) -> None:
@@ -149,22 +154,38 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
             w(f"    {format_inputs(s.inputs)}\n    {first}\n")
     multi = len(a.sources) > 1
     labels = [s.label for s in a.sources]
-    ranked = a.ranked(sec.top)
-    w(f"\nMost frequent operations{f' (top {sec.top})' if sec.top else ''}:\n")
+    ranked = a.ranked(sec.top, sec.sort)
+    timed = a.timed
+    by_time = sec.sort == "time"
+    w(f"\n{'Operations by measured time' if by_time else 'Most frequent operations'}"
+      f"{f' (top {sec.top})' if sec.top else ''}:\n")
+    if timed:
+        w("(time: wall time on the calling thread, from each call's start to its return, calls recorded "
+          "within it included; on a GPU its launch, not its kernels, unless recorded with sync)\n")
     head = f"{'calls':>12} {'shapes':>6} {'output elements':>16}  "
+    if timed:
+        head += f"{'time ms':>12} {'mean us':>10}  "
     if multi:
         head += "".join(f"{lab:>10} " for lab in labels)
     w(head + "operation\n")
     for o in ranked:
         row = f"{_n(o.calls):>12} {len(o.signatures):>6} {_n(o.out_elements):>16}  "
+        if timed:
+            row += (f"{_ms(o.time_ns):>12} {o.time_ns / o.timed / 1000:>10.3f}  " if o.timed
+                    else f"{'-':>12} {'-':>10}  ")
         if multi:
             row += "".join(f"{_n(o.by_source.get(lab, 0)):>10} " for lab in labels)
         w(row + o.operation + "\n")
         if sec.show_shapes:
-            shown = o.signatures[:sec.max_shapes] if sec.max_shapes else o.signatures
+            sigs = sorted(o.signatures, key=lambda s: (-s.time_ns, -s.count)) if by_time else o.signatures
+            shown = sigs[:sec.max_shapes] if sec.max_shapes else sigs
             for s, apart in zip(shown, tell_apart(shown, o.signatures)):
                 ph = f"[{s.phase}] " if s.phase is not None and len(phases) > 1 else ""
                 w(f"{'':>12} {_n(s.count):>6}x  {ph}{s.text}{f'  ({apart})' if apart else ''}\n")
+                if s.timed:
+                    w(f"{'':>12} {'':>6}   time {_ms(s.time_ns)} ms over {_n(s.timed)} calls: mean "
+                      f"{s.time_ns / s.timed / 1000:.3f} us, min {s.time_min / 1000:.3f}, "
+                      f"max {s.time_max / 1000:.3f}\n")
                 op_moe = moe_op_reading(s)
                 reading = reading_of(s) or (op_moe.text if op_moe else None)
                 if reading:

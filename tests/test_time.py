@@ -1,0 +1,132 @@
+"""Timed recording (ShapeProfiler(time=True), record --time): each call's
+time, against the test's own clock around and inside a custom op's kernel.
+The oracle: a call's record time lies between the time its kernel ran
+(measured inside it) and the time the caller waited for it (measured around
+it), both on CLOCK_MONOTONIC as the profiler's."""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from sgl_shapeprof import ShapeProfiler
+
+from helpers import load
+
+_inner = []  # (start, end) of each kernel run, taken inside it
+
+
+@torch.library.custom_op("time_test::spin", mutates_args=())
+def spin(x: torch.Tensor, n: int) -> torch.Tensor:
+    start = time.perf_counter_ns()
+    acc = 0
+    for i in range(n):  # work of a length the test chooses
+        acc += i
+    out = x + (acc & 1)
+    _inner.append((start, time.perf_counter_ns()))
+    return out
+
+
+def _run(prof, calls):
+    """Each call's (inner ns, outer ns), in call order."""
+    _inner.clear()
+    outer = []
+    x = torch.ones(4, 8)
+    prof.start_forward_pass()
+    for n in calls:
+        t0 = time.perf_counter_ns()
+        torch.ops.time_test.spin(x, n)
+        outer.append(time.perf_counter_ns() - t0)
+    prof.end_forward_pass()
+    prof.close()
+    return [(e - s, o) for (s, e), o in zip(_inner, outer)]
+
+
+def _ns(us: float) -> int:
+    return round(us * 1000)
+
+
+def test_each_record_holds_its_calls_time(tmp_path):
+    calls = [2000, 20000, 500, 60000, 8000]
+    path = tmp_path / "t.jsonl"
+    spans = _run(ShapeProfiler(str(path), time=True), calls)
+    recs = [r for r in load(str(path)) if r["operation"] == "time_test.spin.default"]
+    assert len(recs) == len(calls)
+    for r, (inner, outer) in zip(recs, spans):
+        assert inner <= _ns(r["time_us"]) <= outer, (r["time_us"], inner, outer)
+    summary = json.loads((tmp_path / "t_summary.json").read_text())
+    assert summary["timed"] is True and "signature_times" not in summary
+
+
+def test_deduplicated_signature_keeps_count_total_min_median_max(tmp_path):
+    calls = [3000, 40000, 1000, 9000, 25000, 500, 12000]
+    path = tmp_path / "d.jsonl"
+    spans = _run(ShapeProfiler(str(path), time=True, dedupe=True), calls)
+    recs = [r for r in load(str(path)) if r["operation"] == "time_test.spin.default"]
+    assert len(recs) == 1  # one signature (the count n is not a tensor)
+    summary = json.loads((tmp_path / "d_summary.json").read_text())
+    st = summary["signature_times"][str(recs[0]["call_id"])]
+    inner = sorted(i for i, _ in spans)
+    outer = sorted(o for _, o in spans)
+    assert st["count"] == len(calls) == summary["signature_counts"][str(recs[0]["call_id"])]
+    # each call's time lies in [inner, outer], so does every order statistic
+    assert sum(inner) <= _ns(st["total_us"]) <= sum(outer)
+    assert inner[0] <= _ns(st["min_us"]) <= outer[0]
+    assert inner[-1] <= _ns(st["max_us"]) <= outer[-1]
+    assert statistics.median(inner) <= _ns(st["median_us"]) <= statistics.median(outer)
+    # the record shows its first call's own time
+    assert spans[0][0] <= _ns(recs[0]["time_us"]) <= spans[0][1]
+
+
+def test_untimed_records_have_no_time(tmp_path):
+    path = tmp_path / "u.jsonl"
+    _run(ShapeProfiler(str(path), dedupe=True), [100, 200])
+    assert all("time_us" not in r for r in load(str(path)))
+    summary = json.loads((tmp_path / "u_summary.json").read_text())
+    assert summary["timed"] is False and "signature_times" not in summary
+
+
+def test_analyze_sorts_by_measured_time(tmp_path):
+    """analyze --sort time ranks operators by the records' time, and its
+    --json gives it; the records' time never splits a signature."""
+    path = tmp_path / "a.jsonl"
+    prof = ShapeProfiler(str(path), time=True)
+    x = torch.ones(64, 64)
+    prof.start_forward_pass()
+    for _ in range(3):
+        torch.ops.time_test.spin(x, 200000)  # long: a Python loop
+        torch.add(x, x)                      # short, and called more
+        torch.add(x, x)
+    prof.end_forward_pass()
+    prof.close()
+    recs = load(str(path))
+    own = {}
+    for r in recs:
+        own[r["operation"]] = own.get(r["operation"], 0) + _ns(r["time_us"])
+    out = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(path), "--sort", "time",
+                          "--json"], capture_output=True, text=True, check=True)
+    doc = json.loads(out.stdout)
+    ops = doc["operations"]
+    assert [o["operation"] for o in ops] == sorted(own, key=lambda k: -own[k])
+    assert ops[0]["operation"] == "time_test.spin.default"
+    for o in ops:
+        assert o["timed_calls"] == o["calls"]
+        assert abs(o["time_us"] * 1000 - own[o["operation"]]) < 1
+        assert len(o["signatures"]) == 1  # every call's own time_us does not make a signature
+    text = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(path), "--sort", "time",
+                           "--show-shapes"], capture_output=True, text=True, check=True).stdout
+    assert "Operations by measured time" in text and "time ms" in text
+
+
+def test_sort_time_refused_without_times(tmp_path):
+    path = tmp_path / "n.jsonl"
+    _run(ShapeProfiler(str(path)), [100])
+    out = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(path), "--sort", "time"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0
+    assert out.stderr.strip().count("\n") == 0 and "no file here was recorded with time" in out.stderr
