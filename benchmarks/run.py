@@ -168,6 +168,12 @@ class Rows:
     def ours_args_dedupe(self):
         return self._keep("args_dedupe", lambda: ShapeProfiler(self._path("args_dedupe"), dedupe=True, args=True))
 
+    def ours_time(self):
+        return self._keep("time", lambda: ShapeProfiler(self._path("time"), time=True))
+
+    def ours_time_dedupe(self):
+        return self._keep("time_dedupe", lambda: ShapeProfiler(self._path("time_dedupe"), dedupe=True, time=True))
+
     def ours_outside_pass(self):
         # every pass is a warm-up pass
         return self._keep("outside", lambda: ShapeProfiler(self._path("outside"), skip_warmup=10 ** 9))
@@ -193,6 +199,8 @@ ROW_ORDER = [
     ("ours_dedupe", "sgl_shapeprof, dedupe on"),
     ("ours_args", "sgl_shapeprof, arguments on, every call written"),
     ("ours_args_dedupe", "sgl_shapeprof, arguments on, dedupe on"),
+    ("ours_time", "sgl_shapeprof, timed, every call written"),
+    ("ours_time_dedupe", "sgl_shapeprof, timed, dedupe on"),
     ("ours_outside_pass", "sgl_shapeprof, outside a logged pass"),
     ("ours_other_rank", "sgl_shapeprof, rank not profiled"),
 ]
@@ -204,8 +212,8 @@ LABELS = dict(ROW_ORDER)
 # added cost is against the base of its own process.
 # The forward-only fallback sits on sgl_shapeprof's key: it too runs there.
 BASELINE_ROWS = ["base", "python_logger", "torch_profiler", "forward_only"]
-OUR_ROWS = ["base", "ours", "ours_dedupe", "ours_args", "ours_args_dedupe", "ours_outside_pass",
-            "ours_other_rank"]
+OUR_ROWS = ["base", "ours", "ours_dedupe", "ours_args", "ours_args_dedupe", "ours_time", "ours_time_dedupe",
+            "ours_outside_pass", "ours_other_rank"]
 
 
 def count_calls(run) -> tuple:

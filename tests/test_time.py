@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 import torch
 
 from sgl_shapeprof import ShapeProfiler

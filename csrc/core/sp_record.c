@@ -72,9 +72,16 @@ static inline int64_t take_time(sp_thread *t) {
 
 /* A signature's call took ns (a deduplicated file's signature_times).
  * Spinlock held. */
-static void time_signature(sp_profiler *p, long sig, int64_t ns) {
-  if (ns < 0 || sig < 0 || !p->cfg.dedupe || sig >= p->sigs.n_recs) return;
+static SP_OUTLINE void time_signature(sp_profiler *p, long sig, int64_t ns) {
+  if (sig < 0 || !p->cfg.dedupe || sig >= p->sigs.n_recs) return;
   if (!sig_time_add(&p->sigs.recs[sig], ns)) err_fail(p, "out of memory timing signatures for ", 0);
+}
+
+/* A repeat counted at its begin (of signature t->prim) took ns. */
+static SP_OUTLINE void time_repeat(sp_profiler *p, sp_thread *t, int64_t ns) {
+  lock_acquire(&p->lock);
+  time_signature(p, t->prim, ns);
+  lock_release(&p->lock);
 }
 
 /* The room a record's "time_us" takes. */
@@ -424,11 +431,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
     /* A repeat of its inputs' primary signature if the outputs are its
      * (no lock: the arena never moves, and these words never change). */
     if (!out->failed && out->n == t->pub.expect_n && words_same(out->w, t->pub.expect, out->n)) {
-      if (__builtin_expect(ns >= 0, 0)) {
-        lock_acquire(&p->lock);
-        time_signature(p, t->prim, ns);
-        lock_release(&p->lock);
-      }
+      if (__builtin_expect(ns >= 0, 0)) time_repeat(p, t, ns);
       return;
     }
     /* Other outputs: another signature. Take the count back; the call is
@@ -449,12 +452,12 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   }
   int has_tensor = t->pub.in.tensors > 0 || (!out->failed && out->tensors > 0);
   if (!has_tensor || !observe(p, t, 0)) {
-    if (has_tensor) time_signature(p, t->sig, ns); /* a repeat found by its outputs */
+    if (__builtin_expect(ns >= 0, 0) && has_tensor) time_signature(p, t->sig, ns); /* a repeat */
     drop_spec(p, t);
     lock_release(&p->lock);
     return;
   }
-  time_signature(p, t->sig, ns);
+  if (__builtin_expect(ns >= 0, 0)) time_signature(p, t->sig, ns);
   /* The prefix first: making it may grow the text cache that the outputs'
    * text points into. */
   const char *text;
@@ -476,11 +479,7 @@ void sp_call_repeat(sp_profiler *p, sp_thread *t) {
   t->in_call = 0;
 #endif
   int64_t ns = take_time(t);
-  if (__builtin_expect(ns >= 0, 0)) {
-    lock_acquire(&p->lock);
-    time_signature(p, t->prim, ns);
-    lock_release(&p->lock);
-  }
+  if (__builtin_expect(ns >= 0, 0)) time_repeat(p, t, ns);
 }
 
 void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type, const char *msg) {
