@@ -28,6 +28,7 @@ EVERY_TORCH = {
     "test_inductor": "Inductor's generated launches, through this torch's CachingAutotuner.run",
     "test_custom_ops": "custom ops (torch.library) and their kernels' exceptions",
     "test_cuda": "CUDA (skips without a GPU)",
+    "test_time": "timed recording: each call's time around this torch's dispatch",
 }
 
 # the folders of the servers' real-engine tests, by engine (each server's seam says its own)
