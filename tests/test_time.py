@@ -129,3 +129,52 @@ def test_sort_time_refused_without_times(tmp_path):
                          capture_output=True, text=True)
     assert out.returncode != 0
     assert out.stderr.strip().count("\n") == 0 and "no file here was recorded with time" in out.stderr
+
+
+def test_gemm_shows_measured_time_and_achieved_tflops(tmp_path):
+    """gemm's µs per call and TFLOP/s come from the records' times: the
+    test's own sums of time_us, and 2*M*N*K per call."""
+    path = tmp_path / "g.jsonl"
+    prof = ShapeProfiler(str(path), time=True)
+    a, b = torch.randn(64, 32), torch.randn(32, 16)
+    prof.start_forward_pass()
+    for _ in range(4):
+        torch.mm(a, b)
+    prof.end_forward_pass()
+    prof.close()
+    own = sum(_ns(r["time_us"]) for r in load(str(path)) if r["operation"] == "aten.mm.default")
+    out = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "gemm", str(path), "--json", "--gpu", "H100"],
+                         capture_output=True, text=True, check=True)
+    (g,) = json.loads(out.stdout)
+    assert (g["m"], g["n"], g["k"], g["count"], g["timed"]) == (64, 16, 32, 4, 4)
+    assert abs(g["us_per_call"] - own / 4 / 1000) < 1e-6
+    assert abs(g["tflops"] - 2 * 64 * 16 * 32 * 4 / own / 1000) < 1e-9
+    assert g["roofline_us"] > 0
+    text = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "gemm", str(path), "--gpu", "H100"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "us/call" in text and "x roofline" in text
+
+
+def test_diff_compares_time_per_call(tmp_path):
+    """Before and after a kernel change: the same signature's mean time per
+    call on each side, from each side's own records."""
+    means = []
+    for name, n in (("before", 200000), ("after", 2000)):
+        path = tmp_path / f"{name}.jsonl"
+        prof = ShapeProfiler(str(path), time=True)
+        x = torch.ones(4, 8)
+        prof.start_forward_pass()
+        for _ in range(3):
+            torch.ops.time_test.spin(x, n)
+        prof.end_forward_pass()
+        prof.close()
+        ts = [_ns(r["time_us"]) for r in load(str(path)) if r["operation"] == "time_test.spin.default"]
+        means.append(sum(ts) / len(ts))
+    out = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "diff", str(tmp_path / "before.jsonl"),
+                          str(tmp_path / "after.jsonl"), "--json"], capture_output=True, text=True)
+    doc = json.loads(out.stdout)
+    (t,) = [c for c in doc["time_changes"] if c["operation"] == "time_test.spin.default"]
+    assert abs(t["us_per_call_a"] * 1000 - means[0]) < 1 and abs(t["us_per_call_b"] * 1000 - means[1]) < 1
+    text = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "diff", str(tmp_path / "before.jsonl"),
+                           str(tmp_path / "after.jsonl")], capture_output=True, text=True).stdout
+    assert "Measured time per call" in text

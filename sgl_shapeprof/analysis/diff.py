@@ -22,6 +22,9 @@ class Diff:
     shapes_only: bool = False
     with_outputs: bool = True  # False when a side is deduplicated
     every: List[Signature] = field(default_factory=list)  # both sides' (what a line may print like)
+    # signatures timed on both sides (a timed recording): sig, mean ns per call in A, in B; most
+    # time gained or lost over B's calls first
+    times: List[Tuple[Signature, float, float]] = field(default_factory=list)
 
     @property
     def differs(self) -> bool:
@@ -42,9 +45,12 @@ def _index(srcs: List[Source], by_phase: bool, with_outputs: bool, shapes_only: 
             out[k] = Signature(s.operation, s.inputs, s.outputs, s.error, s.phase if by_phase else None,
                                s.incomplete, s.count, s.records, s.first_call, s.out_elements,
                                args=s.args, graph=s.graph, within=s.within)
+            m = out[k]
         else:
             m.count += s.count
             m.records += s.records
+        if s.timed:
+            m.add_time(s.timed, s.time_ns, s.time_min, s.time_max)
     return out
 
 
@@ -69,6 +75,9 @@ def diff(a: List[Source], b: List[Source], by_phase: bool = False, shapes_only: 
     d.changed = sorted(((ia[k], ia[k].count, ib[k].count) for k in ia.keys() & ib.keys()
                         if ia[k].count != ib[k].count),
                        key=lambda t: (-abs(t[2] - t[1]), t[0].operation, _text(t[0])))
+    both = [(ia[k], ia[k].time_ns / ia[k].timed, ib[k].time_ns / ib[k].timed)
+            for k in ia.keys() & ib.keys() if ia[k].timed and ib[k].timed]
+    d.times = sorted(both, key=lambda t: (-abs(t[2] - t[1]) * t[0].count, t[0].operation, _text(t[0])))
     opa: Dict[str, int] = {}
     opb: Dict[str, int] = {}
     for s in ia.values():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..records.ledger import is_launch
 from ..records.signature import Signature
@@ -50,10 +50,24 @@ class Gemm:
     b_stride: Optional[List[int]] = None
     # a grouped GEMM's weight groups (experts), its M rows split among them
     groups: Optional[int] = None
+    # a timed recording's measure (FORMAT.md "time_us"): `timed` of its calls took time_ns
+    time_ns: int = 0
+    timed: int = 0
+    roofline_us: Optional[float] = None  # cost's roofline for this shape, per call (with a GPU given)
 
     @property
     def total_flops(self) -> int:
         return self.flops * self.count
+
+    @property
+    def us_per_call(self) -> Optional[float]:
+        """Measured time per call, or None when its calls were not timed."""
+        return self.time_ns / self.timed / 1000 if self.timed else None
+
+    @property
+    def tflops(self) -> Optional[float]:
+        """Achieved TFLOP/s over its timed calls (FLOPs per ns / 1000)."""
+        return self.flops * self.timed / self.time_ns / 1000 if self.timed and self.time_ns else None
 
 
 def _t(v: object) -> Optional[dict]:
@@ -231,16 +245,23 @@ def _stride(t: dict) -> Optional[List[int]]:
     return list(s) if isinstance(s, list) and len(s) == len(t["shape"]) else None
 
 
-def gemms(signatures: List[Signature], custom: Optional[Dict] = None) -> List[Gemm]:
+def gemms(signatures: List[Signature], custom: Optional[Dict] = None,
+          roofline: Optional[Callable[[Signature], Optional[float]]] = None) -> List[Gemm]:
     """GEMMs merged by (operation, M, N, K, batch, dtypes, layout), most FLOPs
     first. A GEMM launched inside another recorded call (a custom op's
-    Triton kernel: FORMAT.md, "within") is listed: it is the shape that ran."""
+    Triton kernel: FORMAT.md, "within") is listed: it is the shape that ran.
+    A call's measured time goes to its GEMM when it is its only one;
+    roofline(signature): cost's seconds per call for its shape."""
     merged: Dict[tuple, Gemm] = {}
     for s in signatures:
         found = library_gemms(s) if s.operation.startswith(FLASHINFER) else [gemm_of(s, custom or {})]
+        found = [g for g in found if g is not None]
+        if len(found) == 1:
+            found[0].time_ns, found[0].timed = s.time_ns, s.timed
+            seconds = roofline(s) if roofline is not None else None
+            found[0].roofline_us = seconds * 1e6 if seconds is not None else None
         for g in found:
-            if g is not None:
-                _merge(merged, g)
+            _merge(merged, g)
     return sorted(merged.values(), key=lambda g: (-g.total_flops, g.operation))
 
 
@@ -248,7 +269,12 @@ def _merge(merged: Dict[tuple, Gemm], g: Gemm) -> None:
     key = (g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.b_layout, g.bias,
            str(g.a_stride), str(g.b_stride))
     if key in merged:
-        merged[key].count += g.count
+        m = merged[key]
+        m.count += g.count
+        m.time_ns += g.time_ns
+        m.timed += g.timed
+        if m.roofline_us is None:
+            m.roofline_us = g.roofline_us
     else:
         merged[key] = g
 

@@ -11,7 +11,7 @@ from ..analysis.tunableop import untuned
 from ..render.csvout import gemm_csv
 from ..render.jsonout import gemm_json, write_json
 from ..render.text.gemm import gemm_text
-from .common import add_filters, count, fail, open_new, scan_files
+from .common import add_device, add_filters, count, device_of, fail, open_new, scan_files
 
 
 def add_parser(sub: "argparse._SubParsersAction") -> None:
@@ -21,6 +21,7 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     g.add_argument("--op", action="append", default=[], metavar="NAME[:A,B]",
                    help="also a custom GEMM op: its name, optionally its two matrix inputs' names "
                         "(default: the first two 2-D+ tensor inputs)")
+    add_device(g)
     g.add_argument("--top", type=count, metavar="N", help="only the N GEMMs with the most FLOPs")
     g.add_argument("--csv", action="store_true", help="CSV on stdout")
     g.add_argument("--json", action="store_true", help="JSON on stdout")
@@ -36,7 +37,14 @@ def run(args: argparse.Namespace) -> int:
         custom = custom_ops(args.op)
     except ValueError as e:
         raise fail(str(e)) from None
-    gs = gemms(build(srcs).signatures, custom)
+    dev = device_of(args)
+    roofline = None
+    if dev is not None:
+        from ..analysis.cost import costs
+
+        def roofline(sig):  # cost's estimate for the same shape
+            return costs([sig], dev)[0].seconds
+    gs = gemms(build(srcs).signatures, custom, roofline)
     if args.tunableop:
         write_untuned(gs, args.tunableop, force=args.force)
     shown = gs[:args.top] if args.top else gs

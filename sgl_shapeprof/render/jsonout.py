@@ -130,6 +130,8 @@ def diff_json(d: Diff) -> dict:
         "count_changes": [dict(sig_json(s), operation=s.operation, count_a=x, count_b=y)
                           for s, x, y in d.changed],
         "operation_changes": [{"operation": op, "calls_a": x, "calls_b": y} for op, x, y in d.ops],
+        "time_changes": [{"operation": s.operation, "inputs": s.inputs, "outputs": s.outputs, "phase": s.phase,
+                          "us_per_call_a": x / 1000, "us_per_call_b": y / 1000} for s, x, y in d.times],
     }
 
 
@@ -155,7 +157,8 @@ def cost_json(dev: Optional[Device], rows: list, srcs: List[Source]) -> dict:
 
 
 def gemm_json(shown: List[Gemm]) -> list:
-    return [dict(asdict(g), total_flops=g.total_flops) for g in shown]
+    return [dict(asdict(g), total_flops=g.total_flops, us_per_call=g.us_per_call, tflops=g.tflops)
+            for g in shown]
 
 
 # -- tune ----------------------------------------------------------------------

@@ -22,7 +22,8 @@ def print_diff(d: Diff, out: TextIO, top: Optional[int] = None) -> None:
           "does not keep its repeats' outputs)\n")
     if not d.differs:
         w("no differences" + (" in signatures" if d.shapes_only else "") + "\n")
-        return
+        if not d.times:
+            return
 
     def rows(items):
         return items[:top] if top else items
@@ -38,6 +39,15 @@ def print_diff(d: Diff, out: TextIO, top: Optional[int] = None) -> None:
         for op, x, y in rows(d.ops):
             ch = f"{(y - x) / x * 100:+.0f}%" if x else "new"
             w(f"  {x:>12,} {y:>12,} {ch:>9}  {op}\n")
+    if d.times:
+        w(f"\nMeasured time per call of the signatures timed in both ({len(d.times)}; most time moved "
+          "first: the change times A's calls; wall time on the calling thread, FORMAT.md time_us):\n")
+        w(f"  {'A us':>10} {'B us':>10} {'change':>8}  operation  shapes\n")
+        shown = rows(d.times)
+        for (s, x, y), apart in zip(shown, tell_apart([s for s, _, _ in shown], d.every)):
+            ch = f"{(y - x) / x * 100:+.0f}%" if x else "-"
+            w(f"  {x / 1000:>10.3f} {y / 1000:>10.3f} {ch:>8}  {s.operation}  {s.text}"
+              f"{f'  ({apart})' if apart else ''}\n")
     if d.changed and not d.shapes_only:
         w(f"\nSignatures whose count changed ({len(d.changed)}):\n")
         shown = rows(d.changed)
