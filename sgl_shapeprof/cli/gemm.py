@@ -38,13 +38,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise fail(str(e)) from None
     dev = device_of(args)
-    roofline = None
-    if dev is not None:
-        from ..analysis.cost import costs
-
-        def roofline(sig):  # cost's estimate for the same shape
-            return costs([sig], dev)[0].seconds
-    gs = gemms(build(srcs).signatures, custom, roofline)
+    gs = gemms(build(srcs).signatures, custom, _roofline(dev) if dev is not None else None)
     if args.tunableop:
         write_untuned(gs, args.tunableop, force=args.force)
     shown = gs[:args.top] if args.top else gs
@@ -55,6 +49,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         gemm_text(gs, srcs, sys.stdout, top=args.top)
     return 0
+
+
+def _roofline(dev):
+    """cost's estimate for a signature's shape on dev, in seconds per call."""
+    from ..analysis.cost import costs
+    return lambda sig: costs([sig], dev)[0].seconds
 
 
 def write_untuned(gs: List[Gemm], path: str, force: bool = False) -> None:
