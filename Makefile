@@ -59,6 +59,9 @@ $(VENV)/.torch:
 	$(PY) -m pip install $(PIP_Q) "setuptools>=64" wheel
 	@echo "== [2/3] installing torch $(TORCH) into $(VENV) (once; a CPU wheel of about 200 MB, a CUDA build of 4 GB)"
 	$(PY) -m pip install $(PIP_Q) "torch==$(TORCH)"
+	@# NVTX v3's headers (header-only, 0.4 MB), so that the build has NVTX ranges
+	@# (SHAPEPROF_NVTX=1) on a CPU torch too, as the tests check; CUDA builds of torch bring them
+	$(PY) -m pip install $(PIP_Q) "nvidia-nvtx-cu12==12.9.79"
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.torch $(SOURCES)

@@ -135,12 +135,30 @@ torch_lib = cpp_extension.library_paths()[0]
 # use descriptors by default or have no such flag).
 TLS = ["-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else []
 
+def nvtx_include():
+    """Where NVTX v3's headers (header-only: nvtx3/nvToolsExt.h) are, for the
+    NVTX ranges (SHAPEPROF_NVTX=1), or None: NVTX_INCLUDE_DIR, the NVIDIA
+    wheels that CUDA builds of torch install (nvidia-nvtx-cu12, CUDA 13's
+    nvidia/cu13), or the CUDA toolkit. Without them the build has no NVTX
+    ranges, and asking for them says so."""
+    found = [os.environ.get("NVTX_INCLUDE_DIR", "")]
+    for site in sys.path:
+        found += [os.path.join(site, "nvidia", sub, "include") for sub in ("nvtx", "cu13", "cu12")]
+    found.append(os.path.join(cpp_extension.CUDA_HOME or "/usr/local/cuda", "include"))
+    return next((d for d in found if d and os.path.isfile(os.path.join(d, "nvtx3", "nvToolsExt.h"))), None)
+
+
+NVTX_INCLUDE = nvtx_include()
+print(f"sgl_shapeprof: NVTX ranges {'from ' + NVTX_INCLUDE if NVTX_INCLUDE else 'not built (no nvtx3 headers)'}",
+      file=sys.stderr)
+NVTX_FLAGS = ["-isystem", NVTX_INCLUDE, "-DSP_HAVE_NVTX=1"] if NVTX_INCLUDE else []
+
 extension = cpp_extension.CppExtension(
     "sgl_shapeprof._C",
     sources=["csrc/core/sp_core.c", "csrc/torch/sp_torch.cpp",
              "csrc/python/sp_pyerror.cpp", "csrc/python/sp_pytensor.cpp", "csrc/python/sp_module.c",
              "csrc/python/sp_pycall.c", "csrc/python/sp_launch.c", "csrc/python/sp_door.c"],
-    extra_compile_args=WARNINGS + system_includes + ["-iquote", "csrc", "-O2",
+    extra_compile_args=WARNINGS + system_includes + NVTX_FLAGS + ["-iquote", "csrc", "-O2",
                                                      "-fvisibility=hidden"] + TLS,
     extra_link_args=[f"-Wl,-rpath,{torch_lib}", "-ldl"],  # dlopen: sync mode asks the CUDA driver
 )

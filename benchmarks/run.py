@@ -174,6 +174,12 @@ class Rows:
     def ours_time_dedupe(self):
         return self._keep("time_dedupe", lambda: ShapeProfiler(self._path("time_dedupe"), dedupe=True, time=True))
 
+    def ours_nvtx(self):  # no NVTX tool attached: what every run without nsys pays
+        return self._keep("nvtx", lambda: ShapeProfiler(self._path("nvtx"), nvtx=True))
+
+    def ours_nvtx_dedupe(self):
+        return self._keep("nvtx_dedupe", lambda: ShapeProfiler(self._path("nvtx_dedupe"), dedupe=True, nvtx=True))
+
     def ours_outside_pass(self):
         # every pass is a warm-up pass
         return self._keep("outside", lambda: ShapeProfiler(self._path("outside"), skip_warmup=10 ** 9))
@@ -201,6 +207,8 @@ ROW_ORDER = [
     ("ours_args_dedupe", "sgl_shapeprof, arguments on, dedupe on"),
     ("ours_time", "sgl_shapeprof, timed, every call written"),
     ("ours_time_dedupe", "sgl_shapeprof, timed, dedupe on"),
+    ("ours_nvtx", "sgl_shapeprof, NVTX (no tool), every call written"),
+    ("ours_nvtx_dedupe", "sgl_shapeprof, NVTX (no tool), dedupe on"),
     ("ours_outside_pass", "sgl_shapeprof, outside a logged pass"),
     ("ours_other_rank", "sgl_shapeprof, rank not profiled"),
 ]
@@ -213,7 +221,7 @@ LABELS = dict(ROW_ORDER)
 # The forward-only fallback sits on sgl_shapeprof's key: it too runs there.
 BASELINE_ROWS = ["base", "python_logger", "torch_profiler", "forward_only"]
 OUR_ROWS = ["base", "ours", "ours_dedupe", "ours_args", "ours_args_dedupe", "ours_time", "ours_time_dedupe",
-            "ours_outside_pass", "ours_other_rank"]
+            "ours_nvtx", "ours_nvtx_dedupe", "ours_outside_pass", "ours_other_rank"]
 
 
 def count_calls(run) -> tuple:
@@ -370,7 +378,8 @@ void cg_zero(void) { CALLGRIND_ZERO_STATS; }
 void cg_dump(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
 '''
 
-CG_SEGMENTS = ["base", "ours", "ours_dedupe", "ours_args", "ours_args_dedupe", "ours_outside_pass"]
+CG_SEGMENTS = ["base", "ours", "ours_dedupe", "ours_args", "ours_args_dedupe", "ours_outside_pass",
+               "ours_time_dedupe", "ours_nvtx_dedupe"]
 # in a process of its own (its fallback sits on sgl_shapeprof's key)
 CG_FORWARD_ONLY = ["base", "forward_only"]
 
@@ -388,6 +397,8 @@ def callgrind_child(helper: str, n: int, segments: list = CG_SEGMENTS) -> None:
         "ours_args": lambda: ShapeProfiler(os.path.join(tmp, "a.jsonl"), args=True),
         "ours_args_dedupe": lambda: ShapeProfiler(os.path.join(tmp, "ad.jsonl"), dedupe=True, args=True),
         "ours_outside_pass": lambda: ShapeProfiler(os.path.join(tmp, "w.jsonl"), skip_warmup=10 ** 9),
+        "ours_time_dedupe": lambda: ShapeProfiler(os.path.join(tmp, "td.jsonl"), dedupe=True, time=True),
+        "ours_nvtx_dedupe": lambda: ShapeProfiler(os.path.join(tmp, "nd.jsonl"), dedupe=True, nvtx=True),
         "forward_only": lambda: ForwardOnly(os.environ[FORWARD_ONLY_ENV]),
     }
     markers = {k: v for k, v in markers.items() if k in segments}
@@ -493,14 +504,18 @@ def bench_callgrind(n: int, tmp: str) -> dict:
     for k, label in [("ours", "logged and written"), ("ours_dedupe", "logged, deduplicated"),
                      ("ours_args", "arguments on, logged and written"),
                      ("ours_args_dedupe", "arguments on, deduplicated"),
-                     ("ours_outside_pass", "profiler on, outside a logged pass")]:
+                     ("ours_outside_pass", "profiler on, outside a logged pass"),
+                     ("ours_time_dedupe", "timed, deduplicated"),
+                     ("ours_nvtx_dedupe", "NVTX ranges, no tool, deduplicated")]:
         print(f"  {label:40} {totals[k] / n - base:+,.0f} instructions per call")
     # The guard that the heap's state does not move (it moves the rows above
     # by about +-60): what runs inside our module.
     res["module_per_call"] = {k: totals["module:" + k] / n for k in CG_SEGMENTS}
     print("  inside sgl_shapeprof's _C (its functions and what they inline): "
           f"written {totals['module:ours'] / n:,.0f}, deduplicated {totals['module:ours_dedupe'] / n:,.0f}, "
-          f"arguments on {totals['module:ours_args'] / n:,.0f} and {totals['module:ours_args_dedupe'] / n:,.0f}")
+          f"arguments on {totals['module:ours_args'] / n:,.0f} and {totals['module:ours_args_dedupe'] / n:,.0f}; "
+          f"timed and deduplicated {totals['module:ours_time_dedupe'] / n:,.0f}, NVTX (no tool) and "
+          f"deduplicated {totals['module:ours_nvtx_dedupe'] / n:,.0f}")
     return res
 
 

@@ -26,5 +26,6 @@
 #include "sp_profiler.c"
 #include "sp_pass.c"
 #include "sp_format.c"
+#include "sp_nvtx.c"
 #include "sp_record.c"
 #include "sp_signal.c"

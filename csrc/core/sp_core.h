@@ -54,6 +54,8 @@ typedef struct sp_config {
   int time;                /* measure each recorded call's wall time on its
                               thread (FORMAT.md: "time_us", and with dedupe
                               the summary's "signature_times") */
+  int nvtx;                /* an NVTX range per recorded call, named by its
+                              operation and input shapes (sp_nvtx_built()) */
 } sp_config;
 
 /* The default cap (sp_config.max_bytes): 1 GiB, more than a thousand
@@ -167,6 +169,10 @@ typedef struct sp_stats {
   long long bytes;            /* bytes of records written */
 } sp_stats;
 void sp_get_stats(sp_profiler *p, sp_stats *out);
+
+/* Whether this build has NVTX ranges (sp_config.nvtx): its headers were
+ * found when it was built. */
+int sp_nvtx_built(void);
 
 /* ---- dtype names (process-wide) ---------------------------------------- */
 /* names[i] is the Python spelling ("torch.float32") of dtype code i. Copied.

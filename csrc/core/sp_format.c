@@ -368,3 +368,67 @@ SP_PRIVATE inline size_t format_record_bound(const sp_profiler *p, const sp_thre
   return 96 + call_header(p, t)->n + t->op->head_len + t->op->keys_len + enc_bound(&t->pub.in) +
          enc_bound(&t->pub.out) + (within ? within->head_len : 0) + extra;
 }
+
+#ifdef SP_HAVE_NVTX
+/* A call's NVTX range name (sp_nvtx.c): its operation and input tensors,
+ * "aten.mm.default(self=[128, 256] torch.float16, mat2=[256, 512] torch.float16)",
+ * NUL-terminated in b; 0 when out of memory. What is known as the call
+ * begins: its outputs are not. */
+SP_PRIVATE int format_range_name(const sp_thread *t, sp_buf *b) {
+  const sp_op *op = t->op;
+  const sp_enc *in = &t->pub.in;
+  b->n = 0;
+  size_t name_n = strlen(op->name);
+  if (!buf_reserve(b, name_n + 4 + op->keys_len + enc_bound(in))) return 0;
+  char *o = b->p;
+  memcpy(o, op->name, name_n);
+  o += name_n;
+  *o++ = '(';
+  int first = 1;
+  for (size_t i = 1; i < in->n;) {
+    int64_t tag = in->w[i], arg = in->w[i + 1];
+    if (tag != SP_ENC_TENSOR && tag != SP_ENC_LIST) {
+      i = format_item_end(in->w, i);
+      continue;
+    }
+    if (!first) o = PUT_LIT(o, ", ");
+    first = 0;
+    if (arg >= 0 && arg < op->n_args && op->arg_key_lens[arg] > 4) { /* '"self": ' -> 'self=' */
+      memcpy(o, op->arg_keys[arg] + 1, op->arg_key_lens[arg] - 4);
+      o += op->arg_key_lens[arg] - 4;
+      *o++ = '=';
+    }
+    i += 2;
+    int64_t n = 1;
+    if (tag == SP_ENC_LIST) {
+      n = in->w[i++];
+      *o++ = '[';
+    }
+    for (int64_t k = 0; k < n; k++) {
+      if (k) o = PUT_LIT(o, ", ");
+      int64_t dtype = in->w[i];
+      if (dtype < 0) { /* a None in a list */
+        o = PUT_LIT(o, "None");
+        i++;
+        continue;
+      }
+      int64_t ndim = in->w[i + 1];
+      *o++ = '[';
+      for (int64_t d = 0; d < ndim; d++) {
+        if (d) o = PUT_LIT(o, ", ");
+        o = text_put_i64(o, in->w[i + 2 + d]);
+      }
+      o = PUT_LIT(o, "] ");
+      char *q = registry_put_dtype_name(o, dtype & ~SP_ENC_STRIDED); /* '"torch.float16"' */
+      memmove(o, o + 1, (size_t)(q - o - 2));
+      o = q - 2;
+      i = tensor_end(in->w, i);
+    }
+    if (tag == SP_ENC_LIST) *o++ = ']';
+  }
+  *o++ = ')';
+  *o = 0;
+  b->n = (size_t)(o - b->p);
+  return 1;
+}
+#endif

@@ -188,6 +188,13 @@ typedef struct opcache_slot {
   int id;
 } opcache_slot;
 
+/* A registered NVTX range name (sp_nvtx.c), by its call's inputs key hash. */
+#define SP_NVTX_NAMES 256
+struct nvtx_name {
+  uint64_t hash;
+  void *handle; /* nvtxStringHandle_t */
+};
+
 struct sp_thread {
   struct sp_thread_public pub; /* must stay first: see sp_thread_enc */
   unsigned epoch;
@@ -219,6 +226,8 @@ struct sp_thread {
   size_t id_digits_at, id_digits_end; /* where call_id's digits are in it */
   sp_buf line;     /* the rest of the record */
   sp_buf timed;    /* a timed call's rest: its "time_us", then line's */
+  struct nvtx_name *nvtx_names; /* NVTX range names registered (sp_nvtx.c), or NULL */
+  int nvtx_open;   /* the call in flight pushed an NVTX range */
   int grow_ask;    /* its record asked the grower for room (spinlock held) */
 #ifdef SP_DEBUG
   int in_call;     /* sp_call_begin returned nonzero; end or fail not yet */
@@ -725,6 +734,12 @@ SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int
 /* ---- sp_format.c [format_]: records as text ---- */
 /* Where the encoded item at w[i] (its tag) ends. */
 SP_PRIVATE size_t format_item_end(const int64_t *w, size_t i);
+#ifdef SP_HAVE_NVTX
+SP_PRIVATE int format_range_name(const sp_thread *t, sp_buf *b);
+#endif
+/* sp_nvtx.c: t's call's NVTX range, pushed as it begins, popped as it ends. */
+SP_PRIVATE void nvtx_push(sp_thread *t);
+SP_PRIVATE void nvtx_pop(sp_thread *t);
 /* The record's text up to its outputs into t->prefix, call_id included,
  * from the signature's cached text when it has one (and caching it when
  * not). 0 when out of memory. */

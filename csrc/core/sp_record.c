@@ -44,6 +44,16 @@ static inline void room_for(sp_profiler *p, size_t need) {
 
 static inline int call_begin(sp_profiler *p, sp_thread *t);
 
+/* A call that a timed or NVTX profiler records begins: its range is pushed
+ * (not a launch's: it ran already), then its time starts. */
+static SP_OUTLINE void call_begun(const sp_profiler *p, sp_thread *t) {
+  if (p->cfg.nvtx && !t->op->launch) nvtx_push(t);
+  if (p->cfg.time) {
+    t->pub.t1 = 0;
+    t->pub.t0 = sp_clock_ns();
+  }
+}
+
 int sp_call_begin(sp_profiler *p, sp_thread *t) {
   sp_api_check(p && t);
 #ifdef SP_DEBUG
@@ -53,16 +63,14 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
 #ifdef SP_DEBUG
   t->in_call = r != 0;
 #endif
-  if (__builtin_expect(p->cfg.time, 0) && r) { /* its time starts as it runs */
-    t->pub.t1 = 0;
-    t->pub.t0 = sp_clock_ns();
-  }
+  if (__builtin_expect(p->cfg.time | p->cfg.nvtx, 0) && r) call_begun(p, t);
   return r;
 }
 
-/* A timed call's time in ns, taken once (its end, repeat or failure), or -1
- * when the profiler is not timed. */
-static inline int64_t take_time(sp_thread *t) {
+/* The call ended (its end, repeat or failure: once): its NVTX range is
+ * popped; its time in ns, or -1 when the profiler is not timed. */
+static inline int64_t call_ended(sp_thread *t) {
+  if (__builtin_expect(t->nvtx_open, 0)) nvtx_pop(t); /* the call returned: its range ends */
   int64_t t0 = t->pub.t0;
   if (__builtin_expect(!t0, 1)) return -1;
   int64_t end = t->pub.t1 ? t->pub.t1 : sp_clock_ns();
@@ -426,7 +434,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   t->in_call = 0;
 #endif
   sp_enc *out = &t->pub.out;
-  int64_t ns = take_time(t);
+  int64_t ns = call_ended(t);
   if (t->counted) {
     /* A repeat of its inputs' primary signature if the outputs are its
      * (no lock: the arena never moves, and these words never change). */
@@ -478,7 +486,7 @@ void sp_call_repeat(sp_profiler *p, sp_thread *t) {
   sp_api_check(t->in_call);
   t->in_call = 0;
 #endif
-  int64_t ns = take_time(t);
+  int64_t ns = call_ended(t);
   if (__builtin_expect(ns >= 0, 0)) time_repeat(p, t, ns);
 }
 
@@ -497,7 +505,7 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
     type_n = 12;
   }
   if (!msg) msg_n = 0;
-  int64_t ns = take_time(t);
+  int64_t ns = call_ended(t);
   lock_acquire(&p->lock);
   if (atomic_load_explicit(&p->logging, memory_order_relaxed) && !p->file.closed) {
     /* an escaped character takes at most 6 bytes (\u00XX) */

@@ -37,24 +37,24 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
   ProfilerObject *self = (ProfilerObject *)self_;
   static char *kwlist[] = {"path", "rank", "skip_warmup", "log_n_passes",
                            "dedupe", "phases", "args", "sync", "worker", "max_bytes",
-                           "exclusive", "time", NULL};
+                           "exclusive", "time", "nvtx", NULL};
   PyObject *path_obj = NULL;
   long long rank = 0, skip = 0, limit = 0, max_bytes = 0;
-  int dedupe = 0, with_args = 0, sync = 0, exclusive = 0, timed = 0;
+  int dedupe = 0, with_args = 0, sync = 0, exclusive = 0, timed = 0, nvtx = 0;
   const char *phases = NULL, *worker = NULL;
   if (self->p) {
     PyErr_SetString(PyExc_RuntimeError, "Profiler is already initialised");
     return -1;
   }
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppzLpp", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppzLppp", kwlist,
                                    PyUnicode_FSConverter, &path_obj, &rank,
                                    &skip, &limit, &dedupe, &phases, &with_args, &sync, &worker,
-                                   &max_bytes, &exclusive, &timed))
+                                   &max_bytes, &exclusive, &timed, &nvtx))
     return -1;
   sp_config cfg = {.path = PyBytes_AS_STRING(path_obj), .rank = rank, .skip_warmup = skip,
                    .log_n_passes = limit, .dedupe = dedupe, .phases = phases, .args = with_args,
                    .worker = worker, .max_bytes = max_bytes, .exclusive = exclusive,
-                   .time = timed};
+                   .time = timed, .nvtx = nvtx};
   int rc = sp_fallback_install();
   /* Python kernels' exceptions are described from the exception object */
   sp_fallback_set_describer(sp_describe_python_error);
@@ -253,6 +253,12 @@ static PyObject *Profiler_get_summary_path(PyObject *self_, void *c) {
   return PyUnicode_DecodeFSDefault(sp_summary_path(self->p));
 }
 
+static PyObject *mod_nvtx_built(PyObject *m, PyObject *noargs) {
+  (void)m;
+  (void)noargs;
+  return PyBool_FromLong(sp_nvtx_built());
+}
+
 static PyMethodDef Profiler_methods[] = {
     {"pass_begin", (PyCFunction)(void (*)(void))Profiler_pass_begin, METH_FASTCALL,
      "pass_begin($self, phase=None, /)\n--\n\nStart a forward pass; True if logged."},
@@ -367,6 +373,8 @@ static PyMethodDef module_methods[] = {
     {"fallback_installed", mod_fallback_installed, METH_NOARGS,
      "fallback_installed($module, /)\n--\n\n"
      "Whether the dispatcher fallback is registered in this process."},
+    {"nvtx_built", mod_nvtx_built, METH_NOARGS,
+     "nvtx_built($module, /)\n--\n\nWhether this build has NVTX ranges (its headers were found when it was built)."},
     {"logging_flags", sp_pycall_logging_flags, METH_NOARGS,
      "logging_flags($module, /)\n--\n\n"
      "The logging flags of the profiler this thread's calls go to (its sp_logging): 0 not "

@@ -81,7 +81,7 @@ static void enc_mm(sp_thread *t, int64_t m, int64_t k, int64_t n, int dtype) {
 
 static sp_profiler *open_prof(const char *name, int dedupe, long long skip, long long limit,
                               const char *phases) {
-  sp_config cfg = {path_in(name), 3, skip, limit, dedupe, phases, 0, NULL, 0, 0, 0};
+  sp_config cfg = {path_in(name), 3, skip, limit, dedupe, phases, 0, NULL, 0, 0, 0, 0};
   sp_profiler *p = NULL;
   int rc = sp_open(&cfg, &p);
   if (rc != SP_OK) {
@@ -107,12 +107,12 @@ static void test_summary_path(void) {
 
 static void test_open_errors(void) {
   g_test = __func__;
-  sp_config cfg = {"/nonexistent/dir/x.jsonl", 0, 0, 0, 0, NULL, 0, NULL, 0, 0, 0};
+  sp_config cfg = {"/nonexistent/dir/x.jsonl", 0, 0, 0, 0, NULL, 0, NULL, 0, 0, 0, 0};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_IOERR);
   CHECK(strstr(sp_errmsg(p), "/nonexistent/dir/x.jsonl") != NULL);
   sp_free(p);
-  sp_config bad = {"x", 0, -1, 0, 0, NULL, 0, NULL, 0, 0, 0};
+  sp_config bad = {"x", 0, -1, 0, 0, NULL, 0, NULL, 0, 0, 0, 0};
   CHECK(sp_open(&bad, &p) == SP_ERROR);
   sp_free(p);
   g_passed++;
@@ -167,7 +167,7 @@ static void test_worker_in_summary(void) {
   const char *worker = "{\"tp_rank\": 1, \"tp_size\": 2, \"pp_rank\": 0, \"pp_size\": 2, \"host\": \"n\\u00e9\"}";
   char buf[sizeof "{}" + 200];
   snprintf(buf, sizeof buf, "%s", worker);
-  sp_config cfg = {path_in("w.jsonl"), 1, 0, 0, 0, NULL, 0, buf, 0, 0, 0};
+  sp_config cfg = {path_in("w.jsonl"), 1, 0, 0, 0, NULL, 0, buf, 0, 0, 0, 0};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_OK);
   memset(buf, 'x', strlen(buf)); /* copied at open: the caller's buffer is its own */
@@ -435,7 +435,7 @@ static void test_arguments(void) {
   CHECK(sp_set_names(SP_NAMES_DEVICE, devices, 2) == SP_OK);
   CHECK(sp_set_names(SP_NAMES_LAYOUT, layouts, 1) == SP_OK);
   CHECK(sp_set_names(SP_NAMES_N, devices, 2) == SP_ERROR);
-  sp_config cfg = {path_in("args.jsonl"), 0, 0, 0, 1, NULL, 1, NULL, 0, 0, 0};
+  sp_config cfg = {path_in("args.jsonl"), 0, 0, 0, 1, NULL, 1, NULL, 0, 0, 0, 0};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_OK);
   sp_thread *t = sp_thread_new();
@@ -1401,7 +1401,7 @@ static void timed_call(sp_profiler *p, sp_thread *t, int64_t n, int64_t ns, int 
 
 static void test_timed(void) {
   g_test = __func__;
-  sp_config cfg = {path_in("timed.jsonl"), 0, 0, 0, 1, NULL, 0, NULL, 0, 0, 1};
+  sp_config cfg = {path_in("timed.jsonl"), 0, 0, 0, 1, NULL, 0, NULL, 0, 0, 1, 0};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_OK);
   sp_thread *t = sp_thread_new();

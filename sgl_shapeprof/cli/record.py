@@ -27,6 +27,9 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     r.add_argument("--time", action="store_true",
                    help="measure each recorded call's wall time (records' time_us; with --dedupe, per "
                         "signature count, total, min, median and max in the summary)")
+    r.add_argument("--nvtx", action="store_true",
+                   help="an NVTX range per recorded call, named by its operation and input shapes: under nsys "
+                        "each kernel sits under the shapes that launched it")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- python script.py ARGS")
     r.set_defaults(func=run)
 
@@ -75,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         config.ENV_ARGS: "1" if args.args else "0",
         config.ENV_SYNC: "1" if args.sync else "0",
         config.ENV_TIME: "1" if args.time else "0",
+        config.ENV_NVTX: "1" if args.nvtx else "0",
     }
     if args.max_mb is not None:
         settings[config.ENV_MAX_MB] = repr(args.max_mb)

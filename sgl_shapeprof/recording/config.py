@@ -25,6 +25,7 @@ ENV_PHASES = "SGLANG_PROFILE_SHAPES_PHASES"
 ENV_ARGS = "SGLANG_PROFILE_SHAPES_ARGS"
 ENV_SYNC = "SGLANG_PROFILE_SHAPES_SYNC"
 ENV_TIME = "SGLANG_PROFILE_SHAPES_TIME"
+ENV_NVTX = "SGLANG_PROFILE_SHAPES_NVTX"
 ENV_MAX_MB = "SGLANG_PROFILE_SHAPES_MAX_MB"
 
 DEFAULT_FILE = "shapes.jsonl"
@@ -51,6 +52,7 @@ class EnvConfig:
     workers: Optional[dict] = None  # SGLANG_PROFILE_SHAPES_WORKERS: ranks per dimension (selection.py)
     max_mb: Optional[float] = None  # the records file's cap (None: the default; 0: none)
     time: bool = False  # measure each recorded call's wall time (FORMAT.md: time_us)
+    nvtx: bool = False  # an NVTX range per recorded call (nsys sees the shapes)
 
     def profiles_rank(self, rank: int) -> bool:
         return self.ranks is None or rank in self.ranks
@@ -266,7 +268,8 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     args = bool(env.flag(ENV_ARGS))
     sync = bool(env.flag(ENV_SYNC))
     timed = bool(env.flag(ENV_TIME))
+    nvtx = bool(env.flag(ENV_NVTX))
     cap = env.get(ENV_MAX_MB)
     max_mb = parse_max_mb(*cap) if cap else None
     return EnvConfig(enabled, ranks, path, skip, limit, dedupe, phases, on_request, args, sync, workers, max_mb,
-                     timed)
+                     timed, nvtx)

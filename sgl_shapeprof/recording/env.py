@@ -50,7 +50,8 @@ _NOT_ARMED = (ENV_SKIP_WARMUP, ENV_LOG_N_PASSES, ENV_PHASES)
 
 
 def _armed_from_env(rank: int, worker: Worker, dedupe: bool, path: str, args: bool = False,
-                    sync: bool = False, max_mb: Optional[float] = None, time: bool = False):
+                    sync: bool = False, max_mb: Optional[float] = None, time: bool = False,
+                    nvtx: bool = False):
     """SGLANG_PROFILE_SHAPES=on_request: one armed profiler per process and
     rank; requests write beside SGLANG_PROFILE_SHAPES_FILE's folder unless
     they name a file."""
@@ -59,7 +60,7 @@ def _armed_from_env(rank: int, worker: Worker, dedupe: bool, path: str, args: bo
         current = _env_profiler
         if isinstance(current, OnRequestProfiler) and not current.closed and current.worker == worker:
             return current
-        _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args, sync=sync, time=time,
+        _env_profiler = OnRequestProfiler(rank=rank, dedupe=dedupe, args=args, sync=sync, time=time, nvtx=nvtx,
                                           output_dir=os.path.dirname(os.path.abspath(path)), worker=worker,
                                           max_mb=max_mb)
         file = env_setting(ENV_FILE)
@@ -98,7 +99,7 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False, worker: O
         path = cfg.path_for(worker, r)
         dedupe = dedupe_default if cfg.dedupe is None else cfg.dedupe
         if cfg.on_request:
-            return _armed_from_env(r, worker, dedupe, path, cfg.args, cfg.sync, cfg.max_mb, cfg.time)
+            return _armed_from_env(r, worker, dedupe, path, cfg.args, cfg.sync, cfg.max_mb, cfg.time, cfg.nvtx)
         with _env_lock:
             current = _env_profiler
             if current is not None and not current.closed and \
@@ -106,7 +107,8 @@ def from_env(rank: Optional[int] = None, dedupe_default: bool = False, worker: O
                 return current
             _env_profiler = ShapeProfiler(
                 path, rank=r, skip_warmup=cfg.skip_warmup, log_n_passes=cfg.log_n_passes,
-                dedupe=dedupe, phases=cfg.phases, args=cfg.args, sync=cfg.sync, time=cfg.time, worker=worker,
+                dedupe=dedupe, phases=cfg.phases, args=cfg.args, sync=cfg.sync, time=cfg.time, nvtx=cfg.nvtx,
+                worker=worker,
                 max_mb=cfg.max_mb, phases_from=(env_setting(ENV_PHASES) or (ENV_PHASES,))[0])
             return _env_profiler
     except (ConfigError, ValueError, TypeError, ImportError) as e:

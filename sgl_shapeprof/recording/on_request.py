@@ -59,6 +59,7 @@ class OnRequestProfiler(PassContext):
 
     def __init__(self, rank: int = 0, dedupe: bool = False, output_dir: Optional[str] = None,
                  control: bool = True, args: bool = False, sync: bool = False, time: bool = False,
+                 nvtx: bool = False,
                  worker: Optional[Worker] = None, max_mb: Optional[float] = None):
         self.rank = rank
         self.max_mb = max_mb  # each request's records file's cap (ShapeProfiler's max_mb)
@@ -67,6 +68,7 @@ class OnRequestProfiler(PassContext):
         self.args = args
         self.sync = sync
         self.time = time  # each request's calls are timed (ShapeProfiler's time)
+        self.nvtx = nvtx  # and have NVTX ranges (ShapeProfiler's nvtx)
         self.output_dir = output_dir or os.getcwd()
         self._lock = threading.Lock()
         self._pending: Optional[Request] = None
@@ -121,6 +123,7 @@ class OnRequestProfiler(PassContext):
             try:
                 return ShapeProfiler(
                     path, rank=self.rank, dedupe=self.dedupe, args=self.args, sync=self.sync, time=self.time,
+                    nvtx=self.nvtx,
                     worker=self.worker, skip_warmup=req.skip,
                     log_n_passes=0 if req.per_phase else req.passes,
                     phases=sorted(req.phases) if req.phases else None,

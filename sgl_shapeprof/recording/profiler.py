@@ -132,12 +132,17 @@ def max_bytes(max_mb: Optional[float]) -> int:
     return -1 if mb == 0 else max(1, int(mb * (1 << 20)))
 
 
+NO_NVTX = ("nvtx: this build of sgl_shapeprof has no NVTX ranges: NVTX's headers (nvtx3/nvToolsExt.h) were "
+           "not found when it was built; pip install nvidia-nvtx-cu12, then reinstall sgl_shapeprof "
+           "(--no-build-isolation)")
+
+
 class ShapeProfiler(PassContext):
     """Records every operator call of the logged forward passes.
 
     ShapeProfiler(output, *, rank=0, skip_warmup=0, log_n_passes=0,
     dedupe=False, phases=None, args=False, sync=False, time=False,
-    worker=None, max_mb=None, exclusive=False, phases_from="phases")
+    nvtx=False, worker=None, max_mb=None, exclusive=False, phases_from="phases")
 
     output: the records file (JSON Lines, see FORMAT.md); the summary goes
     beside it (shapes.jsonl -> shapes_summary.json). Passes 1..skip_warmup are
@@ -157,7 +162,10 @@ class ShapeProfiler(PassContext):
     (inclusive of the calls recorded within it; its kernels' device time
     only with sync): the records' "time_us", and with dedupe each
     signature's count, total, min, median and max in the summary's
-    "signature_times" (docs/FORMAT.md). worker: which worker of a
+    "signature_times" (docs/FORMAT.md). nvtx: push an NVTX range per
+    recorded call, named by its operation and input shapes, so that under
+    nsys each kernel sits under the shapes that launched it (a build
+    without NVTX's headers refuses it: ValueError). worker: which worker of a
     deployment this is (a Worker: its TP, PP, DP and EP ranks, host, pid),
     written to the summary as "worker"; the server integrations read it from
     the server's own state. max_mb: the records file's cap in MiB (None: 1024,
@@ -182,7 +190,7 @@ class ShapeProfiler(PassContext):
     def __init__(self, output: PathLike = "shapes.jsonl", *, rank: int = 0,
                  skip_warmup: int = 0, log_n_passes: int = 0,
                  dedupe: bool = False, phases: Optional[Iterable[str]] = None,
-                 args: bool = False, sync: bool = False, time: bool = False,
+                 args: bool = False, sync: bool = False, time: bool = False, nvtx: bool = False,
                  worker: Optional[Worker] = None, max_mb: Optional[float] = None,
                  exclusive: bool = False, phases_from: str = "phases"):
         path = os.fspath(output)
@@ -207,6 +215,9 @@ class ShapeProfiler(PassContext):
         self.args = bool(args)
         self.sync = bool(sync)
         self.time = bool(time)
+        self.nvtx = bool(nvtx)
+        if self.nvtx and not _C.nvtx_built():
+            raise ValueError(NO_NVTX)
         if worker is not None and not isinstance(worker, Worker):
             raise TypeError(f"worker must be a sgl_shapeprof Worker, not {type(worker).__name__}")
         self.worker = worker
@@ -215,7 +226,7 @@ class ShapeProfiler(PassContext):
             return _C.Profiler(at, rank=rank, skip_warmup=skip_warmup, log_n_passes=log_n_passes,
                                dedupe=self.dedupe, phases=phase_list, args=self.args, sync=self.sync,
                                worker=identity, max_bytes=cap, exclusive=bool(exclusive),
-                               time=self.time)
+                               time=self.time, nvtx=self.nvtx)
         try:
             self._native = native(path)
         except BlockingIOError:

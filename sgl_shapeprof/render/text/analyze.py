@@ -183,7 +183,8 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
                 ph = f"[{s.phase}] " if s.phase is not None and len(phases) > 1 else ""
                 w(f"{'':>12} {_n(s.count):>6}x  {ph}{s.text}{f'  ({apart})' if apart else ''}\n")
                 if s.timed:
-                    w(f"{'':>12} {'':>6}   time {_ms(s.time_ns)} ms over {_n(s.timed)} calls: mean "
+                    w(f"{'':>12} {'':>6}   time {_ms(s.time_ns)} ms over {_n(s.timed)} "
+                      f"call{'s' if s.timed != 1 else ''}: mean "
                       f"{s.time_ns / s.timed / 1000:.3f} us, min {s.time_min / 1000:.3f}, "
                       f"max {s.time_max / 1000:.3f}\n")
                 op_moe = moe_op_reading(s)

@@ -1,0 +1,100 @@
+"""NVTX ranges (ShapeProfiler(nvtx=True), SHAPEPROF_NVTX=1): one range per
+recorded call, named by its operation and input shapes, reach an NVTX tool.
+The tool is a stand-in built here (tests/nvtx_injection.c), loaded by NVTX
+v3 from NVTX_INJECTION64_PATH as nsys is; the oracle is the records: every
+record's call is one push and one pop, named from the record's own inputs."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from helpers import load, run_python
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _nvtx_include():
+    """The NVTX headers this machine has (the build's own search, setup.py)."""
+    for site in sys.path:
+        for sub in ("nvtx", "cu13", "cu12"):
+            d = os.path.join(site, "nvidia", sub, "include")
+            if os.path.isfile(os.path.join(d, "nvtx3", "nvToolsExt.h")):
+                return d
+    return None
+
+
+def _built() -> bool:
+    from sgl_shapeprof import _C
+    return _C.nvtx_built()
+
+
+pytestmark = pytest.mark.skipif(not _built(), reason="this build has no NVTX (its headers were not found)")
+
+
+@pytest.fixture(scope="module")
+def tool(tmp_path_factory):
+    inc = _nvtx_include()
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if inc is None or cc is None:
+        pytest.skip("no NVTX headers or C compiler to build the stand-in tool")
+    out = tmp_path_factory.mktemp("nvtx") / "libnvtx_standin.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-isystem", inc, "-o", str(out),
+                    os.path.join(HERE, "nvtx_injection.c"), "-ldl"], check=True)
+    return str(out)
+
+
+def _name(rec: dict) -> str:
+    """A record's range name, from its inputs (FORMAT.md's tensors)."""
+    def tensor(t):
+        return "None" if t is None else f"[{', '.join(map(str, t['shape']))}] {t['dtype']}"
+    parts = []
+    for name, v in rec["inputs"].items():
+        parts.append(f"{name}=" + (f"[{', '.join(tensor(x) for x in v)}]" if isinstance(v, list) else tensor(v)))
+    return f"{rec['operation']}({', '.join(parts)})"
+
+
+WORKLOAD = """
+import sys, torch
+from sgl_shapeprof import ShapeProfiler
+prof = ShapeProfiler(sys.argv[1], nvtx=True)
+a, b = torch.randn(8, 4), torch.randn(4, 3)
+torch.mm(a, b)  # outside a pass: no range
+prof.start_forward_pass()
+c = torch.mm(a, b)
+torch.cat([c, c], dim=0)
+torch.relu(c.to(torch.float16))
+try:
+    torch.mm(a, a)  # raises: its range ends too
+except RuntimeError:
+    pass
+prof.end_forward_pass()
+prof.close()
+"""
+
+
+def test_each_recorded_call_is_one_range_named_by_its_shapes(tool, tmp_path):
+    log, rec_path = tmp_path / "nvtx.log", tmp_path / "n.jsonl"
+    r = run_python(WORKLOAD, env_extra={"NVTX_INJECTION64_PATH": tool, "NVTX_TEST_LOG": str(log)},
+                   args=(str(rec_path),))
+    assert r.returncode == 0, r.stderr[-2000:]
+    recs = load(str(rec_path))
+    assert any("error" in x for x in recs)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "domain sgl_shapeprof"
+    pushes = [ln[len("push sgl_shapeprof "):] for ln in lines if ln.startswith("push ")]
+    assert pushes == [_name(x) for x in recs]
+    assert all(ln.startswith(("push sgl_shapeprof ", "pop sgl_shapeprof")) for ln in lines[1:])
+    # each range ends before the next begins: the calls are not nested
+    assert lines[1:] == [x for p in pushes for x in (f"push sgl_shapeprof {p}", "pop sgl_shapeprof")]
+
+
+def test_without_a_tool_nothing_changes(tmp_path):
+    rec_path = tmp_path / "q.jsonl"
+    r = run_python(WORKLOAD, args=(str(rec_path),))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [x["operation"] for x in load(str(rec_path))] == [
+        "aten.mm.default", "aten.cat.default", "aten._to_copy.default", "aten.relu.default", "aten.mm.default"]
