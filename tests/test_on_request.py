@@ -300,3 +300,21 @@ def test_a_refused_request_creates_nothing_and_a_taken_back_one_leaves_nothing(t
     assert prof.stop() == path
     assert json.load(open(path.replace(".jsonl", "_summary.json")))["logged_forward_passes"] == 0
     prof.close()
+
+
+def test_a_request_may_time_its_calls(tmp_path):
+    """A request's own time switch (the mailbox's "time": true, `request
+    --time`) times its file's calls; the armed profiler's setting holds for
+    the next request, and a value that is not a switch is refused in one line."""
+    from sgl_shapeprof.recording.mailbox import answer
+    prof = OnRequestProfiler(rank=0, output_dir=str(tmp_path), control=False)
+    reply = answer(prof, json.dumps({"action": "start", "passes": 1, "time": True}).encode())
+    assert reply["ok"], reply
+    passes(prof, 1)
+    assert all("time_us" in r for r in load(reply["records_file"]))
+    path = prof.request(passes=1)
+    passes(prof, 1)
+    assert all("time_us" not in r for r in load(path))
+    bad = answer(prof, json.dumps({"action": "start", "time": "yes"}).encode())
+    assert not bad["ok"] and bad["message"] == "time 'yes' is not true or false"
+    prof.close()

@@ -17,6 +17,10 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     q.add_argument("--phases", metavar="A,B", help="only passes with these phase labels")
     q.add_argument("--skip", type=count, default=0, metavar="N", help="passes to let by first")
     q.add_argument("-o", "--output", help="records file (default: shapes-<time>-rank<N>.jsonl in its folder)")
+    q.add_argument("--time", action="store_true",
+                   help="time each recorded call (as SHAPEPROF_TIME=1 does; docs/time.md)")
+    q.add_argument("--nvtx", action="store_true",
+                   help="an NVTX range per recorded call, for nsys (as SHAPEPROF_NVTX=1 does)")
     q.add_argument("--stop", action="store_true", help="end the running request; its files are complete")
     q.add_argument("--status", action="store_true", help="what the process is doing")
     q.add_argument("--timeout", type=float, default=30.0, metavar="S", help="seconds to wait for the answer")
@@ -83,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         msg = {"action": "status"}
     else:
         msg = {"action": "start", "passes": args.passes, "skip": args.skip,
-               "phases": args.phases, "output": os.path.abspath(args.output) if args.output else None}
+               "phases": args.phases, "output": os.path.abspath(args.output) if args.output else None,
+               "time": True if args.time else None, "nvtx": True if args.nvtx else None}
     try:
         reply = send(args.pid, msg, timeout=args.timeout)
     except (RequestError, OSError) as e:

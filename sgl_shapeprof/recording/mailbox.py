@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 from ..records import untrusted
 from .messages import say
-from .requests import RequestError, request_count
+from .requests import RequestError, request_count, request_flag
 from .switch import env_setting
 
 ENV_CONTROL_DIR = "SGLANG_PROFILE_SHAPES_CONTROL_DIR"
@@ -122,7 +122,9 @@ def answer(prof: Any, data: bytes) -> dict:
                     "message": f"stopped; records in {path}" if path else "nothing was recording"}
         if msg.get("action") == "start":
             path = prof.request(passes=request_count("passes", msg.get("passes")), phases=phases,
-                                output=msg.get("output"), skip=request_count("skip", msg.get("skip")))
+                                output=msg.get("output"), skip=request_count("skip", msg.get("skip")),
+                                time=request_flag("time", msg.get("time")),
+                                nvtx=request_flag("nvtx", msg.get("nvtx")))
             return {"id": rid, "ok": True, "records_file": path,
                     "message": f"recording {msg.get('passes') or 'all'} passes of rank {prof.rank} "
                                f"into {path}"}

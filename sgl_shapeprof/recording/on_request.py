@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-import time
+from time import strftime
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Union
 
@@ -52,6 +52,8 @@ class Request:
     done_phases: Dict[str, int] = field(default_factory=dict)
     profiler: Optional[ShapeProfiler] = None  # its file, open since the request was taken
     adopted: Dict[int, KeptCapture] = field(default_factory=dict)  # the kept captures its file holds
+    time: Optional[bool] = None            # its calls timed (None: the armed profiler's setting)
+    nvtx: Optional[bool] = None            # NVTX ranges (None: the armed profiler's setting)
 
 
 class OnRequestProfiler(PassContext):
@@ -84,12 +86,15 @@ class OnRequestProfiler(PassContext):
 
     # -- requests (any thread) --------------------------------------------
     def request(self, passes: int = 0, phases: Union[str, Iterable[str], None] = None,
-                output: Optional[str] = None, skip: int = 0, per_phase: bool = False) -> str:
+                output: Optional[str] = None, skip: int = 0, per_phase: bool = False,
+                time: Optional[bool] = None, nvtx: Optional[bool] = None) -> str:
         """Records the next `passes` forward passes (0: until stop()), from
         the next pass start on; returns the records file it writes. The file
         is created here (a name of its own, never through a symbolic link,
         a regular file): a bad value, a taken name or an unwritable folder
-        is a RequestError now, and a refused request creates nothing."""
+        is a RequestError now, and a refused request creates nothing. time,
+        nvtx: this request's calls timed, with NVTX ranges (None: as the
+        profiler was armed)."""
         if self._closed:
             raise RequestError("this profiler is closed")
         request_count("passes", passes)
@@ -98,7 +103,7 @@ class OnRequestProfiler(PassContext):
             raise RequestError("per_phase needs a number of passes")
         selected = phase_filter(phases, "phases")
         if output is None:
-            output = os.path.join(self.output_dir, f"shapes-{time.strftime('%Y%m%d-%H%M%S')}"
+            output = os.path.join(self.output_dir, f"shapes-{strftime('%Y%m%d-%H%M%S')}"
                                                    f"-{self.worker_name()}.jsonl")
             chosen = self.output_dir_from
         else:
@@ -111,7 +116,7 @@ class OnRequestProfiler(PassContext):
             if self._active is not None or self._pending is not None:
                 busy = self._active.path if self._active is not None else self._pending.output
                 raise RequestError(f"a request is already recording into {busy}; stop it first")
-            req = Request(passes, selected, per_phase, output, skip)
+            req = Request(passes, selected, per_phase, output, skip, time=time, nvtx=nvtx)
             req.profiler = self._create(req)
             req.output = req.profiler.path
             self._pending = req
@@ -122,8 +127,9 @@ class OnRequestProfiler(PassContext):
         for path in _names(req.output):
             try:
                 return ShapeProfiler(
-                    path, rank=self.rank, dedupe=self.dedupe, args=self.args, sync=self.sync, time=self.time,
-                    nvtx=self.nvtx,
+                    path, rank=self.rank, dedupe=self.dedupe, args=self.args, sync=self.sync,
+                    time=self.time if req.time is None else req.time,
+                    nvtx=self.nvtx if req.nvtx is None else req.nvtx,
                     worker=self.worker, skip_warmup=req.skip,
                     log_n_passes=0 if req.per_phase else req.passes,
                     phases=sorted(req.phases) if req.phases else None,

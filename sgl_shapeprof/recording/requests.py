@@ -37,3 +37,11 @@ def request_count(what: str, value: object) -> int:
     if v > INT_MAX:
         raise RequestError(f"{what} {v!r} is too large (at most {INT_MAX})")
     return v
+
+
+def request_flag(what: str, value: object):
+    """A request's switch: true, false, or None (not given: the armed
+    profiler's setting); else RequestError in one line."""
+    if value is not None and not isinstance(value, bool):
+        raise RequestError(f"{what} {value!r} is not true or false")
+    return value
