@@ -178,3 +178,33 @@ def test_diff_compares_time_per_call(tmp_path):
     text = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "diff", str(tmp_path / "before.jsonl"),
                            str(tmp_path / "after.jsonl")], capture_output=True, text=True).stdout
     assert "Measured time per call" in text
+
+
+def test_tune_ranks_configs_by_measured_time(tmp_path):
+    """With times, tune puts first the config key whose calls took the most
+    time, not the one called most; without them, the most called."""
+    from helpers import tensor, write_records
+    from sgl_shapeprof.analysis import tune
+    from sgl_shapeprof.analysis.analyze import build
+    from sgl_shapeprof.records.scan import scan_all
+
+    def moe(e, n, us):
+        rec = {"operation": "sglang.inplace_fused_experts.default",
+               "inputs": {"hidden_states": tensor([4, 32], "torch.bfloat16"),
+                          "w1": tensor([e, 2 * n, 32], "torch.bfloat16"),
+                          "w2": tensor([e, 32, n], "torch.bfloat16"),
+                          "topk_weights": tensor([4, 2], "torch.float32"),
+                          "topk_ids": tensor([4, 2], "torch.int32")}}
+        if us is not None:
+            rec["time_us"] = us
+        rec["outputs"] = None
+        return rec
+
+    for timed in (True, False):
+        path = tmp_path / f"moe{timed}.jsonl"
+        many_fast = [moe(8, 64, 1.0 if timed else None) for _ in range(3)]
+        write_records(path, many_fast + [moe(16, 128, 100.0 if timed else None)])
+        uses = tune.moe_uses(build(scan_all([str(path)])).signatures)
+        assert [(u.key.e, u.total) for u in uses] == ([(16, 1), (8, 3)] if timed else [(8, 3), (16, 1)])
+        if timed:
+            assert [(u.time_ns, u.timed) for u in uses] == [(100000, 1), (3000, 3)]

@@ -176,6 +176,7 @@ def use_json(u: MoeUse, device: str, triton: Optional[str]) -> dict:
         "block_shape": list(u.key.block_shape) if u.key.block_shape else None,
         "per_channel_quant": u.key.per_channel_quant, "device": device, "triton": triton,
         "hidden_size": u.hidden, "operations": u.operations, "calls": u.total,
+        **({"time_us": u.time_ns / 1000, "timed_calls": u.timed} if u.timed else {}),
         "file_name": lk.name, "file": lk.path, "file_triton": lk.version,
         "other_triton_version": lk.other_version, "tuned_m": lk.tuned, "assumed": u.assumed,
         "down_file_name": u.down.name if u.down else None, "down_file": u.down.path if u.down else None,

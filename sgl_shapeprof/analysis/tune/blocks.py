@@ -11,7 +11,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from ...records.signature import Signature
 from .configs import block_field, name_fields, tuned_ms
-from .moe import Lookup, MoeUse, as_tensor, block_from_scale, count_call
+from .moe import Lookup, MoeUse, as_tensor, block_from_scale, count_call, ranked
 
 # the marker ops the SGLang integration records for its Triton block GEMMs
 # (integrations/sglang/block_gemm.py) -> the dtype part of their config names
@@ -84,7 +84,7 @@ def block_uses(signatures: Iterable[Signature], ops: Dict[str, str] = BLOCK_GEMM
             u.operations.append(op)
         u.assumed += [x for x in assumed if x not in u.assumed]
         count_call(u, sig, m)
-    return sorted(uses.values(), key=lambda u: (-u.total, u.key.n, u.key.k))  # type: ignore[attr-defined]
+    return ranked(uses.values(), lambda u: u.key.n, lambda u: u.key.k)  # type: ignore[attr-defined]
 
 
 def lookup_block(key: BlockKey, folders: List[str], device: str) -> Lookup:

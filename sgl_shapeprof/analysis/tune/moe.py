@@ -72,6 +72,8 @@ class MoeUse:
     assumed: List[str] = field(default_factory=list)  # what the records could not say
     lookup: Optional[Lookup] = None
     down: Optional[Lookup] = None     # the `_down` file (fused-MoE keys only)
+    time_ns: int = 0                  # measured time of `timed` of its calls (a timed recording)
+    timed: int = 0
 
     @property
     def total(self) -> int:
@@ -210,7 +212,7 @@ def moe_uses(signatures: Iterable[Signature], dtype_str: DtypeStr = plain_dtype_
             u.operations.append(op)
         u.assumed += [a for a in assumed if a not in u.assumed]
         count_call(u, sig, m)
-    return sorted(uses.values(), key=lambda u: (-u.total, u.key.e, u.key.n))
+    return ranked(uses.values(), lambda u: u.key.e, lambda u: u.key.n)
 
 
 def count_call(u: MoeUse, sig: Signature, m: int) -> None:
@@ -222,6 +224,14 @@ def count_call(u: MoeUse, sig: Signature, m: int) -> None:
     for table in (u.calls, u.eager) if sig.graph is None else (u.calls,):
         ms = table.setdefault(phase, {})
         ms[m] = ms.get(m, 0) + sig.count
+    u.time_ns += sig.time_ns
+    u.timed += sig.timed
+
+
+def ranked(uses: Iterable[MoeUse], *tie: Callable[[MoeUse], object]) -> List[MoeUse]:
+    """What to tune first: the most measured time when the records were
+    timed (docs/time.md), else the most calls; then tie's keys."""
+    return sorted(uses, key=lambda u: (-u.time_ns, -u.total, *(f(u) for f in tie)))
 
 
 def tuner_command(u: MoeUse, model: Optional[str] = None, tp: Optional[int] = None,

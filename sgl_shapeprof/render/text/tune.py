@@ -151,7 +151,8 @@ def print_keys(uses: List[MoeUse], triton: Optional[str], missing: Callable[[Moe
     o = out.write
     for u in uses:
         lk = u.lookup
-        o(f"\n{u.key.text}  K={u.hidden}  {u.total:,} calls  ({', '.join(u.operations)})\n")
+        took = f", {u.time_ns / 1e6:,.3f} ms measured over {u.timed:,}" if u.timed else ""
+        o(f"\n{u.key.text}  K={u.hidden}  {u.total:,} calls{took}  ({', '.join(u.operations)})\n")
         if lk is not None and lk.path:
             o(f"  tuned: {lk.path}\n")
             if lk.other_version:
