@@ -735,11 +735,9 @@ SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int
 /* Where the encoded item at w[i] (its tag) ends. */
 SP_PRIVATE size_t format_item_end(const int64_t *w, size_t i);
 #ifdef SP_HAVE_NVTX
+/* t's call's NVTX range name (its operation and input shapes), NUL-ended in b. */
 SP_PRIVATE int format_range_name(const sp_thread *t, sp_buf *b);
 #endif
-/* sp_nvtx.c: t's call's NVTX range, pushed as it begins, popped as it ends. */
-SP_PRIVATE void nvtx_push(sp_thread *t);
-SP_PRIVATE void nvtx_pop(sp_thread *t);
 /* The record's text up to its outputs into t->prefix, call_id included,
  * from the signature's cached text when it has one (and caching it when
  * not). 0 when out of memory. */
@@ -748,6 +746,11 @@ SP_PRIVATE int format_prefix(sp_profiler *p, sp_thread *t);
 SP_PRIVATE int format_outputs(sp_thread *t);
 /* Upper bound on what writing t's record takes in the file. */
 SP_PRIVATE size_t format_record_bound(const sp_profiler *p, const sp_thread *t, size_t extra);
+
+/* ---- sp_nvtx.c [nvtx_]: NVTX ranges, one per recorded call (sp_config.nvtx) ---- */
+/* t's call's range, pushed as it begins, popped as it ends. */
+SP_PRIVATE void nvtx_push(sp_thread *t);
+SP_PRIVATE void nvtx_pop(sp_thread *t);
 
 /* ---- sp_record.c [record_]: the hot path (its API is sp_core.h's) ---- */
 SP_PRIVATE void record_rescue_in_flight(sp_profiler *p, sp_thread *t);
