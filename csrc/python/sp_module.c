@@ -303,8 +303,9 @@ static PyTypeObject ProfilerType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Profiler(path, rank=0, skip_warmup=0, log_n_passes=0, "
               "dedupe=False, phases=None, args=False, sync=False, worker=None, max_bytes=0, "
-              "exclusive=False)\n--\n\nThe native profiler. max_bytes: the records file's cap "
-              "(0: the default, -1: none); exclusive: the file must not exist.",
+              "exclusive=False, time=False, nvtx=False)\n--\n\nThe native profiler. max_bytes: the "
+              "records file's cap (0: the default, -1: none); exclusive: the file must not exist; "
+              "time: each call timed; nvtx: an NVTX range per call (nvtx_built()).",
     .tp_new = PyType_GenericNew,
     .tp_init = Profiler_init,
     .tp_dealloc = Profiler_dealloc,
@@ -380,7 +381,8 @@ static PyMethodDef module_methods[] = {
      "The logging flags of the profiler this thread's calls go to (its sp_logging): 0 not "
      "recording, 1 recording, 3 with arguments; a launch's and an API call's mode."},
     {"launch", sp_launch, METH_VARARGS,
-     "launch($module, key, operation, arg_names, values, mode, error=None, convert=None, /)\n--\n\n"
+     "launch($module, key, operation, arg_names, values, mode, error=None, convert=None, start_ns=0, "
+     "end_ns=0, /)\n--\n\n"
      "Record one kernel launch (integrations/triton/door.py), a value per name; True if it was filed."},
     {"door_types", sp_pycall_set_types, METH_VARARGS,
      "door_types($module, tensor_type, enum_type, dtype_type, missing, /)\n--\n\n"
