@@ -32,7 +32,7 @@ def _built() -> bool:
     return _C.nvtx_built()
 
 
-pytestmark = pytest.mark.skipif(not _built(), reason="this build has no NVTX (its headers were not found)")
+needs_nvtx = pytest.mark.skipif(not _built(), reason="this build has no NVTX (its headers were not found)")
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +76,7 @@ prof.close()
 """
 
 
+@needs_nvtx
 def test_each_recorded_call_is_one_range_named_by_its_shapes(tool, tmp_path):
     log, rec_path = tmp_path / "nvtx.log", tmp_path / "n.jsonl"
     r = run_python(WORKLOAD, env_extra={"NVTX_INJECTION64_PATH": tool, "NVTX_TEST_LOG": str(log)},
@@ -92,9 +93,28 @@ def test_each_recorded_call_is_one_range_named_by_its_shapes(tool, tmp_path):
     assert lines[1:] == [x for p in pushes for x in (f"push sgl_shapeprof {p}", "pop sgl_shapeprof")]
 
 
+@needs_nvtx
 def test_without_a_tool_nothing_changes(tmp_path):
     rec_path = tmp_path / "q.jsonl"
     r = run_python(WORKLOAD, args=(str(rec_path),))
     assert r.returncode == 0, r.stderr[-2000:]
     assert [x["operation"] for x in load(str(rec_path))] == [
         "aten.mm.default", "aten.cat.default", "aten._to_copy.default", "aten.relu.default", "aten.mm.default"]
+
+
+def test_a_build_without_nvtx_refuses_it_in_one_line(tmp_path, monkeypatch, capsys):
+    """Asked of a build whose NVTX headers were missing: ShapeProfiler says
+    so (ValueError, one line); from the environment, profiling stays off and
+    the line says why."""
+    from sgl_shapeprof import _C, ShapeProfiler
+    from sgl_shapeprof.recording import env
+    monkeypatch.setattr(_C, "nvtx_built", lambda: False)
+    with pytest.raises(ValueError) as e:
+        ShapeProfiler(str(tmp_path / "x.jsonl"), nvtx=True)
+    assert "\n" not in str(e.value) and "has no NVTX ranges" in str(e.value)
+    monkeypatch.setenv("SHAPEPROF", "1")
+    monkeypatch.setenv("SHAPEPROF_NVTX", "1")
+    monkeypatch.setenv("SHAPEPROF_FILE", str(tmp_path / "e.jsonl"))
+    assert env.from_env(rank=0) is None
+    err = capsys.readouterr().err
+    assert "has no NVTX ranges" in err and "profiling is off" in err
