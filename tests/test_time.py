@@ -208,3 +208,43 @@ def test_tune_ranks_configs_by_measured_time(tmp_path):
         assert [(u.key.e, u.total) for u in uses] == ([(16, 1), (8, 3)] if timed else [(8, 3), (16, 1)])
         if timed:
             assert [(u.time_ns, u.timed) for u in uses] == [(100000, 1), (3000, 3)]
+
+
+_meta_inner = []
+
+
+@torch.library.custom_op("time_test::spin_fail", mutates_args=())
+def spin_fail(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x.clone()
+
+
+@torch.library.register_kernel("time_test::spin_fail", "meta")
+def _spin_fail_meta(x, n):
+    start = time.perf_counter_ns()
+    acc = 0
+    for i in range(n):
+        acc += i
+    _meta_inner.append(time.perf_counter_ns() - start)
+    raise ValueError(f"spun {acc & 1}")
+
+
+def test_a_call_on_meta_tensors_that_raised_has_its_own_time(tmp_path):
+    """A call on meta tensors is described only once it raised (FORMAT.md):
+    its time is still the call's, at least what its kernel ran, at most what
+    the caller waited -- not the time it took to describe it."""
+    path = tmp_path / "m.jsonl"
+    prof = ShapeProfiler(str(path), time=True)
+    x = torch.empty(4, 8, device="meta")
+    _meta_inner.clear()
+    prof.start_forward_pass()
+    t0 = time.perf_counter_ns()
+    try:
+        torch.ops.time_test.spin_fail(x, 200000)
+    except ValueError:
+        pass
+    outer = time.perf_counter_ns() - t0
+    prof.end_forward_pass()
+    prof.close()
+    (rec,) = [r for r in load(str(path)) if r["operation"] == "time_test.spin_fail.default"]
+    assert rec["error"]["error_type"] == "ValueError"
+    assert _meta_inner[0] <= _ns(rec["time_us"]) <= outer, (rec["time_us"], _meta_inner, outer)

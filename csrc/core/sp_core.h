@@ -407,14 +407,17 @@ static inline void sp_call_returned(sp_thread *t) {
   struct sp_thread_public *pub = sp_thread_enc(t);
   if (pub->t0) pub->t1 = sp_clock_ns();
 }
-/* The call ran from start to end (sp_clock_ns), as its caller measured it,
- * when the profiler is timed (sp_call_begin set t0). */
+/* For a call that ran before its sp_call_begin (a launch recorded after it
+ * returned, a call that raised before it was described): it ran from start
+ * to end (sp_clock_ns), as its caller measured it, when the profiler is
+ * timed (sp_call_begin set t0). Without a span (start 0, or end before
+ * start) it has no time: not the time of its description. */
 static inline void sp_call_span(sp_thread *t, int64_t start, int64_t end) {
   struct sp_thread_public *pub = sp_thread_enc(t);
-  if (pub->t0 && start > 0 && end >= start) {
-    pub->t0 = start;
-    pub->t1 = end;
-  }
+  if (!pub->t0) return;
+  int ok = start > 0 && end >= start;
+  pub->t0 = ok ? start : 0;
+  pub->t1 = ok ? end : 0;
 }
 /* A call that began SP_CALL_COUNTED returned, and the caller found that its
  * outputs encode to exactly t's expect words (compared in place, which costs

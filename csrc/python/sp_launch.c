@@ -80,8 +80,7 @@ PyObject *sp_launch(PyObject *m, PyObject *args) {
   sp_thread_enc(t)->within = sp_fallback_open_op(); /* a custom op's kernel launching */
   int state = sp_call_begin(p, t);
   if (state == SP_CALL_SKIP) Py_RETURN_FALSE;
-  if (start_ns > 0) sp_call_span(t, start_ns, end_ns);
-  else sp_thread_enc(t)->t0 = 0; /* not a time of nothing: none was measured */
+  sp_call_span(t, start_ns, end_ns); /* none given: no time (it ran before this) */
   if (error != Py_None) {
     sp_pycall_fail(p, t, error);
     Py_RETURN_TRUE;

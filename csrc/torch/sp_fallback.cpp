@@ -166,10 +166,13 @@ static void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   // The inputs, kept for describing them if the call raises: the stack's
   // arguments are consumed by the call.
   std::vector<c10::IValue> args(stack->end() - n_args, stack->end());
+  // It is described only once it raised: a timed profiler's time is taken here.
+  int64_t start = (sp_logging(p) & SP_LOGGING_TIME) ? sp_clock_ns() : 0;
   try {
     redispatch(op, ks, stack);
   } catch (...) {
     std::exception_ptr ex = std::current_exception();
+    int64_t end = start ? sp_clock_ns() : 0;
     try {
       int id = intern_op(t, op);
       t_state.allow_meta = true;
@@ -178,7 +181,10 @@ static void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                                 ? encode_inputs_args(in, id, op.schema(), args.data(), args.size())
                                 : encode_inputs(in, id, args.data(), args.size()));
       t_state.allow_meta = false;
-      if (ok && sp_call_begin(p, t) != SP_CALL_SKIP) record_exception(p, t, ex);
+      if (ok && sp_call_begin(p, t) != SP_CALL_SKIP) {
+        sp_call_span(t, start, end);
+        record_exception(p, t, ex);
+      }
     } catch (const std::exception& e) {
       t_state.allow_meta = false;
       internal_error(e.what());
