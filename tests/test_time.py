@@ -213,12 +213,12 @@ def test_tune_ranks_configs_by_measured_time(tmp_path):
 _meta_inner = []
 
 
-@torch.library.custom_op("time_test::spin_fail", mutates_args=())
-def spin_fail(x: torch.Tensor, n: int) -> torch.Tensor:
-    return x.clone()
+# A plain Library, not custom_op: torch 2.11's custom_op already holds the
+# Meta key (through its fake kernel), so a Meta kernel cannot be added to it.
+_time_lib = torch.library.Library("time_test", "DEF")
+_time_lib.define("spin_fail(Tensor x, int n) -> Tensor")
 
 
-@torch.library.register_kernel("time_test::spin_fail", "meta")
 def _spin_fail_meta(x, n):
     start = time.perf_counter_ns()
     acc = 0
@@ -226,6 +226,9 @@ def _spin_fail_meta(x, n):
         acc += i
     _meta_inner.append(time.perf_counter_ns() - start)
     raise ValueError(f"spun {acc & 1}")
+
+
+_time_lib.impl("spin_fail", _spin_fail_meta, "Meta")
 
 
 def test_a_call_on_meta_tensors_that_raised_has_its_own_time(tmp_path):
