@@ -40,7 +40,7 @@ export SHAPEPROF_WERROR := 1
 # our CI machines) must not veto the releases we test.
 export PIP_CONSTRAINT := /dev/null
 
-.PHONY: install install-test env env-old-torch env-sglang env-vllm demo test test-matrix test-old-torch test-sglang test-vllm test-core bench bench-server gpu-check clean
+.PHONY: install install-test env env-old-torch env-sglang env-vllm demo test test-matrix test-old-torch test-second-route test-sglang test-vllm test-core bench bench-server gpu-check clean
 
 NATIVE := setup.py pyproject.toml $(wildcard csrc/core/* csrc/torch/* csrc/python/*)
 # (not _build.py: the build writes it, and an in-place build, as gpu-check's,
@@ -117,6 +117,12 @@ env-old-torch: $(OLD_VENV)/.installed-test
 test-old-torch: $(OLD_VENV)/.installed-test
 	$(OLD_VENV)/bin/pytest -q -m every_torch $(PYTEST_ARGS)
 	cd $(OLD_VENV) && bin/python $(CURDIR)/benchmarks/gpu_check.py --out $(CURDIR)/$(OLD_VENV)/gpu-check
+
+# The torch-dependent suites on the profiler's second route, as on a torch
+# whose C++ FakeTensor holds DispatchKey::Fake: a fallthrough registered on
+# Fake first stands in for it (tests/fake_owner/, docs/how-it-works.md)
+test-second-route: install-test
+	SHAPEPROF_TEST_FAKE_OWNER=1 $(VENV)/bin/pytest -q -m every_torch $(PYTEST_ARGS)
 
 # SGLang's own pin, its pure-Python dependencies, a placeholder sgl_kernel;
 # its real-engine tests and, on its torch, the torch-dependent ones

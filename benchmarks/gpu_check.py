@@ -478,7 +478,8 @@ def markdown(report: dict) -> str:
              f"- device: {device}; driver {env.get('driver')}",
              f"- torch {env.get('torch', '?')} (CUDA {env.get('cuda') or 'none'}), triton {env.get('triton', '?')}, "
              f"transformers {env.get('transformers', '?')}, Python {env.get('python', '?')}",
-             f"- sgl_shapeprof: commit {env.get('commit')}; package {env.get('sgl_shapeprof', '?')}",
+             f"- sgl_shapeprof: commit {env.get('commit')}; package {env.get('sgl_shapeprof', '?')}; "
+             f"calls recorded through DispatchKey::{env.get('dispatch_key', '?')}",
              ]
     if "build" in checks:
         b = checks["build"]

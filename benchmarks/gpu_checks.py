@@ -137,11 +137,12 @@ def check_native(out, tmp, reduced):
     with p.forward_pass():
         x.add(1)
     p.close()
+    env["dispatch_key"] = native.dispatch_key()  # the route (docs/how-it-works.md#the-mechanisms)
     ops = [r["operation"] for r in read_jsonl(p.path)]
     if ops != ["aten.add.Tensor"]:
         out["failures"].append(f"one add in a pass recorded as {ops}")
     out["summary"] = (f"{env['native']} from {env['sgl_shapeprof']} loads into torch {torch.__version__}; "
-                      f"one pass on {DEVICE} recorded {ops}")
+                      f"one pass on {DEVICE} recorded {ops} through DispatchKey::{env['dispatch_key']}")
 
 
 # ---------------------------------------------------------------- parity --

@@ -1,14 +1,19 @@
 """Where the fallback's key sits against the Python key, on every torch we
-support. Torch 2.11 lists DispatchKey::Fake above Python; 2.13+ below it
-(pytorch PR 178428). The two orders see tensor subclasses and Python modes
-differently; what each records is stated here, against oracles that do not
-share our code: torch's own DispatchKey.h for the order, and Python code
-that logs the calls it makes itself.
+support and on both routes. Torch 2.11 lists DispatchKey::Fake above Python;
+2.13+ below it (pytorch PR 178428); the second route's key (a torch whose
+FakeTensor owns Fake: TESTING_ONLY_GenericMode) is above it everywhere. The
+two orders see tensor subclasses and Python modes differently; what each
+records is stated here, against oracles that do not share our code: torch's
+own DispatchKey.h for the order, and Python code that logs the calls it
+makes itself.
 
 Whatever the order: a FakeTensorMode's, a FakeTensor's or a tracer's calls
 are never recorded (they are not running the model)."""
+import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -17,14 +22,27 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from sgl_shapeprof import ShapeProfiler
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-def fake_above_python() -> bool:
-    """From the header the build compiled against: the later enumerator of
-    DispatchKey has the higher priority."""
+
+def header_keys():
+    """DispatchKey's enumerators, from the header the build compiled
+    against: the later one has the higher priority."""
     header = os.path.join(os.path.dirname(torch.__file__), "include", "c10", "core", "DispatchKey.h")
     with open(header) as f:
-        names = re.findall(r"^  (\w+),", f.read(), re.M)
-    return names.index("Fake") > names.index("Python")
+        return re.findall(r"^  (\w+),", f.read(), re.M)
+
+
+def route_key() -> str:
+    """The key this process's fallback sits on (installed by the first profiler)."""
+    from sgl_shapeprof import _C
+    ShapeProfiler("probe.jsonl").close()  # the cwd is the test's scratch folder (conftest)
+    return _C.dispatch_key()
+
+
+def key_above_python() -> bool:
+    names = header_keys()
+    return names.index(route_key()) > names.index("Python")
 
 
 def calls(records):
@@ -70,8 +88,16 @@ class Pair(torch.Tensor):
 
 
 def test_key_order_is_known():
-    """Our build says the same order as torch's header (the docs name each)."""
-    assert fake_above_python() == (torch.__version__ < "2.13")
+    """The route is the one docs/how-it-works.md names for this torch, and
+    its key sits where that says against torch's header: Fake while no
+    fallback holds it (above Python on 2.11, below on 2.13+), else
+    TESTING_ONLY_GenericMode, above Python and autograd."""
+    names = header_keys()
+    fake_taken = os.environ.get("SHAPEPROF_TEST_FAKE_OWNER") == "1"
+    assert route_key() == ("TESTING_ONLY_GenericMode" if fake_taken else "Fake")
+    if fake_taken:
+        assert names.index(route_key()) > names.index("AutogradFunctionality") > names.index("Python")
+    assert key_above_python() == (fake_taken or torch.__version__ < "2.13")
 
 
 def test_tensor_subclass_calls(tmp_path):
@@ -81,7 +107,7 @@ def test_tensor_subclass_calls(tmp_path):
 
     def work():
         (x * 2).sum(0)
-    if fake_above_python():
+    if key_above_python():
         ref, ours, _ = run_both(tmp_path, lambda m: (m.start_forward_pass(), work(), m.end_forward_pass()))
         assert calls(ours) == calls(ref) == [("aten.mul.Tensor", [[3, 4]]), ("aten.sum.dim_IntList", [[3, 4]])]
     else:
@@ -113,7 +139,7 @@ def test_python_mode_that_rewrites_calls(tmp_path):
         with MmAsTransposed():
             torch.mm(x, w)
     ours = record(tmp_path, work)
-    if fake_above_python():
+    if key_above_python():
         assert calls(ours) == [("aten.mm.default", [[2, 3], [3, 5]])]
     else:
         assert len(made) == 4 and calls(ours) == made
@@ -156,3 +182,46 @@ def test_real_tracing_records_the_real_calls(tmp_path):
     ours = record(tmp_path, lambda: make_fx(lambda t: torch.mm(t, t.t()).relu())(real))
     assert calls(ours) == [("aten.t.default", [[4, 5]]), ("aten.mm.default", [[4, 5], [5, 4]]),
                            ("aten.relu.default", [[4, 4]])]
+
+
+ROUTE_CHILD = r'''
+import json, os, sys, torch
+sys.path.insert(0, os.path.join(sys.argv[2], "tests"))
+if sys.argv[3] == "taken":
+    from fake_owner.sitecustomize import take_fake
+    take_fake()
+from sgl_shapeprof import ShapeProfiler
+from sgl_shapeprof.demo.models import make_llama, run_llama
+model = make_llama(torch.float32)
+prof = ShapeProfiler(sys.argv[1])
+for ctx in (torch.enable_grad, torch.no_grad, torch.inference_mode,
+            lambda: torch.autocast("cpu", dtype=torch.bfloat16)):
+    with ctx():
+        run_llama(model, prof, decode_steps=1)
+prof.close()
+'''
+
+
+def test_the_second_route_writes_the_first_routes_stream(tmp_path):
+    """A torch whose FakeTensor holds DispatchKey::Fake (stood in for by a
+    fallback registered on it first): the profiler takes its second route by
+    itself, says so in the summary and in analyze, and a Llama's passes in
+    grad, no-grad, inference and autocast mode are recorded call for call as
+    on the first route."""
+    from helpers import run_python
+    streams, keys = {}, {}
+    for fake in ("free", "taken"):
+        path = tmp_path / f"{fake}.jsonl"
+        # (the child chooses: not the stand-in that `make test-second-route` puts in every child)
+        r = run_python(ROUTE_CHILD, args=(path, ROOT, fake), timeout=300, env_extra={"SHAPEPROF_TEST_FAKE_OWNER": "0"})
+        assert r.returncode == 0, r.stderr[-3000:]
+        streams[fake] = [(x["forward_pass"], x["operation"], x["inputs"], x["outputs"]) for x in load(path)]
+        keys[fake] = json.loads((tmp_path / f"{fake}_summary.json").read_text())["dispatch_key"]
+    assert keys == {"free": "Fake", "taken": "TESTING_ONLY_GenericMode"}
+    assert len(streams["free"]) > 100 and streams["taken"] == streams["free"]
+    said = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(tmp_path / "taken.jsonl")],
+                          capture_output=True, text=True, timeout=120)
+    assert "recorded through DispatchKey::TESTING_ONLY_GenericMode, the second route" in said.stdout, said.stdout
+    said = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(tmp_path / "free.jsonl")],
+                          capture_output=True, text=True, timeout=120)
+    assert "recorded through" not in said.stdout

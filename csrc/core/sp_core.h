@@ -56,6 +56,9 @@ typedef struct sp_config {
                               the summary's "signature_times") */
   int nvtx;                /* an NVTX range per recorded call, named by its
                               operation and input shapes (sp_nvtx_built()) */
+  const char *dispatch_key; /* the summary's "dispatch_key": the key the calls
+                               reach the recorder through (the torch layer's
+                               route, sp_fallback_key()); NULL: not written */
 } sp_config;
 
 /* The default cap (sp_config.max_bytes): 1 GiB, more than a thousand

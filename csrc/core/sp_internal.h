@@ -473,6 +473,7 @@ struct sp_profiler {
    * someone could swap for a symbolic link meanwhile. */
   int dir_fd;
   char *worker; /* the summary's "worker" JSON object, or NULL */
+  char *dispatch_key; /* the summary's "dispatch_key", or NULL */
   char errmsg[SP_ERRMSG_CAP];
   unsigned long long serial; /* names this profiler to threads' passes */
   pid_t owner_pid;

@@ -121,6 +121,7 @@ static void prof_destroy(sp_profiler *p) {
   free(p->summary_path);
   free(p->phases);
   free(p->worker);
+  free(p->dispatch_key);
   free(p->pass_json.p);
   tally_free(&p->tally);
   sig_table_free(&p->sigs);
@@ -254,8 +255,10 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->summary_path = malloc(cap);
   p->phases = cfg->phases && cfg->phases[0] ? text_strdup(cfg->phases) : NULL;
   p->worker = cfg->worker && cfg->worker[0] ? text_strdup(cfg->worker) : NULL;
+  p->dispatch_key = cfg->dispatch_key && cfg->dispatch_key[0] ? text_strdup(cfg->dispatch_key) : NULL;
   if (!p->path || !p->summary_path || (cfg->phases && cfg->phases[0] && !p->phases) ||
-      (cfg->worker && cfg->worker[0] && !p->worker)) {
+      (cfg->worker && cfg->worker[0] && !p->worker) ||
+      (cfg->dispatch_key && cfg->dispatch_key[0] && !p->dispatch_key)) {
     err_set(p, "out of memory", NULL, 0);
     return SP_NOMEM;
   }
@@ -263,6 +266,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
   p->cfg.path = p->path;
   p->cfg.phases = p->phases;
   p->cfg.worker = p->worker;
+  p->cfg.dispatch_key = p->dispatch_key;
   int fd = open_records(p);
   if (fd < 0) return -fd;
   p->file.cap = records_cap(fd, cfg->max_bytes);

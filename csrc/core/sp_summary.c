@@ -258,6 +258,10 @@ SP_PRIVATE int summary_write(const sp_profiler *p, const summary_src *s) {
     fdw_str(&w, ",\n  \"worker\": ");
     fdw_str(&w, p->worker);
   }
+  if (p->dispatch_key) {
+    fdw_str(&w, ",\n  \"dispatch_key\": ");
+    fdw_json_str(&w, p->dispatch_key);
+  }
   fdw_str(&w, ",\n  \"total_operations\": ");
   fdw_i64(&w, s->c.records);
   fdw_str(&w, ",\n  \"forward_passes\": ");

@@ -56,6 +56,7 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
                    .worker = worker, .max_bytes = max_bytes, .exclusive = exclusive,
                    .time = timed, .nvtx = nvtx};
   int rc = sp_fallback_install();
+  cfg.dispatch_key = sp_fallback_key(); /* the route install chose */
   /* Python kernels' exceptions are described from the exception object */
   sp_fallback_set_describer(sp_describe_python_error);
   if (rc != SP_OK) {
@@ -332,6 +333,12 @@ static PyObject *mod_fallback_installed(PyObject *m, PyObject *noargs) {
   return PyBool_FromLong(sp_fallback_installed());
 }
 
+static PyObject *mod_dispatch_key(PyObject *m, PyObject *noargs) {
+  (void)m;
+  (void)noargs;
+  return PyUnicode_FromString(sp_fallback_key());
+}
+
 static PyObject *mod_pause_thread(PyObject *m, PyObject *noargs) {
   (void)m;
   (void)noargs;
@@ -374,6 +381,9 @@ static PyMethodDef module_methods[] = {
     {"fallback_installed", mod_fallback_installed, METH_NOARGS,
      "fallback_installed($module, /)\n--\n\n"
      "Whether the dispatcher fallback is registered in this process."},
+    {"dispatch_key", mod_dispatch_key, METH_NOARGS,
+     "dispatch_key($module, /)\n--\n\nThe dispatch key the fallback sits on (its route): 'Fake', or "
+     "'TESTING_ONLY_GenericMode' where this torch has a fallback on Fake; 'Fake' before the first profiler."},
     {"nvtx_built", mod_nvtx_built, METH_NOARGS,
      "nvtx_built($module, /)\n--\n\nWhether this build has NVTX ranges (its headers were found when it was built)."},
     {"logging_flags", sp_pycall_logging_flags, METH_NOARGS,

@@ -81,7 +81,7 @@ static void enc_mm(sp_thread *t, int64_t m, int64_t k, int64_t n, int dtype) {
 
 static sp_profiler *open_prof(const char *name, int dedupe, long long skip, long long limit,
                               const char *phases) {
-  sp_config cfg = {path_in(name), 3, skip, limit, dedupe, phases, 0, NULL, 0, 0, 0, 0};
+  sp_config cfg = {path_in(name), 3, skip, limit, dedupe, phases, 0, NULL, 0, 0, 0, 0, NULL};
   sp_profiler *p = NULL;
   int rc = sp_open(&cfg, &p);
   if (rc != SP_OK) {
@@ -107,12 +107,12 @@ static void test_summary_path(void) {
 
 static void test_open_errors(void) {
   g_test = __func__;
-  sp_config cfg = {"/nonexistent/dir/x.jsonl", 0, 0, 0, 0, NULL, 0, NULL, 0, 0, 0, 0};
+  sp_config cfg = {"/nonexistent/dir/x.jsonl", 0, 0, 0, 0, NULL, 0, NULL, 0, 0, 0, 0, NULL};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_IOERR);
   CHECK(strstr(sp_errmsg(p), "/nonexistent/dir/x.jsonl") != NULL);
   sp_free(p);
-  sp_config bad = {"x", 0, -1, 0, 0, NULL, 0, NULL, 0, 0, 0, 0};
+  sp_config bad = {"x", 0, -1, 0, 0, NULL, 0, NULL, 0, 0, 0, 0, NULL};
   CHECK(sp_open(&bad, &p) == SP_ERROR);
   sp_free(p);
   g_passed++;
@@ -161,16 +161,19 @@ static void test_records_and_summary(void) {
 }
 
 /* The caller's worker object goes into the summary as given, after the
- * rank, every time the summary is written; none without one. */
+ * rank, and the dispatch key as a string after it, every time the summary
+ * is written; neither without one. */
 static void test_worker_in_summary(void) {
   g_test = __func__;
   const char *worker = "{\"tp_rank\": 1, \"tp_size\": 2, \"pp_rank\": 0, \"pp_size\": 2, \"host\": \"n\\u00e9\"}";
   char buf[sizeof "{}" + 200];
+  char key[] = "Fake\"";
   snprintf(buf, sizeof buf, "%s", worker);
-  sp_config cfg = {path_in("w.jsonl"), 1, 0, 0, 0, NULL, 0, buf, 0, 0, 0, 0};
+  sp_config cfg = {path_in("w.jsonl"), 1, 0, 0, 0, NULL, 0, buf, 0, 0, 0, 0, key};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_OK);
-  memset(buf, 'x', strlen(buf)); /* copied at open: the caller's buffer is its own */
+  memset(buf, 'x', strlen(buf)); /* copied at open: the caller's buffers are its own */
+  memset(key, 'x', strlen(key));
   sp_thread *t = sp_thread_new();
   sp_pass_begin(p, NULL);
   enc_mm(t, 4, 8, 2, 6);
@@ -179,14 +182,14 @@ static void test_worker_in_summary(void) {
   CHECK(sp_close(p) == SP_OK);
   char *s = slurp(path_in("w_summary.json"), NULL);
   char want[300];
-  snprintf(want, sizeof want, "{\n  \"rank\": 1,\n  \"worker\": %s,\n  \"total_operations\": 1,", worker);
+  snprintf(want, sizeof want, "{\n  \"rank\": 1,\n  \"worker\": %s,\n  \"dispatch_key\": \"Fake\\\"\",\n  \"total_operations\": 1,", worker);
   CHECK(s && strncmp(s, want, strlen(want)) == 0);
   free(s);
   sp_free(p);
   p = open_prof("nw.jsonl", 0, 0, 0, NULL);
   CHECK(p && sp_close(p) == SP_OK);
   s = slurp(path_in("nw_summary.json"), NULL);
-  CHECK(s && !strstr(s, "worker"));
+  CHECK(s && !strstr(s, "worker") && !strstr(s, "dispatch_key"));
   free(s);
   sp_free(p);
   sp_thread_free(t);
@@ -435,7 +438,7 @@ static void test_arguments(void) {
   CHECK(sp_set_names(SP_NAMES_DEVICE, devices, 2) == SP_OK);
   CHECK(sp_set_names(SP_NAMES_LAYOUT, layouts, 1) == SP_OK);
   CHECK(sp_set_names(SP_NAMES_N, devices, 2) == SP_ERROR);
-  sp_config cfg = {path_in("args.jsonl"), 0, 0, 0, 1, NULL, 1, NULL, 0, 0, 0, 0};
+  sp_config cfg = {path_in("args.jsonl"), 0, 0, 0, 1, NULL, 1, NULL, 0, 0, 0, 0, NULL};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_OK);
   sp_thread *t = sp_thread_new();
@@ -1401,7 +1404,7 @@ static void timed_call(sp_profiler *p, sp_thread *t, int64_t n, int64_t ns, int 
 
 static void test_timed(void) {
   g_test = __func__;
-  sp_config cfg = {path_in("timed.jsonl"), 0, 0, 0, 1, NULL, 0, NULL, 0, 0, 1, 0};
+  sp_config cfg = {path_in("timed.jsonl"), 0, 0, 0, 1, NULL, 0, NULL, 0, 0, 1, 0, NULL};
   sp_profiler *p = NULL;
   CHECK(sp_open(&cfg, &p) == SP_OK);
   sp_thread *t = sp_thread_new();

@@ -16,6 +16,52 @@ SP_TORCH_BEGIN
 thread_local ThreadState t_state;
 #endif
 
+// ---- the route: which key the fallback sits on ----
+// The stream to match is what a TorchDispatchMode (the Python key) sees:
+// below autograd and autocast, so composite ops arrive decomposed in grad
+// and no-grad mode, whole under inference_mode(), and autocast's casts are
+// visible. Fake sits there, next to Python (torch 2.13-2.15: just below it;
+// 2.11: just above), and no torch so far registers a fallback on it; every
+// other key in that range has a core owner. That is the first route.
+//
+// PyTorch is moving FakeTensor into C++ with a fallback on Fake. On a torch
+// that has one, the second route sits on TESTING_ONLY_GenericMode, a key
+// no core kernel uses, above autograd and autocast (every torch 2.11+ has
+// it). There every call arrives from the top, as the caller made it, so the
+// stream is corrected to the first route's: a call that autocast will cast
+// and call again, or that a CompositeImplicitAutograd kernel will decompose
+// at the autograd key, goes on unrecorded with the key kept in, and the calls
+// it becomes come back to be recorded (pass_through). docs/how-it-works.md
+// has what each route costs and where they differ.
+constexpr c10::DispatchKey kFakeKey = c10::DispatchKey::Fake;
+constexpr c10::DispatchKey kModeKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
+
+struct Route {
+  c10::DispatchKey key;
+  c10::DispatchKeySet key_set;  // {key}, for the TLS guards
+  c10::DispatchKeySet after;    // the keys a redispatch goes on to
+  // Above the Python key (Fake on torch 2.11, and the mode route): a call
+  // that goes on to the Python key is seen before its Python code runs. A
+  // tensor subclass's call is recorded as the subclass's (as a
+  // TorchDispatchMode sees it; below Python the calls its __torch_dispatch__
+  // makes are recorded instead, and the Python key keeps our key out of
+  // those above it), and a FakeTensorMode's calls would be recorded as real
+  // ones: tracing_above_python() leaves those out, as the meta calls they
+  // become are left out below Python.
+  bool above_python;
+  bool above_autograd;  // the mode route: passes_through() corrects the stream
+};
+
+static constexpr Route make_route(c10::DispatchKey key) {
+  return Route{key, c10::DispatchKeySet(key), c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, key),
+               static_cast<int>(key) > static_cast<int>(c10::DispatchKey::Python),
+               static_cast<int>(key) > static_cast<int>(c10::DispatchKey::AutogradFunctionality)};
+}
+
+// Chosen once by sp_fallback_install, before the fallback is registered (the
+// dispatcher's lock orders it before any call of the fallback).
+static Route g_route = make_route(kFakeKey);
+
 static pthread_key_t g_scratch_key;
 static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
 
@@ -43,8 +89,8 @@ static bool own_pass_logs() {
 }
 
 static void set_key(bool on) {
-  if (c10::impl::tls_is_dispatch_key_included(kKey) != on)
-    c10::impl::tls_set_dispatch_key_included(kKey, on);
+  if (c10::impl::tls_is_dispatch_key_included(g_route.key) != on)
+    c10::impl::tls_set_dispatch_key_included(g_route.key, on);
 }
 
 // An operator this thread has not met yet: its id from the registry (and
@@ -130,14 +176,40 @@ static void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                 torch::jit::Stack* stack) {
   // Ops a kernel calls are not the model's: TorchDispatchMode does not see
   // them either.
-  c10::impl::ExcludeDispatchKeyGuard guard(kKey);
-  op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kKey), stack);
+  c10::impl::ExcludeDispatchKeyGuard guard(g_route.key_set);
+  op.redispatchBoxed(ks & g_route.after, stack);
 }
 
-// Torch 2.11's call bound for the Python key (kAbovePython): true when it
+// The mode route (Route::above_autograd): whether the Python key would not
+// see this call as it is -- autocast will cast its inputs and call it again,
+// or a CompositeImplicitAutograd kernel will decompose it at the autograd
+// key. The dispatcher's own precedence for an autograd key (a kernel
+// registered on it; else CompositeImplicitAutograd unless the backend has a
+// kernel of its own or a CompositeExplicitAutograd one), asked per call: a
+// few hash lookups, only on this route.
+[[gnu::noinline]] static bool passes_through(const c10::OperatorHandle& op, c10::DispatchKeySet ks) {
+  c10::DispatchKeySet rest = ks & g_route.after;
+  c10::DispatchKeySet autocast = rest & c10::autocast_dispatch_keyset;
+  if (!autocast.empty() && op.hasKernelForDispatchKey(autocast.highestPriorityTypeId())) return true;
+  c10::DispatchKeySet autograd = rest & c10::autograd_dispatch_keyset;
+  if (autograd.empty()) return false;  // inference_mode(), or an inference tensor: whole, as Python sees it
+  c10::DispatchKey k = autograd.highestPriorityTypeId();
+  using c10::DispatchKey;
+  return !op.hasKernelForDispatchKey(k) && op.hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd) &&
+         !op.hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutograd) &&
+         !op.hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+         !op.hasKernelForAnyDispatchKey(c10::getBackendKeySetFromAutograd(k));
+}
+
+// Goes on with the key kept in: the calls it becomes are recorded.
+static void pass_through(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  op.redispatchBoxed(ks & g_route.after, stack);
+}
+
+// A call bound for the Python key, seen above it (Route::above_python): true when it
 // computes no real shape -- a FakeTensorMode is active, or an input is a
 // FakeTensor (its storage is on the meta device). A proxy tracer over real
-// tensors runs real calls: recorded, as 2.13+ records the calls it makes.
+// tensors runs real calls: recorded, as below Python the calls it makes are.
 [[gnu::cold, gnu::noinline]] static bool tracing_above_python(const c10::IValue* args, size_t n) {
   using c10::impl::TorchDispatchModeKey;
   using c10::impl::TorchDispatchModeTLS;
@@ -214,8 +286,14 @@ static void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     return redispatch(op, ks, stack);
   }
   ThreadState& ts = t_state;
-  if constexpr (kAbovePython) {
-    if (C10_UNLIKELY(ks.has(c10::DispatchKey::Python))) {
+  if (C10_UNLIKELY(g_route.above_autograd)) {
+    // Code that keeps Fake out (torch's tensor constructors, say) keeps the
+    // first route's key out: so the second's.
+    if (c10::impl::tls_is_dispatch_key_excluded(kFakeKey)) return redispatch(op, ks, stack);
+    if (passes_through(op, ks)) return pass_through(op, ks, stack);
+  }
+  if (C10_UNLIKELY(g_route.above_python)) {
+    if (ks.has(c10::DispatchKey::Python)) {
       size_t n_args = op.schema().arguments().size();
       if (stack->size() < n_args || tracing_above_python(stack->data() + stack->size() - n_args, n_args))
         return redispatch(op, ks, stack);
@@ -313,11 +391,15 @@ int sp_fallback_install(void) {
   sp_set_thread_getter(&thread_scratch);
   try {
     auto& d = c10::Dispatcher::singleton();
-    if (d.hasBackendFallbackForDispatchKey(kKey)) {
-      g_install_error = c10::str("this torch already has a fallback on DispatchKey::", kKey,
-                                 "; sgl_shapeprof cannot register its fallback in this build");
+    // The first free key of the routes (see Route).
+    c10::DispatchKey key = kFakeKey;
+    if (d.hasBackendFallbackForDispatchKey(key)) key = kModeKey;
+    if (d.hasBackendFallbackForDispatchKey(key)) {
+      g_install_error = c10::str("this torch already has fallbacks on DispatchKey::", kFakeKey, " and ",
+                                 kModeKey, "; sgl_shapeprof has no free key to register its fallback on");
       return SP_ERROR;
     }
+    g_route = make_route(key);
     if (set_dtype_names() != SP_OK || set_enum_names() != SP_OK) {
       g_install_error = "out of memory";
       return SP_NOMEM;
@@ -325,7 +407,7 @@ int sp_fallback_install(void) {
     g_listener_handle = new c10::RegistrationHandleRAII(
         d.addRegistrationListener(std::make_unique<ForgetDeregistered>()));
     g_fallback_handle = new c10::RegistrationHandleRAII(d.registerFallback(
-        kKey, c10::KernelFunction::makeFromBoxedFunction<&fallback>(),
+        key, c10::KernelFunction::makeFromBoxedFunction<&fallback>(),
         "sgl_shapeprof shape profiler"));
   } catch (const std::exception& e) {
     g_install_error = c10::str("cannot register the boxed fallback: ", e.what());
@@ -350,7 +432,7 @@ void sp_fallback_disable(void) {
 void sp_fallback_sync(int on) { t_state.sync = on != 0; }
 
 int sp_fallback_pause(void) {
-  if (!c10::impl::tls_is_dispatch_key_included(kKey)) return 0;
+  if (!c10::impl::tls_is_dispatch_key_included(g_route.key)) return 0;
   set_key(false);
   t_state.paused = true;
   return 1;
@@ -372,8 +454,10 @@ sp_profiler* sp_fallback_target(void) {
 int sp_fallback_open_op(void) { return t_state.open_op; }
 
 int sp_fallback_thread_enabled(void) {
-  return c10::impl::tls_is_dispatch_key_included(kKey) ? 1 : 0;
+  return c10::impl::tls_is_dispatch_key_included(g_route.key) ? 1 : 0;
 }
+
+const char* sp_fallback_key(void) { return c10::toString(g_route.key); }
 
 void sp_fallback_set_describer(sp_error_describer describer) {
   g_describer.store(describer, std::memory_order_release);

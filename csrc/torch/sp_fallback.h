@@ -66,6 +66,10 @@ int sp_fallback_open_op(void);
  * sizes: nothing appended). For values that reach us outside the dispatcher
  * (a kernel library's API call, a launch). Defined in sp_encode.cpp. */
 int sp_tensor_put(sp_enc *e, const void *tensor, int strided);
+/* The dispatch key the fallback sits on, its route: "Fake", or on a torch
+ * that has its own fallback there, "TESTING_ONLY_GenericMode" (see
+ * sp_fallback.cpp's Route); "Fake" before sp_fallback_install. */
+const char *sp_fallback_key(void);
 /* Whether the key is in the calling thread's TLS (for tests). */
 int sp_fallback_thread_enabled(void);
 

@@ -53,30 +53,9 @@
 
 SP_TORCH_BEGIN
 
-// Why Fake. The stream to match is what a TorchDispatchMode (the Python key)
-// sees: below autograd and autocast, so composite ops arrive decomposed in
-// grad and no-grad mode, whole under inference_mode(), and autocast's casts
-// are visible. Fake sits there, next to Python (torch 2.13-2.15: just below
-// it; 2.11: just above, see kAbovePython), and no core kernel registers a
-// fallback on it. Every other key in that range has a core owner; the free keys above
-// autograd (DeferredInit, TESTING_ONLY_GenericMode) see another stream.
-// PyTorch is adding a C++ fake-tensor fallback on Fake: sp_fallback_install
-// then refuses in one line (hasBackendFallbackForDispatchKey) rather than
-// fail inside torch, and the parity tests compare the stream with a
-// TorchDispatchMode logger record by record on every supported torch.
-// The one place the key is named: the rest (its order against Python, the
-// install's refusal) says kKey.
-constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
-
-// Torch 2.11 orders Fake above Python (pytorch PR 178428 moved it below for
-// 2.13). There a call that goes on to the Python key is seen before the
-// Python code runs: a tensor subclass's call is recorded as the subclass's
-// (as a TorchDispatchMode sees it; 2.13+ records the calls its
-// __torch_dispatch__ makes instead, and the Python key keeps our key out of
-// those on 2.11), and a FakeTensorMode's calls would be recorded
-// as real ones: tracing_above_python() leaves those out, as the meta calls
-// they become are left out on 2.13+.
-constexpr bool kAbovePython = static_cast<int>(kKey) > static_cast<int>(c10::DispatchKey::Python);
+// The key the fallback sits on, and why, are sp_fallback.cpp's (its route:
+// Fake while torch leaves it free, else a key above autograd whose stream is
+// corrected to Fake's).
 
 // Plain data, so that a thread_local access needs no init guard; the scratch
 // is freed at thread exit through a pthread key. Which profiler this

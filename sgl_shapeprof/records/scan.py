@@ -13,6 +13,7 @@ calls its summary's `signature_counts` gives (see docs/FORMAT.md).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Tuple
 
@@ -23,6 +24,16 @@ from .reader import (InputError, LineParser, ReadReport, SummaryError, open_reco
                      records_after_summary)
 from .signature import Signature, float_key, key_of, signature_of
 from .worker import Worker, rank_in_name
+
+
+def dispatch_key_of(summary: Optional[dict]) -> Optional[str]:
+    """The summary's "dispatch_key" when it is a key's name (a summary is
+    untrusted: what is printed from it is an identifier), else None."""
+    key = summary.get("dispatch_key") if summary else None
+    return key if isinstance(key, str) and DISPATCH_KEY_NAME.fullmatch(key) else None
+
+
+DISPATCH_KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 @dataclass
@@ -48,6 +59,7 @@ class Source:
     worker: Optional[Worker] = None  # the summary's "worker": its place in the deployment
     records_after_summary: int = 0   # records past the summary's records_bytes (killed before it caught up)
     timed: bool = False              # its records carry their calls' time (FORMAT.md "time_us")
+    dispatch_key: Optional[str] = None  # the summary's "dispatch_key": the route its calls came by
 
     @property
     def filtered(self) -> bool:
@@ -79,7 +91,8 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
     if label is None:
         label = (worker.name if worker is not None and worker.several else
                  f"rank {rank}" if rank is not None else os.path.basename(path))
-    src = Source(path=path, label=label, rank=rank, summary=summary, summary_note=note, worker=worker)
+    src = Source(path=path, label=label, rank=rank, summary=summary, summary_note=note, worker=worker,
+                 dispatch_key=dispatch_key_of(summary))
     counts: Dict[bytes, int] = {}
     if summary and summary.get("dedupe_enabled"):
         src.deduplicated = True

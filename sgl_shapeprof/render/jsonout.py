@@ -78,7 +78,8 @@ def analysis_json(a: Analysis, top: Optional[int] = None, by: str = "calls") -> 
     for s in a.sources:
         logged, started, with_records, covered = passes_of(s)
         files.append({"file": s.path, "label": s.label, "rank": s.rank,
-                      "worker": s.worker.as_json() if s.worker is not None else None, "records": s.records,
+                      "worker": s.worker.as_json() if s.worker is not None else None,
+                      "dispatch_key": s.dispatch_key, "records": s.records,
                       "calls": s.calls, "deduplicated": s.deduplicated,
                       "forward_passes": covered, "logged_forward_passes": logged,
                       "started_forward_passes": started, "passes_with_records": with_records,

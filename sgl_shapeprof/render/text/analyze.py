@@ -19,6 +19,10 @@ from ...records.signature import tell_apart
 from ...records.values import format_inputs, format_value
 
 
+# the first route's key (docs/how-it-works.md#the-mechanisms): said only when another ran
+FIRST_ROUTE = "Fake"
+
+
 def _n(x: int) -> str:
     return f"{x:,}"
 
@@ -47,6 +51,9 @@ def _source_lines(src: Source, w) -> None:
     elif src.rank is not None:
         text += f", rank {src.rank}"
     w(text + "\n")
+    if src.dispatch_key is not None and src.dispatch_key != FIRST_ROUTE:
+        w(f"  recorded through DispatchKey::{src.dispatch_key}, the second route: this torch has "
+          f"its own fallback on DispatchKey::{FIRST_ROUTE} (docs/how-it-works.md#the-mechanisms)\n")
     ledger = doors(src)
     if set(ledger) - {DISPATCHER}:  # a call came through another door: say how many through each
         inside = doors_within(src)
