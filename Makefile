@@ -40,7 +40,7 @@ export SHAPEPROF_WERROR := 1
 # our CI machines) must not veto the releases we test.
 export PIP_CONSTRAINT := /dev/null
 
-.PHONY: install install-test env env-old-torch env-sglang env-vllm demo test test-matrix test-old-torch test-second-route test-sglang test-vllm test-core bench bench-server gpu-check clean
+.PHONY: install install-test env env-old-torch env-sglang env-vllm demo test test-matrix test-old-torch test-second-route test-main-torch test-sglang test-vllm test-core bench bench-server gpu-check clean
 
 NATIVE := setup.py pyproject.toml $(wildcard csrc/core/* csrc/torch/* csrc/python/*)
 # (not _build.py: the build writes it, and an in-place build, as gpu-check's,
@@ -123,6 +123,19 @@ test-old-torch: $(OLD_VENV)/.installed-test
 # Fake first stands in for it (tests/fake_owner/, docs/how-it-works.md)
 test-second-route: install-test
 	SHAPEPROF_TEST_FAKE_OWNER=1 $(VENV)/bin/pytest -q -m every_torch $(PYTEST_ARGS)
+
+# Not in CI: the parity and key-order suites, on both routes, on the newest
+# torch a machine can install (a nightly, where MAIN_TORCH_INDEX is
+# reachable): what the next release will do to the key (docs/development.md)
+MAIN_TORCH_INDEX ?= https://download.pytorch.org/whl/nightly/cpu
+MAIN_VENV := .venv-torch-main
+test-main-torch:
+	test -x $(MAIN_VENV)/bin/python || $(PYTHON) -m venv $(MAIN_VENV)
+	$(MAIN_VENV)/bin/python -m pip install -q --pre --upgrade "setuptools>=77" wheel torch --index-url $(MAIN_TORCH_INDEX) --extra-index-url https://pypi.org/simple
+	$(MAIN_VENV)/bin/python -m pip install -q --no-build-isolation "$(SRC)[test]"
+	$(MAIN_VENV)/bin/python -c "import torch; print('torch', torch.__version__)"
+	$(MAIN_VENV)/bin/pytest -q tests/test_key_order.py tests/test_parity.py tests/test_parity_sweep.py $(PYTEST_ARGS)
+	SHAPEPROF_TEST_FAKE_OWNER=1 $(MAIN_VENV)/bin/pytest -q tests/test_key_order.py tests/test_parity.py tests/test_parity_sweep.py $(PYTEST_ARGS)
 
 # SGLang's own pin, its pure-Python dependencies, a placeholder sgl_kernel;
 # its real-engine tests and, on its torch, the torch-dependent ones

@@ -19,8 +19,6 @@ if os.environ.get("SHAPEPROF_TEST_FAKE_OWNER") == "1":
 # (docs/how-it-works.md#the-mechanisms): expected to fail there, strictly, so
 # that a fix shows
 SECOND_ROUTE_DIFFERS = {
-    "tests/test_parity.py::test_pass_with_raising_operator":
-        "autograd's own detach_ on torch's index tensor ends the call above the Python key",
     "tests/test_parity_sweep.py::test_opinfo_sweep_matches_the_reference[no_grad]":
         "fft.hfft* (the Conjugate fallback's resolutions) and sparse masked.* reductions",
     "tests/test_parity_sweep.py::test_sparse_masked_reduction_detaches_are_the_modes_own":

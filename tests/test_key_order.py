@@ -91,7 +91,9 @@ def test_key_order_is_known():
     """The route is the one docs/how-it-works.md names for this torch, and
     its key sits where that says against torch's header: Fake while no
     fallback holds it (above Python on 2.11, below on 2.13+), else
-    TESTING_ONLY_GenericMode, above Python and autograd."""
+    TESTING_ONLY_GenericMode, above Python and autograd. The watch on
+    upstream: the first torch in CI whose own fallback holds Fake fails
+    here, and docs/how-it-works.md names it."""
     names = header_keys()
     fake_taken = os.environ.get("SHAPEPROF_TEST_FAKE_OWNER") == "1"
     assert route_key() == ("TESTING_ONLY_GenericMode" if fake_taken else "Fake")

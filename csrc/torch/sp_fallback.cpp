@@ -180,6 +180,14 @@ static void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   op.redispatchBoxed(ks & g_route.after, stack);
 }
 
+// The mode route: a call autograd's own kernel ends, never reaching the
+// Python key (torch/csrc/autograd/VariableTypeManual.cpp: detach_ clears
+// the tensor's autograd data and returns). Goes on unrecorded.
+static bool ends_at_autograd(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  return name.overload_name.empty() && name.name == "aten::detach_";
+}
+
 // The mode route (Route::above_autograd): whether the Python key would not
 // see this call as it is -- autocast will cast its inputs and call it again,
 // or a CompositeImplicitAutograd kernel will decompose it at the autograd
@@ -193,6 +201,7 @@ static void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   if (!autocast.empty() && op.hasKernelForDispatchKey(autocast.highestPriorityTypeId())) return true;
   c10::DispatchKeySet autograd = rest & c10::autograd_dispatch_keyset;
   if (autograd.empty()) return false;  // inference_mode(), or an inference tensor: whole, as Python sees it
+  if (ends_at_autograd(op)) return true;
   c10::DispatchKey k = autograd.highestPriorityTypeId();
   using c10::DispatchKey;
   return !op.hasKernelForDispatchKey(k) && op.hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd) &&
