@@ -124,7 +124,7 @@ test-old-torch: $(OLD_VENV)/.installed-test
 test-second-route: install-test
 	SHAPEPROF_TEST_FAKE_OWNER=1 $(VENV)/bin/pytest -q -m every_torch $(PYTEST_ARGS)
 
-# Not in CI: the parity and key-order suites, on both routes, on the newest
+# Not in CI: the torch-dependent suites, on both routes, on the newest
 # torch a machine can install (a nightly, where MAIN_TORCH_INDEX is
 # reachable): what the next release will do to the key (docs/development.md)
 MAIN_TORCH_INDEX ?= https://download.pytorch.org/whl/nightly/cpu
@@ -134,8 +134,8 @@ test-main-torch:
 	$(MAIN_VENV)/bin/python -m pip install -q --pre --upgrade "setuptools>=77" wheel torch --index-url $(MAIN_TORCH_INDEX) --extra-index-url https://pypi.org/simple
 	$(MAIN_VENV)/bin/python -m pip install -q --no-build-isolation "$(SRC)[test]"
 	$(MAIN_VENV)/bin/python -c "import torch; print('torch', torch.__version__)"
-	$(MAIN_VENV)/bin/pytest -q tests/test_key_order.py tests/test_parity.py tests/test_parity_sweep.py $(PYTEST_ARGS)
-	SHAPEPROF_TEST_FAKE_OWNER=1 $(MAIN_VENV)/bin/pytest -q tests/test_key_order.py tests/test_parity.py tests/test_parity_sweep.py $(PYTEST_ARGS)
+	$(MAIN_VENV)/bin/pytest -q -m every_torch $(PYTEST_ARGS)
+	SHAPEPROF_TEST_FAKE_OWNER=1 $(MAIN_VENV)/bin/pytest -q -m every_torch $(PYTEST_ARGS)
 
 # SGLang's own pin, its pure-Python dependencies, a placeholder sgl_kernel;
 # its real-engine tests and, on its torch, the torch-dependent ones
