@@ -224,6 +224,9 @@ def test_the_second_route_writes_the_first_routes_stream(tmp_path):
     said = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(tmp_path / "taken.jsonl")],
                           capture_output=True, text=True, timeout=120)
     assert "recorded through DispatchKey::TESTING_ONLY_GenericMode, the second route" in said.stdout, said.stdout
+    said = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(tmp_path / "taken.jsonl"), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert json.loads(said.stdout)["files"][0]["dispatch_key"] == "TESTING_ONLY_GenericMode"
     said = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(tmp_path / "free.jsonl")],
                           capture_output=True, text=True, timeout=120)
     assert "recorded through" not in said.stdout

@@ -278,3 +278,22 @@ def test_a_first_line_no_parser_takes_is_refused_in_one_line(tmp_path, capsys, c
     said = capsys.readouterr()
     assert code == 2 and said.out == "", said
     assert said.err.count("\n") == 1 and "is not a records file" in said.err, said.err
+
+
+@pytest.mark.parametrize("key", ["\x1b]0;owned\x07Fake", "Fake\nnote: all good", 7, ["Fake"], "F" * 65])
+def test_a_summarys_dispatch_key_is_said_only_when_it_is_a_key_name(tmp_path, capsys, key):
+    """analyze prints the route a file was recorded by from its summary: a
+    value that is not an identifier (terminal escapes, lines of its own, not
+    a string) is neither printed nor given in --json."""
+    prof = ShapeProfiler(tmp_path / "s.jsonl")
+    with prof.forward_pass():
+        torch.ones(3).add(1)
+    prof.close()
+    summary = json.loads((tmp_path / "s_summary.json").read_text())
+    summary["dispatch_key"] = key
+    (tmp_path / "s_summary.json").write_text(json.dumps(summary))
+    assert cli(["analyze", str(tmp_path / "s.jsonl")]) == 0
+    said = capsys.readouterr()
+    assert "recorded through" not in said.out and "owned" not in said.out and "all good" not in said.out
+    assert cli(["analyze", str(tmp_path / "s.jsonl"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"][0]["dispatch_key"] is None
