@@ -70,3 +70,35 @@ def test_a_flashinfer_trtllm_moe_reads_only_the_routed_experts(tmp_path, capsys)
         + (nbytes(ins["gemm1_weights"]) + nbytes(ins["gemm2_weights"])) * routed // experts
     assert row["bytes_per_call"] == want
     assert row["flops_per_call"] == 2 * tokens * top_k * (2 * inter * hidden + hidden * inter)
+
+
+def test_a_custom_op_without_a_formula_is_costed_by_the_gemms_launched_within_it(tmp_path, capsys):
+    """SGLang's fused-experts custom op has no FLOP formula of its own; the
+    two Triton MoE GEMMs its kernel launched (recorded within it) have one.
+    The totals count the launches' work, and the op's row is shown but not
+    added: each call's work once, never both, never neither."""
+    from sgl_shapeprof.analysis.analyze import analyze_file
+    from sgl_shapeprof.analysis.cost import OUTER, costs
+    tokens, top_k, experts, hidden, inter = 4, 2, 64, 256, 512
+    outer = "sglang.inplace_fused_experts.default"
+    w13 = dict(triton_launch(tokens, top_k, experts, 2 * inter, hidden), within=outer)
+    w2 = dict(triton_launch(tokens, top_k, experts, hidden, inter), within=outer)
+    w2["args"] = dict(w2["args"], top_k=1)  # the down projection: one row per routed token
+    op = {"operation": outer, "inputs": {"hidden_states": t([tokens, hidden], BF16),
+                                         "w1": t([experts, 2 * inter, hidden], FP8),
+                                         "w2": t([experts, hidden, inter], FP8),
+                                         "topk_weights": t([tokens, top_k], F32),
+                                         "topk_ids": t([tokens, top_k], I32)},
+          "outputs": t([tokens, hidden], BF16)}
+    path = tmp_path / "moe.jsonl"
+    write(path, [w13, w2, op] * 3)  # three layers' calls
+    cs = costs(analyze_file(str(path)).signatures, None)
+    rows = tokens * top_k
+    want = 3 * (2 * rows * (2 * inter) * hidden + 2 * rows * hidden * inter)  # the arithmetic of both GEMMs
+    assert sum(c.total_flops for c in cs) == want
+    (outer_cost,) = [c for c in cs if c.sig.operation == outer]
+    assert outer_cost.bound == OUTER and outer_cost.total_seconds == 0 and outer_cost.flops is None
+    capsys.readouterr()
+    assert main(["cost", str(path), "--gpu", "h100"]) == 0
+    said = capsys.readouterr().out
+    assert f"{OUTER}: calls with no FLOP formula" in said and "within: calls made" not in said

@@ -227,13 +227,18 @@ class Cost:
     bound: str = ""
 
     @property
+    def counted(self) -> bool:
+        """Whether it adds to totals (costs(): a call's work is counted once)."""
+        return self.bound not in NOT_COUNTED
+
+    @property
     def total_seconds(self) -> float:
-        """What it adds to a total: nothing for a call within another's record."""
-        return 0.0 if self.sig.within else (self.seconds or 0.0) * self.sig.count
+        """What it adds to a total: nothing where another record holds its work."""
+        return (self.seconds or 0.0) * self.sig.count if self.counted else 0.0
 
     @property
     def total_flops(self) -> int:
-        return 0 if self.sig.within else (self.flops or 0) * self.sig.count
+        return (self.flops or 0) * self.sig.count if self.counted else 0
 
 
 def is_view(op: str) -> bool:
@@ -246,18 +251,31 @@ def is_view(op: str) -> bool:
 
 
 WITHIN = "within"  # a Cost's bound: a call made inside another recorded call (FORMAT.md, "within")
+OUTER = "outer"    # a Cost's bound: a call whose calls within it stand for its work
+NOT_COUNTED = (WITHIN, OUTER)
+
+
+def stood_for(signatures: List[Signature], fls: List[Optional[int]]) -> set:
+    """The operators whose calls within them stand for their work in totals:
+    those with no FLOP formula of their own (a custom op: only its bytes are
+    known) whose calls within have one (the GEMMs its kernel launched)."""
+    with_formula = {s.operation for s, fl in zip(signatures, fls) if fl is not None}
+    return {s.within for s, fl in zip(signatures, fls) if s.within and fl is not None} - with_formula
 
 
 def costs(signatures: List[Signature], dev: Optional[Device]) -> List[Cost]:
-    """Each signature's cost. A call made inside another recorded call (a
-    custom op's kernel launching Triton GEMMs: FORMAT.md, "within") is
-    costed as itself for its row, bound WITHIN, and left out of the totals:
-    its time is part of the outer call's, which is counted (the outer
-    call's own estimate, from its inputs and outputs, stands for all of its
-    work, what its kernel ran through the dispatcher included)."""
+    """Each signature's cost, each call's work counted once in the totals
+    (FORMAT.md, "within"). A call made inside another recorded call (a
+    custom op's kernel launching Triton GEMMs) is costed as itself for its
+    row; which of the two the totals count: the outer call, by its own
+    estimate, where it has a FLOP formula or nothing within it has one
+    (then the inner row is bound WITHIN); else the calls within it, whose
+    GEMMs its own record cannot tell (then the outer row is bound OUTER).
+    The rows left out are shown, not added."""
     out = []
-    for s in signatures:
-        fl = flops(s)
+    fls = [flops(s) for s in signatures]
+    stand = stood_for(signatures, fls)
+    for s, fl in zip(signatures, fls):
         by = 0 if is_view(s.operation) else bytes_moved(s)
         c = Cost(s, fl, by)
         if dev is not None:
@@ -265,8 +283,10 @@ def costs(signatures: List[Signature], dev: Optional[Device]) -> List[Cost]:
             t_memory = by / (dev.bandwidth * 1e12)
             c.seconds = max(t_compute, t_memory)
             c.bound = "compute" if t_compute > t_memory else "memory"
-        if s.within:
+        if s.within and s.within not in stand:
             c.bound = WITHIN
+        elif s.operation in stand:
+            c.bound = OUTER
         out.append(c)
     return out
 

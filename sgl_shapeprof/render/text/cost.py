@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, TextIO
 
-from ...analysis.cost import WITHIN, Device, format_time, peaks_text
+from ...analysis.cost import NOT_COUNTED, OUTER, WITHIN, Device, format_time, peaks_text
 from ...records.values import human
 
 
@@ -12,7 +12,7 @@ def cost_text(rows: list, dev: Optional[Device], out: TextIO, top: Optional[int]
               by_op: bool = False) -> None:
     """rows: analysis.cost.ranked_rows's, all of them (the shares are of
     their total); top: show the first top."""
-    total = sum((r[4] or 0) * r[1] for r in rows if r[5] != WITHIN) or 1.0  # within: part of another's
+    total = sum((r[4] or 0) * r[1] for r in rows if r[5] not in NOT_COUNTED) or 1.0  # counted once
     all_rows = len(rows)
     if top:
         rows = rows[:top]
@@ -40,3 +40,6 @@ def cost_text(rows: list, dev: Optional[Device], out: TextIO, top: Optional[int]
     if any(r[5] == WITHIN for r in rows):
         o(f"{WITHIN}: calls made inside another recorded call (a custom op's kernel launching them): their "
           "time is part of that call's, shown but not added to the total\n")
+    if any(r[5] == OUTER for r in rows):
+        o(f"{OUTER}: calls with no FLOP formula whose work the calls made inside them stand for (the GEMMs "
+          "their kernels launched): shown but not added to the total\n")
