@@ -73,3 +73,31 @@ def test_a_grouped_gemm_with_fewer_rows_than_groups_reads_only_their_weights(tmp
     per_group = nbytes(ins["b"]) + nbytes(ins["b_sf"])
     want = sum(nbytes(v) for k, v in ins.items() if not k.startswith("b")) + per_group * rows // groups
     assert row["bytes_per_call"] == want
+
+
+def transposed(m, n, k, tt=False, bf16=False):
+    """DeepGEMM's "tn"/"tt" forms: a is [K, M] (M-major), b [N, K] ("tn") or [K, N] ("tt")."""
+    dtype = BF16 if bf16 else FP8
+    ins = {"a": t([k, m], dtype), "b": t([k, n] if tt else [n, k], dtype), "d": t([m, n], BF16)}
+    if not bf16:
+        ins.update(a_sf=t([k // 128, m], F32), b_sf=t([n // 128, k // 128], F32))
+    kind = "tt" if tt else "tn"
+    return {"operation": f"deep_gemm.{'bf16' if bf16 else 'fp8_fp4'}_gemm_{kind}.default", "inputs": ins}
+
+
+def test_the_forms_with_a_transposed_are_read_as_m_by_k(tmp_path, capsys):
+    """a [K, M]: M and K from its two dimensions the other way round, N from
+    b by K -- never a [K, M] read as M=K rows of M."""
+    path = tmp_path / "dg.jsonl"
+    write(path, [transposed(6, 256, 512), transposed(5, 384, 256, tt=True),
+                 transposed(7, 128, 640, bf16=True), transposed(3, 640, 128, tt=True, bf16=True)])
+    got = {g["operation"]: (g["m"], g["n"], g["k"]) for g in run(capsys, "gemm", str(path), "--json")}
+    assert got == {"deep_gemm.fp8_fp4_gemm_tn.default": (6, 256, 512),
+                   "deep_gemm.fp8_fp4_gemm_tt.default": (5, 384, 256),
+                   "deep_gemm.bf16_gemm_tn.default": (7, 128, 640),
+                   "deep_gemm.bf16_gemm_tt.default": (3, 640, 128)}
+    flops = {r["operation"]: r["flops_per_call"] for r in run(capsys, "cost", str(path), "--json")["rows"]}
+    assert flops == {"deep_gemm.fp8_fp4_gemm_tn.default": 2 * 6 * 256 * 512,
+                     "deep_gemm.fp8_fp4_gemm_tt.default": 2 * 5 * 384 * 256,
+                     "deep_gemm.bf16_gemm_tn.default": 2 * 7 * 128 * 640,
+                     "deep_gemm.bf16_gemm_tt.default": 2 * 3 * 640 * 128}

@@ -201,6 +201,17 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
             m, groups = sa[0], sb[0]
         else:
             batch, m = sa[0], sa[1]
+    elif kind == "a_t":
+        # A transposed: [K, M]; B [N, K] or [K, N], told from K
+        if len(sa) != 2 or len(sb) != 2:
+            return None
+        k, m = sa
+        if sb[1] == k:
+            n, layout = sb[0], "NK"
+        elif sb[0] == k:
+            n, layout = sb[1], "KN"
+        else:
+            return None
     elif kind in ("linear",):
         if len(sb) != 2:
             return None

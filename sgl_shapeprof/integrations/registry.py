@@ -30,8 +30,8 @@ KERNEL_LIBRARY = "kernel library"
 # both per group ([G, M_max, K], [G, N, K]), each group's rows at most M_max;
 # A [..., K] and N the result's last dimension (a weight packed, or held in
 # a handle, in a layout of its kernel's own: B names the input whose dtype
-# is the weight's)
-GEMM_KINDS = ("gemm", "grouped", "masked", "a_out")
+# is the weight's); A transposed, [K, M], by B [N, K] or [K, N]
+GEMM_KINDS = ("gemm", "grouped", "masked", "a_out", "a_t")
 KINDS = (SERVER, KERNEL_LIBRARY)
 
 class SeamError(ValueError):

@@ -79,8 +79,8 @@ GEMM_OPS = {f"{OP_NAMESPACE}.deep_gemm_fp8_fp8_bf16_nt": ("A", "B", "C"),
 # the dispatcher as torch.ops.deep_gemm.<name>, the result written into d.
 # "nt": b is [N, K], "nn": [K, N] (told from K); "grouped": b holds one
 # [N, K] per group ([G, N, K]), a's M rows split among them (grouped_layout);
-# "masked": a is [G, M_max, K], each group's rows at most M_max (masked_m).
-# The "tn"/"tt" forms (a transposed) are not read.
+# "masked": a is [G, M_max, K], each group's rows at most M_max (masked_m);
+# "tn"/"tt": a transposed, [K, M] (registry "a_t"), b [N, K] or [K, N].
 # sgl-kernel's (sglang-kernel 0.4.10, SGLang 0.5.23's pin; the schemas in its
 # common_ops library, called by sgl_kernel/gemm.py): fp8_scaled_mm and
 # int8_scaled_mm(Tensor mat_a, Tensor mat_b, Tensor scales_a, Tensor
@@ -91,6 +91,7 @@ GEMM_OPS.update({f"{SGL_KERNEL_NAMESPACE}.{name}": ("mat_a", "mat_b", None)
 DEEP_GEMM_NAMESPACE = "deep_gemm"
 GEMM_OPS.update({f"{DEEP_GEMM_NAMESPACE}.{name}": ("a", "b", "d", kind) for name, kind in (
     ("fp8_fp4_gemm_nt", "gemm"), ("fp8_fp4_gemm_nn", "gemm"), ("bf16_gemm_nt", "gemm"), ("bf16_gemm_nn", "gemm"),
+    ("fp8_fp4_gemm_tn", "a_t"), ("fp8_fp4_gemm_tt", "a_t"), ("bf16_gemm_tn", "a_t"), ("bf16_gemm_tt", "a_t"),
     ("m_grouped_fp8_fp4_gemm_nt_contiguous", "grouped"), ("m_grouped_fp8_fp4_gemm_nn_contiguous", "grouped"),
     ("m_grouped_bf16_gemm_nt_contiguous", "grouped"), ("m_grouped_bf16_gemm_nn_contiguous", "grouped"),
     ("m_grouped_fp8_fp4_gemm_nt_masked", "masked"), ("m_grouped_bf16_gemm_nt_masked", "masked"))})
