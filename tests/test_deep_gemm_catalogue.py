@@ -75,6 +75,23 @@ def test_a_grouped_gemm_with_fewer_rows_than_groups_reads_only_their_weights(tmp
     assert row["bytes_per_call"] == want
 
 
+def cublaslt(m, n, k, form):
+    """DeepGEMM's cuBLASLt GEMMs (a, b, d, c), its letters a's then b's:
+    a "n" [M, K], "t" [K, M]; b "n" [K, N], "t" [N, K]."""
+    a = t([k, m] if form[0] == "t" else [m, k], BF16)
+    b = t([n, k] if form[1] == "t" else [k, n], BF16)
+    return {"operation": f"deep_gemm.cublaslt_gemm_{form}.default", "inputs": {"a": a, "b": b, "d": t([m, n], BF16)}}
+
+
+def test_deep_gemms_cublaslt_gemms_are_read(tmp_path, capsys):
+    path = tmp_path / "dg.jsonl"
+    write(path, [cublaslt(6, 256, 512, "nt"), cublaslt(5, 384, 256, "tn"), cublaslt(7, 128, 640, "tt")])
+    got = {g["operation"]: (g["m"], g["n"], g["k"]) for g in run(capsys, "gemm", str(path), "--json")}
+    assert got == {"deep_gemm.cublaslt_gemm_nt.default": (6, 256, 512),
+                   "deep_gemm.cublaslt_gemm_tn.default": (5, 384, 256),
+                   "deep_gemm.cublaslt_gemm_tt.default": (7, 128, 640)}
+
+
 def transposed(m, n, k, tt=False, bf16=False):
     """DeepGEMM's "tn"/"tt" forms: a is [K, M] (M-major), b [N, K] ("tn") or [K, N] ("tt")."""
     dtype = BF16 if bf16 else FP8

@@ -26,7 +26,8 @@ def stand_in(*args, **kwargs):
     args[4].zero_()  # d, written into
 
 
-for name in ("fp8_fp4_gemm_nt", "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nt_masked"):
+for name in ("fp8_fp4_gemm_nt", "fp8_fp4_gemm_tn", "m_grouped_fp8_fp4_gemm_nt_contiguous",
+             "m_grouped_fp8_fp4_gemm_nt_masked"):
     lib.impl(name, stand_in, "CPU")
 fp8, bf16, f32, i32 = torch.float8_e4m3fn, torch.bfloat16, torch.float32, torch.int32
 E = torch.empty
@@ -34,6 +35,9 @@ prof = ShapeProfiler(sys.argv[1])
 prof.start_forward_pass("decode")
 # dense: M=6, N=256, K=512 (b is [N, K])
 ops.fp8_fp4_gemm_nt(E(6, 512, dtype=fp8), E(6, 4, dtype=f32), E(256, 512, dtype=fp8), E(2, 4, dtype=f32),
+                    E(6, 256, dtype=bf16), None, None, None, None, "", False, None)
+# a transposed ("tn"): a is [K=512, M=6], b [N=256, K]
+ops.fp8_fp4_gemm_tn(E(512, 6, dtype=fp8), E(4, 6, dtype=f32), E(256, 512, dtype=fp8), E(2, 4, dtype=f32),
                     E(6, 256, dtype=bf16), None, None, None, None, "", False, None)
 # grouped, contiguous: 10 rows over 8 groups' [N=512, K=256] weights
 ops.m_grouped_fp8_fp4_gemm_nt_contiguous(E(10, 256, dtype=fp8), E(10, 2, dtype=f32), E(8, 512, 256, dtype=fp8),
@@ -59,7 +63,7 @@ def test_deep_gemms_own_ops_are_recorded_and_read_as_gemms(tmp_path):
     with open(records) as f:
         recs = [json.loads(line) for line in f if line.strip()]
     recs = [x for x in recs if x["operation"].startswith("deep_gemm.")]  # (aten.empty: the test's own)
-    assert [x["operation"] for x in recs] == ["deep_gemm.fp8_fp4_gemm_nt.default",
+    assert [x["operation"] for x in recs] == ["deep_gemm.fp8_fp4_gemm_nt.default", "deep_gemm.fp8_fp4_gemm_tn.default",
                                               "deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous.default",
                                               "deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked.default"]
     assert all({"a", "b", "d"} <= set(x["inputs"]) for x in recs)  # by DeepGEMM's own schema names
@@ -68,6 +72,6 @@ def test_deep_gemms_own_ops_are_recorded_and_read_as_gemms(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     got = {g["operation"].split(".")[1]: (g["m"], g["n"], g["k"], g["batch"], g["groups"])
            for g in json.loads(r.stdout)}
-    assert got == {"fp8_fp4_gemm_nt": (6, 256, 512, 1, None),
+    assert got == {"fp8_fp4_gemm_nt": (6, 256, 512, 1, None), "fp8_fp4_gemm_tn": (6, 256, 512, 1, None),
                    "m_grouped_fp8_fp4_gemm_nt_contiguous": (10, 512, 256, 1, 8),
                    "m_grouped_fp8_fp4_gemm_nt_masked": (16, 256, 384, 4, None)}

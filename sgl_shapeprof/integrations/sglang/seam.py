@@ -92,6 +92,8 @@ DEEP_GEMM_NAMESPACE = "deep_gemm"
 GEMM_OPS.update({f"{DEEP_GEMM_NAMESPACE}.{name}": ("a", "b", "d", kind) for name, kind in (
     ("fp8_fp4_gemm_nt", "gemm"), ("fp8_fp4_gemm_nn", "gemm"), ("bf16_gemm_nt", "gemm"), ("bf16_gemm_nn", "gemm"),
     ("fp8_fp4_gemm_tn", "a_t"), ("fp8_fp4_gemm_tt", "a_t"), ("bf16_gemm_tn", "a_t"), ("bf16_gemm_tt", "a_t"),
+    ("cublaslt_gemm_nt", "gemm"), ("cublaslt_gemm_nn", "gemm"), ("cublaslt_gemm_tn", "a_t"),
+    ("cublaslt_gemm_tt", "a_t"),
     ("m_grouped_fp8_fp4_gemm_nt_contiguous", "grouped"), ("m_grouped_fp8_fp4_gemm_nn_contiguous", "grouped"),
     ("m_grouped_bf16_gemm_nt_contiguous", "grouped"), ("m_grouped_bf16_gemm_nn_contiguous", "grouped"),
     ("m_grouped_fp8_fp4_gemm_nt_masked", "masked"), ("m_grouped_bf16_gemm_nt_masked", "masked"))})
