@@ -143,6 +143,15 @@ def catalogued_gemm(sig: Signature) -> Optional[Gemm]:
     return gemm_of(sig, {})
 
 
+def _n_told_from_k(b: list, k: int) -> Optional[Tuple[int, str]]:
+    """B's two matrix dimensions, [N, K] or [K, N]: (N, its layout) by which one is K."""
+    if b[1] == k:
+        return b[0], "NK"
+    if b[0] == k:
+        return b[1], "KN"
+    return None
+
+
 def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Optional[Gemm]:
     """The GEMM a signature is, or None (not a GEMM, or shapes that do not fit)."""
     if sig.error is not None or sig.incomplete:
@@ -191,12 +200,10 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
         if len(sb) != 3 or len(sa) != (2 if kind == "grouped" else 3) or (kind == "masked" and sa[0] != sb[0]):
             return None
         k = sa[-1]
-        if sb[2] == k:
-            n, layout = sb[1], "NK"
-        elif sb[1] == k:
-            n, layout = sb[2], "KN"
-        else:
+        told = _n_told_from_k(sb[1:], k)
+        if told is None:
             return None
+        n, layout = told
         if kind == "grouped":
             m, groups = sa[0], sb[0]
         else:
@@ -206,12 +213,10 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
         if len(sa) != 2 or len(sb) != 2:
             return None
         k, m = sa
-        if sb[1] == k:
-            n, layout = sb[0], "NK"
-        elif sb[0] == k:
-            n, layout = sb[1], "KN"
-        else:
+        told = _n_told_from_k(sb, k)
+        if told is None:
             return None
+        n, layout = told
     elif kind in ("linear",):
         if len(sb) != 2:
             return None
