@@ -31,19 +31,22 @@ def spin(x: torch.Tensor, n: int) -> torch.Tensor:
     return out
 
 
+_outer = []  # (start, end) of each call, taken around it
+
+
 def _run(prof, calls):
     """Each call's (inner ns, outer ns), in call order."""
     _inner.clear()
-    outer = []
+    _outer.clear()
     x = torch.ones(4, 8)
     prof.start_forward_pass()
     for n in calls:
         t0 = time.perf_counter_ns()
         torch.ops.time_test.spin(x, n)
-        outer.append(time.perf_counter_ns() - t0)
+        _outer.append((t0, time.perf_counter_ns()))
     prof.end_forward_pass()
     prof.close()
-    return [(e - s, o) for (s, e), o in zip(_inner, outer)]
+    return [(e - s, oe - os) for (s, e), (os, oe) in zip(_inner, _outer)]
 
 
 def _ns(us: float) -> int:
@@ -60,6 +63,25 @@ def test_each_record_holds_its_calls_time(tmp_path):
         assert inner <= _ns(r["time_us"]) <= outer, (r["time_us"], inner, outer)
     summary = json.loads((tmp_path / "t_summary.json").read_text())
     assert summary["timed"] is True and "signature_times" not in summary
+
+
+def test_each_record_holds_when_its_call_started(tmp_path):
+    """start_us, from the summary's time_origin_ns, places each call on the
+    test's own clock: its kernel ran inside [start, start + time], and the
+    call began no earlier than the caller's clock read before it."""
+    calls = [4000, 30000, 1000, 50000]
+    opened = time.perf_counter_ns()
+    path = tmp_path / "s.jsonl"
+    prof = ShapeProfiler(str(path), time=True)
+    _run(prof, calls)
+    origin = json.loads((tmp_path / "s_summary.json").read_text())["time_origin_ns"]
+    assert opened <= origin <= _outer[0][0]
+    recs = [r for r in load(str(path)) if r["operation"] == "time_test.spin.default"]
+    assert len(recs) == len(calls)
+    for r, (ins, ine), (outs, oute) in zip(recs, _inner, _outer):
+        start = origin + _ns(r["start_us"])
+        end = start + _ns(r["time_us"])
+        assert outs <= start <= ins and ine <= end <= oute, (r, ins, ine, outs, oute)
 
 
 def test_deduplicated_signature_keeps_count_total_min_median_max(tmp_path):

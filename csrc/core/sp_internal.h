@@ -225,7 +225,8 @@ struct sp_thread {
   sp_buf prefix;   /* the record up to the inputs' closing brace */
   size_t id_digits_at, id_digits_end; /* where call_id's digits are in it */
   sp_buf line;     /* the rest of the record */
-  sp_buf timed;    /* a timed call's rest: its "time_us", then line's */
+  sp_buf timed;    /* a timed call's rest: its "start_us" and "time_us", then line's */
+  int64_t call_start; /* the ended timed call's start, sp_clock_ns (call_ended) */
   struct nvtx_name *nvtx_names; /* NVTX range names registered (sp_nvtx.c), or NULL */
   int nvtx_open;   /* the call in flight pushed an NVTX range */
   int grow_ask;    /* its record asked the grower for room (spinlock held) */
@@ -474,6 +475,7 @@ struct sp_profiler {
   int dir_fd;
   char *worker; /* the summary's "worker" JSON object, or NULL */
   char *dispatch_key; /* the summary's "dispatch_key", or NULL */
+  int64_t time_origin; /* sp_clock_ns when it opened: timed records' "start_us" count from it */
   char errmsg[SP_ERRMSG_CAP];
   unsigned long long serial; /* names this profiler to threads' passes */
   pid_t owner_pid;

@@ -250,6 +250,7 @@ int sp_open(const sp_config *cfg, sp_profiler **out) {
     return SP_ERROR;
   }
   p->cfg = *cfg;
+  p->time_origin = sp_clock_ns();
   p->path = text_strdup(cfg->path);
   size_t cap = strlen(cfg->path) + 32;
   p->summary_path = malloc(cap);

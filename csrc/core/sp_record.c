@@ -74,6 +74,7 @@ static inline int64_t call_ended(sp_thread *t) {
   int64_t t0 = t->pub.t0;
   if (__builtin_expect(!t0, 1)) return -1;
   int64_t end = t->pub.t1 ? t->pub.t1 : sp_clock_ns();
+  t->call_start = t0;
   t->pub.t0 = t->pub.t1 = 0;
   return end > t0 ? end - t0 : 0;
 }
@@ -92,17 +93,25 @@ static SP_OUTLINE void time_repeat(sp_profiler *p, sp_thread *t, int64_t ns) {
   lock_release(&p->lock);
 }
 
-/* The room a record's "time_us" takes. */
-#define TIME_TEXT_BOUND 40
+/* The room a record's "start_us" and "time_us" take. */
+#define TIME_TEXT_BOUND 80
 
-/* ', "time_us": 12.345' then the record's rest (n bytes at s), in t->timed;
+/* ', "start_us": 67.890, "time_us": 12.345' at o: the call's start since
+ * the profiler opened (its time origin) and its time. */
+static char *put_time(const sp_profiler *p, const sp_thread *t, char *o, int64_t ns) {
+  o = PUT_LIT(o, ", \"start_us\": ");
+  o = text_put_us(o, t->call_start - p->time_origin);
+  o = PUT_LIT(o, ", \"time_us\": ");
+  return text_put_us(o, ns);
+}
+
+/* The call's times then the record's rest (n bytes at s), in t->timed;
  * 0 when out of memory. */
-static int timed_rest(sp_thread *t, int64_t ns, const char *s, size_t n) {
+static int timed_rest(const sp_profiler *p, sp_thread *t, int64_t ns, const char *s, size_t n) {
   sp_buf *b = &t->timed;
   b->n = 0;
   if (!buf_reserve(b, TIME_TEXT_BOUND + n)) return 0;
-  char *o = PUT_LIT(b->p, ", \"time_us\": ");
-  o = text_put_us(o, ns);
+  char *o = put_time(p, t, b->p, ns);
   memcpy(o, s, n);
   b->n = (size_t)(o - b->p) + n;
   return 1;
@@ -471,7 +480,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   const char *text;
   size_t text_n;
   if ((!t->spec && !format_prefix(p, t)) || !outputs_text(p, t, &text, &text_n) ||
-      (ns >= 0 && !timed_rest(t, ns, text, text_n)))
+      (ns >= 0 && !timed_rest(p, t, ns, text, text_n)))
     err_fail(p, "out of memory formatting a record for ", 0);
   else if (ns >= 0)
     commit(p, t, t->timed.p, t->timed.n);
@@ -519,10 +528,7 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
   }
   sp_buf *s = &t->line;
   s->n = 0;
-  if (ns >= 0 && buf_reserve(s, TIME_TEXT_BOUND)) {
-    char *o = PUT_LIT(s->p, ", \"time_us\": ");
-    s->n = (size_t)(text_put_us(o, ns) - s->p);
-  }
+  if (ns >= 0 && buf_reserve(s, TIME_TEXT_BOUND)) s->n = (size_t)(put_time(p, t, s->p, ns) - s->p);
   BUF_LIT(s, ", \"outputs\": null, \"error\": {\"error_type\": ");
   buf_json_str(s, type, type_n);
   BUF_LIT(s, ", \"error_message\": ");

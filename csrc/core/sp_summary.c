@@ -314,6 +314,10 @@ SP_PRIVATE int summary_write(const sp_profiler *p, const summary_src *s) {
   }
   fdw_str(&w, ",\n  \"timed\": ");
   fdw_str(&w, p->cfg.time ? "true" : "false");
+  if (p->cfg.time) {
+    fdw_str(&w, ",\n  \"time_origin_ns\": "); /* records' start_us count from it */
+    fdw_i64(&w, p->time_origin);
+  }
   if (p->cfg.dedupe && p->cfg.time) {
     /* call_id of a record -> the times of the calls it stands for */
     fdw_str(&w, ",\n  \"signature_times\": {");

@@ -1392,11 +1392,15 @@ static void test_grower_outlives_a_freed_profiler(void) {
 /* A timed profiler (sp_config.time): each record's own time, and with
  * dedupe each signature's count, total, min, median and max, from the
  * spans its callers measured (sp_call_span). */
+/* Where the timed test's spans start (sp_clock_ns): after the profiler
+ * opened, so that records' start_us = g_span_start - time_origin_ns. */
+static int64_t g_span_start;
+
 static void timed_call(sp_profiler *p, sp_thread *t, int64_t n, int64_t ns, int raise) {
   enc_mm(t, 4, 8, n, 6);
   int state = sp_call_begin(p, t);
   if (!state) return;
-  sp_call_span(t, 1000000, 1000000 + ns);
+  sp_call_span(t, g_span_start, g_span_start + ns);
   if (raise) sp_call_fail(p, t, "RuntimeError", "no");
   else if (state == SP_CALL_COUNTED && n == 6) sp_call_repeat(p, t);
   else sp_call_end(p, t);
@@ -1406,7 +1410,9 @@ static void test_timed(void) {
   g_test = __func__;
   sp_config cfg = {path_in("timed.jsonl"), 0, 0, 0, 1, NULL, 0, NULL, 0, 0, 1, 0, NULL};
   sp_profiler *p = NULL;
+  int64_t opening = sp_clock_ns();
   CHECK(sp_open(&cfg, &p) == SP_OK);
+  g_span_start = sp_clock_ns() + 5000;
   sp_thread *t = sp_thread_new();
   CHECK(sp_pass_begin(p, NULL) == 1);
   CHECK(sp_logging(p) & SP_LOGGING_TIME);
@@ -1424,11 +1430,19 @@ static void test_timed(void) {
   char *s = slurp(path_in("timed.jsonl"), NULL);
   CHECK(s && count_lines(s) == 4);
   CHECK(strstr(s, "\"call_id\": 1,") && strstr(s, "\"time_us\": 1.500, \"outputs\": {\"shape\": [4, 6]"));
+  /* the start, since the profiler opened: the summary's origin plus it is the span's start */
+  const char *st = strstr(s, "\"start_us\": ");
+  CHECK(st && strstr(st, ", \"time_us\": 1.500,") == strchr(st, ',') );
+  double start_us = st ? atof(st + strlen("\"start_us\": ")) : -1;
   CHECK(strstr(s, "\"time_us\": 7.000, \"outputs\": null, \"error\""));
   CHECK(strstr(s, "\"time_us\": 0.001, \"outputs\": {\"shape\": [4, 3]"));
   free(s);
   s = slurp(path_in("timed_summary.json"), NULL);
   CHECK(s && strstr(s, "\"timed\": true"));
+  const char *o = strstr(s, "\"time_origin_ns\": ");
+  long long origin = o ? atoll(o + strlen("\"time_origin_ns\": ")) : 0;
+  CHECK(origin >= opening && origin <= g_span_start);
+  CHECK(llabs((long long)(start_us * 1000 + 0.5) + origin - g_span_start) == 0);
   /* 1.5, 3, 2, 0.999: the median of an even count is the two middles' mean */
   CHECK(strstr(s, "\"1\": {\"count\": 4, \"total_us\": 7.499, \"min_us\": 0.999, \"median_us\": 1.750, "
                   "\"max_us\": 3.000}"));
@@ -1449,10 +1463,10 @@ static void test_timed(void) {
   sp_pass_end(p);
   CHECK(sp_close(p) == SP_OK);
   s = slurp(path_in("untimed.jsonl"), NULL);
-  CHECK(s && !strstr(s, "time_us"));
+  CHECK(s && !strstr(s, "time_us") && !strstr(s, "start_us"));
   free(s);
   s = slurp(path_in("untimed_summary.json"), NULL);
-  CHECK(s && strstr(s, "\"timed\": false") && !strstr(s, "signature_times"));
+  CHECK(s && strstr(s, "\"timed\": false") && !strstr(s, "signature_times") && !strstr(s, "time_origin"));
   free(s);
   sp_thread_free(t);
   sp_free(p);

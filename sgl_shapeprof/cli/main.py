@@ -7,11 +7,11 @@ import sys
 from typing import List, Optional
 
 from .. import __version__
-from . import analyze, cost, demo, diff, gemm, hook, record, replay, report, repro, request, run, tune
+from . import analyze, cost, demo, diff, gemm, hook, record, replay, report, repro, request, run, trace, tune
 from .common import CommandFailed
 
 # one module per command, each adding its parser (in this order in --help)
-COMMANDS = (analyze, diff, gemm, tune, cost, report, replay, repro, record, run, request, hook, demo)
+COMMANDS = (analyze, diff, gemm, tune, cost, report, trace, replay, repro, record, run, request, hook, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

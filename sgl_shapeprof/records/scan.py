@@ -117,7 +117,7 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
     return src
 
 
-def _us(v: object) -> Optional[int]:
+def ns_of_us(v: object) -> Optional[int]:
     """A time in µs as a file says it, in ns; None if it is not one."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e15:
         return None
@@ -136,7 +136,7 @@ def signature_times(summary: Optional[dict]) -> Dict[bytes, Tuple[int, int, int,
         if not isinstance(v, dict):
             continue
         n = v.get("count")
-        total, low, high = _us(v.get("total_us")), _us(v.get("min_us")), _us(v.get("max_us"))
+        total, low, high = ns_of_us(v.get("total_us")), ns_of_us(v.get("min_us")), ns_of_us(v.get("max_us"))
         if type(n) is int and n > 0 and None not in (total, low, high):
             out[str(k).encode()] = (n, total, low, high)
     return out
@@ -153,12 +153,13 @@ def _add_time(src: Source, sig: Signature, cid: bytes, us: object,
     if t is not None:
         sig.add_time(*t)
         return
-    ns = _us(us)
+    ns = ns_of_us(us)
     if ns is not None:
         sig.add_time(1, ns, ns, ns)
 
 
 _TIME = b', "time_us": '
+_START = b', "start_us": '   # just before time_us: the call's start (FORMAT.md)
 
 
 # A line as the profiler writes it: '{"call_id": N, "forward_pass": P, ' then
@@ -224,6 +225,9 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                         parser.hold(line)
                         continue
                     us = key[t_at + len(_TIME):t_end]
+                    s_at = key.rfind(_START, 0, t_at)
+                    if s_at >= 0 and key[s_at + len(_START):t_at].replace(b".", b"", 1).isdigit():
+                        t_at = s_at  # its start is the call's own as well
                     key = key[:t_at] + key[t_end:]
                 e = entries.get(key)
                 if e is None:

@@ -85,7 +85,7 @@ def mask_floats(args: Optional[dict]) -> Optional[dict]:
 
 
 # A record's fields that are its call's own, not its signature's.
-PER_CALL = ("call_id", "forward_pass", "time_us")
+PER_CALL = ("call_id", "forward_pass", "start_us", "time_us")
 
 
 def float_key(rec: dict) -> Optional[bytes]:
