@@ -118,3 +118,33 @@ def test_the_forms_with_a_transposed_are_read_as_m_by_k(tmp_path, capsys):
                      "deep_gemm.fp8_fp4_gemm_tt.default": 2 * 5 * 384 * 256,
                      "deep_gemm.bf16_gemm_tn.default": 2 * 7 * 128 * 640,
                      "deep_gemm.bf16_gemm_tt.default": 2 * 3 * 640 * 128}
+
+
+def test_tune_lists_the_kernels_deep_gemm_compiles_with_the_m_that_ran(tmp_path, capsys):
+    """DeepGEMM compiles a kernel per function, N, K (and groups); M is an
+    argument. tune lists each such kernel with the M of its calls: the
+    pairs and ranges are the ones the test wrote."""
+    path = tmp_path / "dg.jsonl"
+    recs = ([dict(fp8_gemm(m, 256, 512), phase="decode") for m in (1, 2, 2, 7)] +
+            [dict(fp8_gemm(300, 256, 512), phase="prefill"), dict(fp8_gemm(4, 384, 256), phase="decode")] +
+            [dict(grouped(m, 8, 512, 256), phase="prefill") for m in (64, 128)] +
+            [dict(masked(4, 16, 256, 384), phase="decode")] * 3)
+    write(path, recs)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    doc = run(capsys, "tune", str(path), "--device", "H100", "--configs", str(configs), "--json")
+    got = {(k["function"], k["N"], k["K"], k["groups"], k["masked"]): (k["calls"], k["m_min"], k["m_max"])
+           for k in doc["deep_gemm_kernels"]}
+    assert got == {("deep_gemm.fp8_fp4_gemm_nt", 256, 512, None, False): (5, 1, 300),
+                   ("deep_gemm.fp8_fp4_gemm_nt", 384, 256, None, False): (1, 4, 4),
+                   ("deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous", 512, 256, 8, False): (2, 64, 128),
+                   ("deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked", 256, 384, 4, True): (3, 16, 16)}
+    first = doc["deep_gemm_kernels"][0]  # most called first
+    assert (first["N"], first["K"]) == (256, 512)
+    assert sorted((x["phase"], x["m"], x["calls"]) for x in first["m"]) == [
+        ("decode", 1, 1), ("decode", 2, 2), ("decode", 7, 1), ("prefill", 300, 1)]
+    capsys.readouterr()
+    assert main(["tune", str(path), "--device", "H100", "--configs", str(configs)]) == 0
+    text = capsys.readouterr().out
+    assert "deep_gemm.fp8_fp4_gemm_nt N=256 K=512 float8_e4m3fn,float8_e4m3fn: M 1-300 (4 distinct)  (5 calls)" in text
+    assert "deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked N=256 K=384 groups=4" in text

@@ -16,7 +16,7 @@ from ..analysis.gemm import Gemm
 from ..analysis.kernel_calls import attention_calls
 from ..analysis.tail import Tail
 from ..analysis.tunableop import GemmTuned, tunable_calls
-from ..analysis.tune.blocks import BlockKey
+from ..analysis.tune.blocks import BlockKey, DeepGemmKey
 from ..analysis.tune.coverage import PhaseCoverage
 from ..analysis.tune.graphs import GraphSizes
 from ..analysis.tune.launches import MoeLaunch
@@ -206,6 +206,14 @@ def deepgemm_json(u: MoeUse) -> dict:
             "m": [{"phase": p, "m": m, "calls": c} for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())]}
 
 
+def deep_gemm_kernel_json(u: MoeUse) -> dict:
+    k: DeepGemmKey = u.key  # type: ignore[assignment]
+    ms = sorted(m for m, _ in u.ms())
+    return {"function": k.function, "N": k.n, "K": k.k, "groups": k.groups, "masked": k.masked,
+            "dtypes": k.dtypes, "calls": u.total, "m_min": ms[0], "m_max": ms[-1],
+            "m": [{"phase": p, "m": m, "calls": c} for p, ms_ in sorted(u.calls.items()) for m, c in sorted(ms_.items())]}
+
+
 def launch_json(x: MoeLaunch) -> dict:
     return {"E": x.e, "N": x.n, "hidden_size": x.hidden, "dtype": x.dtype,
             "block_shape": list(x.block_shape) if x.block_shape else None,
@@ -249,6 +257,7 @@ def tune_json(r: TuneResult, tuners: List[str], srcs: List[Source], gemm_cov: Op
             "block_gemm": {"folders": r.gemm_folders, "coverage": coverage_json(r.block_coverage),
                            "keys": [block_json(u, r.device) for u in r.block]},
             "deepgemm": [deepgemm_json(u) for u in r.deepgemm],
+            "deep_gemm_kernels": [deep_gemm_kernel_json(u) for u in r.deep_gemm_kernels],
             "launches": [launch_json(x) for x in r.launches],
             "library_moe": [{"operation": g.operation, "experts": g.experts, "local_experts": g.local_experts,
                              "hidden": g.hidden, "intermediate": g.intermediate, "up_width": g.up_width,

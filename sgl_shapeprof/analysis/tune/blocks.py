@@ -1,7 +1,8 @@
 """Block-quantized GEMMs (`sgl-shapeprof tune`): SGLang's Triton w8a8
 block GEMMs, whose configs are files named by N, K, the dtype and the block
 shape, and DeepGEMM's block-FP8 GEMM, which compiles a kernel per (N, K) at
-run time and has no file to look up."""
+run time and has no file to look up; and DeepGEMM's own functions
+(torch.ops.deep_gemm), compiled per (N, K, groups) the same way."""
 from __future__ import annotations
 
 import math
@@ -9,7 +10,9 @@ import os
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from ...integrations.sglang.seam import DEEP_GEMM_NAMESPACE
 from ...records.signature import Signature
+from ..gemm import gemm_of
 from .configs import block_field, name_fields, tuned_ms
 from .moe import Lookup, MoeUse, as_tensor, block_from_scale, count_call, ranked
 
@@ -106,3 +109,50 @@ def lookup_block(key: BlockKey, folders: List[str], device: str) -> Lookup:
                 out.tuned = tuned_ms(out.path)
                 return out
     return out
+
+
+@dataclass(frozen=True)
+class DeepGemmKey:
+    """What DeepGEMM compiles a kernel for: its function, and the shape
+    the kernel is built for (N, K, the groups of a grouped GEMM); M is a
+    run-time argument (deep_gemm's JIT; SGLang's start-up warm-up,
+    deep_gemm_wrapper/compile_utils.py, compiles each such kernel over a
+    list of M)."""
+    function: str            # deep_gemm.<name>
+    n: int
+    k: int
+    groups: Optional[int]    # grouped (contiguous or masked): the weight groups
+    dtypes: str              # A's and B's
+    masked: bool = False     # M: each group's rows at most (masked_m's bound)
+
+    @property
+    def text(self) -> str:
+        g = f" groups={self.groups}" if self.groups else ""
+        return f"{self.function} N={self.n} K={self.k}{g} {self.dtypes}"
+
+
+def deep_gemm_uses(signatures: Iterable[Signature]) -> List[MoeUse]:
+    """Each kernel DeepGEMM's own functions (torch.ops.deep_gemm, as SGLang
+    calls them) needed, with the M of its calls per phase, most called (or,
+    timed, most time) first: what to pre-compile. The shapes are gemm's
+    reading of the call (one owner)."""
+    uses: Dict[DeepGemmKey, MoeUse] = {}
+    prefix = DEEP_GEMM_NAMESPACE + "."
+    for sig in signatures:
+        if not sig.operation.startswith(prefix):
+            continue
+        g = gemm_of(sig, {})
+        if g is None:
+            continue
+        masked = g.groups is None and g.batch > 1  # masked: A [G, M_max, K], one batch per group
+        key = DeepGemmKey(sig.operation.rsplit(".", 1)[0], g.n, g.k, g.groups or (g.batch if masked else None),
+                          f"{g.a_dtype},{g.b_dtype}", masked)
+        u = uses.get(key)
+        if u is None:
+            u = uses[key] = MoeUse(key, g.k)  # type: ignore[arg-type]
+            u.operations.append(key.function)
+            if masked:
+                u.assumed.append("masked: M is each group's rows at most (A's M_max)")
+        count_call(u, sig, g.m)
+    return ranked(uses.values(), lambda u: u.key.function, lambda u: u.key.n,  # type: ignore[attr-defined]
+                  lambda u: u.key.k)  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ...records.signature import Signature
 from ..kernel_calls import MoeGroup, moe_groups
-from .blocks import DEEPGEMM_OPS, block_uses, lookup_block
+from .blocks import DEEPGEMM_OPS, block_uses, deep_gemm_uses, lookup_block
 from .configs import (Naming, SGLangNaming, device_names, installed_triton, lookup, resolve_device,
                       sglang_block_gemm_root, sglang_config_module, sglang_config_root, sglang_default_config,
                       sglang_dtype_str)
@@ -30,6 +30,7 @@ class TuneResult:
     moe: List[MoeUse]
     block: List[MoeUse]          # keys are BlockKey
     deepgemm: List[MoeUse] = field(default_factory=list)  # keys are BlockKey; nothing to look up
+    deep_gemm_kernels: List[MoeUse] = field(default_factory=list)  # DeepGEMM's own calls: DeepGemmKey
     launches: List[MoeLaunch] = field(default_factory=list)  # fused-MoE kernel launches, with their configs
     library_moe: List[MoeGroup] = field(default_factory=list)  # kernel libraries' fused MoE (FlashInfer's)
 
@@ -75,4 +76,5 @@ def tune_result(signatures: List[Signature], device: str, configs: Optional[str]
         return lookup(MoeKey(e, n, dtype, block, pcq), roots, triton, naming, down)
     expect(launches, find, sglang_default_config(mod) if mod is not None else None)
     return TuneResult(device, triton, mod is not None, roots, folders, moe, block,
-                      block_uses(signatures, DEEPGEMM_OPS), launches, moe_groups(signatures))
+                      block_uses(signatures, DEEPGEMM_OPS), deep_gemm_uses(signatures), launches,
+                      moe_groups(signatures))

@@ -92,6 +92,15 @@ def print_text(r: TuneResult, tuners: List[str], srcs: List[Source], out: TextIO
         print_pairs(r.deepgemm, out)
         for a in sorted({a for u in r.deepgemm for a in u.assumed}):
             o(f"  assumed: {a}\n")
+    if r.deep_gemm_kernels:
+        o("\nDeepGEMM's own GEMMs (torch.ops.deep_gemm): DeepGEMM compiles a kernel per function, N, K and "
+          "groups at run time (M is an argument), and SGLang's start-up warm-up compiles each over a list of M; "
+          "the kernels to pre-compile, with the observed M (min-max), most called first:\n")
+        for u in r.deep_gemm_kernels:
+            ms = sorted(m for m, _ in u.ms())
+            o(f"  {u.key.text}: M {ms[0]}-{ms[-1]} ({len(ms)} distinct)  ({u.total:,} calls)\n")
+        for a in sorted({a for u in r.deep_gemm_kernels for a in u.assumed}):
+            o(f"  {a}\n")
 
 
 VERDICTS = {"tuned": "the tuned config", "default": "SGLang's default config: an untuned shape",
