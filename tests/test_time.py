@@ -273,3 +273,32 @@ def test_a_call_on_meta_tensors_that_raised_has_its_own_time(tmp_path):
     (rec,) = [r for r in load(str(path)) if r["operation"] == "time_test.spin_fail.default"]
     assert rec["error"]["error_type"] == "ValueError"
     assert _meta_inner[0] <= _ns(rec["time_us"]) <= outer, (rec["time_us"], _meta_inner, outer)
+
+
+def test_analyze_by_phase_gives_each_phases_time(tmp_path):
+    """--by-phase puts each operation's measured time per phase beside its
+    calls, and per shape: the sums of the records' own times."""
+    path = tmp_path / "p.jsonl"
+    prof = ShapeProfiler(str(path), time=True)
+    x, y = torch.ones(4, 8), torch.ones(2, 8)
+    for phase, n in (("prefill", 300000), ("decode", 20000), ("decode", 20000)):
+        prof.start_forward_pass(phase)
+        torch.ops.time_test.spin(x, n)
+        torch.ops.time_test.spin(y, n // 10)
+        prof.end_forward_pass()
+    prof.close()
+    want = {}
+    for r in load(str(path)):
+        if r["operation"] == "time_test.spin.default":
+            k = (r["phase"], r["inputs"]["x"]["shape"][0])
+            want[k] = want.get(k, 0) + _ns(r["time_us"])
+    text = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", str(path), "--by-phase", "--sort",
+                           "time", "--no-largest", "--no-diversity", "--no-summary"],
+                          capture_output=True, text=True, check=True).stdout
+    section = text[text.index("By phase"):]
+    row = next(line for line in section.splitlines() if line.startswith("time_test.spin.default"))
+    for phase, calls in (("prefill", 1), ("decode", 2)):
+        total = want[(phase, 4)] + want[(phase, 2)]
+        assert f"{2 * calls} calls, 2 shapes, {total / 1e6:,.3f} ms" in row, (row, phase, total)
+        for rows in (4, 2):
+            assert f"    {phase}: {calls}x x=[{rows}, 8] float32, {want[(phase, rows)] / 1e6:,.3f} ms" in section

@@ -13,6 +13,7 @@ from ...analysis.kernel_calls import attention_calls, reading_of
 from ...analysis.tune.moe import moe_op_reading
 from ...analysis.deployment import inventory
 from ...records.ledger import DISPATCHER
+from ...records.signature import Signature
 from ...records.filter import close_names
 from ...records.scan import Source
 from ...records.signature import tell_apart
@@ -205,7 +206,7 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
     if attention:
         _print_attention(attention, w)
     if sec.by_phase and phases:
-        _print_by_phase(a, ranked, sorted(phases, key=lambda k: -phases[k]), w)
+        _print_by_phase(a, ranked, sorted(phases, key=lambda k: -phases[k]), by_time, w)
     if sec.largest:
         n = sec.top or 10
         big = sorted(a.signatures, key=lambda s: (-s.out_elements, s.first_call))[:n]
@@ -253,18 +254,27 @@ def _print_attention(calls, w) -> None:
           f"{c.q_tokens:>8} {v(c.q_len):>6} {kv:>12}  {s.operation}{ph}\n")
 
 
-def _print_by_phase(a: Analysis, ranked: List[OpView], phases: List[str], w) -> None:
-    """Each operation's distinct shapes per phase, phases side by side."""
-    w("\nBy phase (each operation's distinct shapes per phase):\n")
-    w(f"{'operation':<40}" + "".join(f" {p[:24]:>24}" for p in phases) + "\n")
+def _print_by_phase(a: Analysis, ranked: List[OpView], phases: List[str], by_time: bool, w) -> None:
+    """Each operation's distinct shapes per phase, phases side by side; a
+    timed recording's time per phase and shape (by_time: most time first)."""
+    timed = a.timed
+    w("\nBy phase (each operation's distinct shapes per phase" + (", and their measured time" if timed else "")
+      + "):\n")
+    width = 34 if timed else 24
+    w(f"{'operation':<40}" + "".join(f" {p[:width]:>{width}}" for p in phases) + "\n")
+
+    def took(sigs: List[Signature]) -> str:
+        return f", {_ms(sum(s.time_ns for s in sigs))} ms" if timed and any(s.timed for s in sigs) else ""
     for o in ranked:
         per = {p: [s for s in o.signatures if s.phase == p] for p in phases}
+        if by_time:
+            per = {p: sorted(ss, key=lambda s: -s.time_ns) for p, ss in per.items()}
         w(f"{o.operation[:40]:<40}" + "".join(
-            f" {f'{_n(sum(s.count for s in per[p]))} calls, {len(per[p])} shapes':>24}"
+            f" {f'{_n(sum(s.count for s in per[p]))} calls, {len(per[p])} shapes{took(per[p])}':>{width}}"
             for p in phases) + "\n")
         for p in phases:
             for s in per[p][:3]:
-                w(f"    {p}: {_n(s.count)}x {format_inputs(s.inputs)}\n")
+                w(f"    {p}: {_n(s.count)}x {format_inputs(s.inputs)}{took([s])}\n")
             if len(per[p]) > 3:
                 w(f"    {p}: ... {len(per[p]) - 3} more\n")
 
