@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -120,6 +121,18 @@ def test_refusals_name_what_is_wrong(tmp_path):
     r = _cli("trace", str(tmp_path / "t.jsonl"), "-o", str(tmp_path / "mine.json"))
     assert r.returncode == 2 and "not overwritten" in r.stderr
     assert (tmp_path / "mine.json").read_text() == "keep"
+
+
+def test_a_record_without_a_readable_time_is_left_out_and_said(tmp_path):
+    _record(tmp_path / "h.jsonl", [("decode", [100, 200, 300])])
+    lines = (tmp_path / "h.jsonl").read_text().splitlines(keepends=True)
+    spins = [i for i, line in enumerate(lines) if "trace_test.spin" in line]
+    for i, bad in zip(spins, ('"start_us": -5.0', '"start_us": "soon"')):
+        lines[i] = re.sub(r'"start_us": [0-9.]+', bad, lines[i])
+    (tmp_path / "h.jsonl").write_text("".join(lines))
+    doc, stdout = _trace(tmp_path / "h.jsonl", tmp_path / "h.trace.json")
+    assert sum(e["name"] == "trace_test.spin.default" for e in doc["traceEvents"]) == 1
+    assert "h.jsonl: 2 records without a readable start_us and time_us: left out of the timeline" in stdout
 
 
 def _c(start, dur):

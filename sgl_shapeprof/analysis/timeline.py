@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ..records.filter import Filter
-from ..records.reader import InputError, RecordReader, SummaryError, open_records, read_summary
+from ..records.reader import InputError, ReadReport, RecordReader, SummaryError, open_records, read_summary
 from ..records.scan import ns_of_us
 from ..records.signature import signature_of
 from ..records.values import format_inputs, format_value
@@ -65,6 +65,8 @@ class FileTimeline:
     calls: int = 0
     deduplicated: bool = False
     stood_for: int = 0  # the calls its records stand for (more than its calls with dedupe)
+    report: ReadReport = field(default_factory=ReadReport)  # what the reader could not take
+    no_time: int = 0  # records with no readable start_us and time_us: left out (said)
 
 
 def _untimed(path: str, why: str) -> InputError:
@@ -95,10 +97,15 @@ def read_timeline(path: str, flt: Optional[Filter] = None) -> FileTimeline:
     counts = counts if isinstance(counts, dict) else {}  # call_id -> the calls its record stands for
     lo, hi = flt.passes or (0, 2**62)
     calls: List[Call] = []
-    for rec in RecordReader(path):
+    reader = RecordReader(path)
+    tl.report = reader.report
+    for rec in reader:
         start, dur = ns_of_us(rec.get("start_us")), ns_of_us(rec.get("time_us"))
         fp = rec.get("forward_pass")
-        if start is None or dur is None or not isinstance(fp, int) or not lo <= fp <= hi:
+        if not isinstance(fp, int) or not lo <= fp <= hi:
+            continue
+        if start is None or dur is None:
+            tl.no_time += 1
             continue
         if not flt.keeps(signature_of(rec)):
             continue

@@ -9,6 +9,7 @@ from ..analysis.timeline import read_timeline
 from ..records.paths import expand_paths
 from ..records.reader import InputError
 from ..records.values import human
+from ..render.text.analyze import report_warnings
 from ..render.trace_json import write_trace
 from .common import add_filters, fail, filter_of, new_output
 
@@ -32,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
         raise fail(str(e)) from None
     notes: List[str] = []
     for tl in timelines:
+        notes += [f"{tl.label}: {line}" for line in report_warnings(tl.report)]
+        if tl.no_time:
+            notes.append(f"{tl.label}: {tl.no_time:,} record{'s' if tl.no_time != 1 else ''} without a readable "
+                         "start_us and time_us: left out of the timeline")
         if tl.stood_for > tl.calls:
             notes.append(f"{tl.path} is deduplicated: its {tl.calls:,} records stand for {tl.stood_for:,} calls, "
                          "and the timeline shows each signature's first call only (record without --dedupe "

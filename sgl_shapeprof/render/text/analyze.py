@@ -13,6 +13,7 @@ from ...analysis.kernel_calls import attention_calls, reading_of
 from ...analysis.tune.moe import moe_op_reading
 from ...analysis.deployment import inventory
 from ...records.ledger import DISPATCHER
+from ...records.reader import ReadReport
 from ...records.signature import Signature
 from ...records.filter import close_names
 from ...records.scan import Source
@@ -101,7 +102,11 @@ def _source_lines(src: Source, w) -> None:
 def read_warnings(src: Source) -> List[str]:
     """What the reader could not take from a file (a cut last line, lines
     no parser takes): every command says it, in these words."""
-    rep = src.report
+    return report_warnings(src.report)
+
+
+def report_warnings(rep: ReadReport) -> List[str]:
+    """read_warnings, from a reader's report."""
     out = []
     if rep.cut_last_line:
         out.append("WARNING: the last line was cut (the process died during that call); "
