@@ -22,6 +22,9 @@ CUSTOM_OP = "sglang.srt.utils.custom_op"
 # block-quantized GEMMs (Triton kernels launched from Python), where they are imported by name
 FP8_UTILS = "sglang.srt.layers.quantization.fp8_utils"
 INT8_UTILS = "sglang.srt.layers.quantization.int8_utils"
+# PyNCCL: NCCL through ctypes (pynccl_wrapper.py), whose collectives and
+# pipeline send/recv never reach the dispatcher
+PYNCCL = "sglang.srt.distributed.device_communicators.pynccl"
 
 _HERE = __package__
 
@@ -38,7 +41,15 @@ HOOKS = {
     BREAKABLE_GRAPH_BACKEND: (f"{_HERE}.cuda_graphs", "patch_breakable_graph_backend_module"),
     FP8_UTILS: (f"{_HERE}.block_gemm", "patch_quantization_module"),
     INT8_UTILS: (f"{_HERE}.block_gemm", "patch_quantization_module"),
+    PYNCCL: (f"{_HERE}.pynccl", "patch_pynccl_module"),
 }
+# PyNcclCommunicator's methods that move tensors between ranks (its set-up,
+# group_start/end and window registration are not calls of the model's);
+# their records' operations: "pynccl:<module>.PyNcclCommunicator.<method>"
+# (FORMAT.md), written through a door (recording/doors.py) by the hook
+PYNCCL_METHODS = ("all_reduce", "outplace_all_reduce", "all_gather", "reduce_scatter", "send", "recv",
+                  "all_to_all_single", "broadcast")
+PYNCCL_PREFIX = "pynccl"
 # ... and when it is off: where /start_profile requests enter, so that a
 # request for SHAPES is refused with what to set (SGLang alone would answer
 # "Start profiling." and record nothing)
@@ -98,6 +109,6 @@ GEMM_OPS.update({f"{DEEP_GEMM_NAMESPACE}.{name}": ("a", "b", "d", kind) for name
     ("m_grouped_bf16_gemm_nt_contiguous", "grouped"), ("m_grouped_bf16_gemm_nn_contiguous", "grouped"),
     ("m_grouped_fp8_fp4_gemm_nt_masked", "masked"), ("m_grouped_bf16_gemm_nt_masked", "masked"))})
 
-SEAM = Seam(SERVER, "sglang", hooks=HOOKS, unarmed_hooks=UNARMED_HOOKS, engine=ENGINE, engine_api="sglang.Engine",
+SEAM = Seam(SERVER, "sglang", hooks=HOOKS, unarmed_hooks=UNARMED_HOOKS, door_prefixes=(PYNCCL_PREFIX,), engine=ENGINE, engine_api="sglang.Engine",
             remote=REMOTE, concurrency_arg=CONCURRENCY_ARG, srtctl_backend=SRTCTL_BACKEND, display_name=NAME,
             module=MODULE, tested_release=TESTED_RELEASE, install=INSTALL, tests="sglang", gemm_ops=GEMM_OPS)
