@@ -203,7 +203,12 @@ def deepgemm_json(u: MoeUse) -> dict:
     k: BlockKey = u.key  # type: ignore[assignment]
     return {"N": k.n, "K": k.k, "dtype": k.dtype, "block_shape": list(k.block_shape), "operations": u.operations,
             "calls": u.total, "assumed": u.assumed,
-            "m": [{"phase": p, "m": m, "calls": c} for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())]}
+            "m": _m_per_phase(u)}
+
+
+def _m_per_phase(u: MoeUse) -> List[dict]:
+    """A key's calls by phase and M, in order."""
+    return [{"phase": p, "m": m, "calls": c} for p, ms in sorted(u.calls.items()) for m, c in sorted(ms.items())]
 
 
 def deep_gemm_kernel_json(u: MoeUse) -> dict:
@@ -211,7 +216,7 @@ def deep_gemm_kernel_json(u: MoeUse) -> dict:
     ms = sorted(m for m, _ in u.ms())
     return {"function": k.function, "N": k.n, "K": k.k, "groups": k.groups, "masked": k.masked,
             "dtypes": k.dtypes, "calls": u.total, "m_min": ms[0], "m_max": ms[-1],
-            "m": [{"phase": p, "m": m, "calls": c} for p, ms_ in sorted(u.calls.items()) for m, c in sorted(ms_.items())]}
+            "m": _m_per_phase(u)}
 
 
 def launch_json(x: MoeLaunch) -> dict:

@@ -109,6 +109,7 @@ GEMM_OPS.update({f"{DEEP_GEMM_NAMESPACE}.{name}": ("a", "b", "d", kind) for name
     ("m_grouped_bf16_gemm_nt_contiguous", "grouped"), ("m_grouped_bf16_gemm_nn_contiguous", "grouped"),
     ("m_grouped_fp8_fp4_gemm_nt_masked", "masked"), ("m_grouped_bf16_gemm_nt_masked", "masked"))})
 
-SEAM = Seam(SERVER, "sglang", hooks=HOOKS, unarmed_hooks=UNARMED_HOOKS, door_prefixes=(PYNCCL_PREFIX,), engine=ENGINE, engine_api="sglang.Engine",
-            remote=REMOTE, concurrency_arg=CONCURRENCY_ARG, srtctl_backend=SRTCTL_BACKEND, display_name=NAME,
-            module=MODULE, tested_release=TESTED_RELEASE, install=INSTALL, tests="sglang", gemm_ops=GEMM_OPS)
+SEAM = Seam(SERVER, "sglang", hooks=HOOKS, unarmed_hooks=UNARMED_HOOKS, door_prefixes=(PYNCCL_PREFIX,),
+            engine=ENGINE, engine_api="sglang.Engine", remote=REMOTE, concurrency_arg=CONCURRENCY_ARG,
+            srtctl_backend=SRTCTL_BACKEND, display_name=NAME, module=MODULE, tested_release=TESTED_RELEASE,
+            install=INSTALL, tests="sglang", gemm_ops=GEMM_OPS)

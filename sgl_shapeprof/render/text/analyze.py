@@ -14,10 +14,9 @@ from ...analysis.tune.moe import moe_op_reading
 from ...analysis.deployment import inventory
 from ...records.ledger import DISPATCHER
 from ...records.reader import ReadReport
-from ...records.signature import Signature
 from ...records.filter import close_names
 from ...records.scan import Source
-from ...records.signature import tell_apart
+from ...records.signature import Signature, tell_apart
 from ...records.values import format_inputs, format_value
 
 
