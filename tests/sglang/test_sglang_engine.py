@@ -289,8 +289,8 @@ def test_two_nodes_pp2_on_loopback_gathered_and_analyzed(models, tmp_path):
 def test_run_command_tp2_pp2_sets_what_the_cpu_engine_needs(models, tmp_path):
     """sgl-shapeprof run --tp 2 --pp 2 on SGLang's CPU engine with none of
     its per-worker settings given: run sets the OpenMP core groups and a KV
-    budget per worker and says so, all four workers record, and the
-    analysis covers the deployment."""
+    budget per worker and says so, all four workers record (each call
+    timed: --time), and the analysis covers the deployment."""
     if not zero_edit_hook_installed():
         pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
     env = {k: v for k, v in os.environ.items()
@@ -303,14 +303,15 @@ def test_run_command_tp2_pp2_sets_what_the_cpu_engine_needs(models, tmp_path):
               "skip_server_warmup": "true", "random_seed": "0", "mem_fraction_static": "0.05"}
     r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--model-path",
                         str(models / "tiny-llama"), "--tp", "2", "--pp", "2", "--prompts", "2", "--max-tokens", "3",
-                        "-o", "run", *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
+                        "--time", "-o", "run", *[x for k, v in engine.items() for x in ("--engine-arg", f"{k}={v}")]],
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     assert "SGLANG_CPU_OMP_THREADS_BIND=" in r.stderr and "max_total_tokens=4096 per worker" in r.stderr
     names = sorted(os.path.basename(f) for f in glob.glob(str(tmp_path / "run" / "shapes*.jsonl")))
     assert names == [f"shapes.TP-{t}-PP-{p}.jsonl" for t in (0, 1) for p in (0, 1)]
-    for name in names:
-        read_run(tmp_path / "run" / name)
+    for name in names:   # --time: every worker's calls timed
+        records, _ = read_run(tmp_path / "run" / name)
+        assert records and all(rec["time_us"] >= 0 for rec in records), name
     assert "deployment TP=2, PP=2: 4 worker files (TP-0-PP-0, TP-1-PP-0, TP-0-PP-1, TP-1-PP-1)" in r.stdout
 
 

@@ -161,17 +161,21 @@ def test_start_profile_shapes_num_steps_stop_and_errors(models, tmp_path):
         recs = [json.loads(line) for line in open(path)]
         assert {r.get("phase") for r in recs} <= {"extend", "decode"} and len(recs) > 10
         assert not glob.glob(str(out / "*.trace.json*"))  # SGLang's torch profiler never started
-        # until /stop_profile; a second start while it runs is refused
-        status, body = _post(srv.url + "/start_profile", {"activities": ["SHAPES"], "output_dir": str(out)})
-        assert status == 200, body
+        assert not any("time_us" in r for r in recs)  # the server was armed untimed
+        # until /stop_profile, timed by the request's SHAPES_TIME alone (it
+        # asks for shapes too); a second start while it runs is refused
+        status, body = _post(srv.url + "/start_profile", {"activities": ["SHAPES_TIME"], "output_dir": str(out)})
+        assert status == 200 and "records passes until /stop_profile (time) into" in body, body
         status, body = _post(srv.url + "/start_profile", {"activities": ["SHAPES"], "output_dir": str(out)})
         assert status == 400 and "already recording" in body, body
         srv.generate(4)
         status, body = _post(srv.url + "/stop_profile")
         assert status == 200 and "SHAPES: rank 0 stopped; records in" in body, body
         second = body.split("records in ")[1].split()[0]
-        assert second != path and json.load(open(second.replace(".jsonl", "_summary.json")))[
-            "logged_forward_passes"] >= 4
+        timed_summary = json.load(open(second.replace(".jsonl", "_summary.json")))
+        assert second != path and timed_summary["logged_forward_passes"] >= 4 and timed_summary["time_origin_ns"] > 0
+        timed = [json.loads(line) for line in open(second)]
+        assert timed and all(r["time_us"] >= 0 and r["start_us"] >= 0 for r in timed)
         # the server serves on, and nothing records any more
         before = os.path.getsize(second)
         assert srv.generate(3)["meta_info"]["completion_tokens"] == 3
@@ -491,7 +495,7 @@ def test_client_disconnect_aborts_generation(armed_server):
 
 def test_run_url_drives_a_running_server_with_the_workload(models, tmp_path):
     """run --url: a server started elsewhere, armed; SHAPES asked through
-    its /start_profile, 8 requests of exactly 16 token ids sent, 4 in
+    its /start_profile (timed: --time), 8 requests of exactly 16 token ids sent, 4 in
     flight, 5 tokens each, the window closed with /stop_profile; the reply's
     files analyzed here. The oracle is the request: every prompt's 16 rows
     in the extend passes, never more than 4 rows in a decode pass, and 4 in
@@ -501,7 +505,7 @@ def test_run_url_drives_a_running_server_with_the_workload(models, tmp_path):
         out = tmp_path / "url"
         r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "sglang", "--url", srv.url,
                             "--model-path", str(models / "tiny-llama"), "--num-prompts", "8", "--isl", "16",
-                            "--osl", "5", "--concurrency", "4", "-o", str(out)],
+                            "--osl", "5", "--concurrency", "4", "--time", "-o", str(out)],
                            capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         # the same through a srtctl job file: its aggregated role's window, 6 passes from now, into agg/
@@ -519,12 +523,15 @@ def test_run_url_drives_a_running_server_with_the_workload(models, tmp_path):
     summary = json.load(open(str(agg)[:-len(".jsonl")] + "_summary.json"))
     assert summary["logged_forward_passes"] == 6, summary
     assert json.load(open(tmp_path / "profiles" / "agg" / "outputs.json"))["outputs"] == [[16, 5]] * 8
-    assert "SHAPES: rank 0 records passes until /stop_profile into " in r.stderr
+    assert "SHAPES: rank 0 records passes until /stop_profile (time) into " in r.stderr
     assert json.load(open(out / "outputs.json"))["outputs"] == [[16, 5]] * 8  # the server's counts
     files = sorted(out.glob("*.shapes.jsonl"))
     assert len(files) == 1 and f"{files[0]}: " in r.stdout
     rows = {}
-    for rec in load(str(files[0])):
+    timed = load(str(files[0]))
+    assert all(rec["time_us"] >= 0 for rec in timed)   # --time: the activity SHAPES_TIME
+    assert not any("time_us" in rec for rec in load(str(agg)))   # the job file's run did not ask
+    for rec in timed:
         x, w = rec["inputs"].get("self"), rec["inputs"].get("mat2")
         if rec["operation"] == "aten.mm.default" and w and w["shape"] == [64, 128] and x["shape"][-1] == 64:
             rows.setdefault((rec["forward_pass"], rec["phase"]), []).append(x["shape"][0])

@@ -65,6 +65,9 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
                    help=f"an argument of {' / '.join(s.engine_api for s in seams)} (VALUE read as JSON if it parses: "
                         "dtype=float32, enforce_eager=true); repeatable")
     r.add_argument("--dedupe", action="store_true", help="write each signature once")
+    r.add_argument("--time", action="store_true",
+                   help="time each recorded call (as SHAPEPROF_TIME=1 does; with --url, the request asks for it: "
+                        "docs/time.md)")
     r.add_argument("-o", "--output-dir", default="shapeprof-run", metavar="DIR",
                    help="where the records files and engine.log go (default shapeprof-run)")
     r.set_defaults(func=run)

@@ -132,6 +132,7 @@ def run_local(args: argparse.Namespace) -> int:
     os.makedirs(out_dir, exist_ok=True)
     from ...recording import config
     settings = {config.ENV_ENABLE: "1", config.ENV_RANK: "all", config.ENV_DEDUPE: "1" if args.dedupe else "0",
+                config.ENV_TIME: "1" if args.time else "0",
                 config.ENV_FILE: os.path.join(out_dir, RECORDS_STEM + RECORDS_EXT), **window}
     env = config.child_environ(settings, keep_others=False)  # run decides them all
     for line in server.prepare(spec, env):

@@ -46,7 +46,7 @@ def drive(args: argparse.Namespace, arms: list) -> list:
         try:
             for url, out_dir, start, stop in arms:
                 os.makedirs(out_dir, exist_ok=True)
-                reply, named = remote.start(url, args.api_key, out_dir, start, stop)
+                reply, named = remote.start(url, args.api_key, out_dir, start, stop, time=args.time)
                 armed.append(url)
                 files.append(named)
                 sys.stderr.write(printable(reply) + "\n")

@@ -18,7 +18,7 @@ import re
 from typing import Callable, List, Optional, Tuple
 
 from ..http_client import RemoteError, call, expect, reply_json, send_all
-from .seam import SHAPES, START_PROFILE, STOP_PROFILE
+from .seam import SHAPES, SHAPES_TIME, START_PROFILE, STOP_PROFILE
 
 __all__ = ["RemoteError", "generate", "start", "stop"]
 
@@ -36,10 +36,11 @@ def _files(reply: str, output_dir: str) -> List[str]:
 
 
 def start(url: str, api_key: Optional[str], output_dir: str, start_step: Optional[int],
-          stop_step: Optional[int]) -> Tuple[str, List[str]]:
-    """Asks for SHAPES over the window; (the server's reply, the files (or
-    patterns of them) it says its workers record into, in output_dir)."""
-    body: dict = {"activities": [SHAPES], "output_dir": output_dir}
+          stop_step: Optional[int], time: bool = False) -> Tuple[str, List[str]]:
+    """Asks for SHAPES over the window (time: each call timed); (the
+    server's reply, the files (or patterns of them) it says its workers
+    record into, in output_dir)."""
+    body: dict = {"activities": [SHAPES, SHAPES_TIME] if time else [SHAPES], "output_dir": output_dir}
     if start_step:
         body["start_step"] = start_step  # SGLang's: the server's forward count, as bench_serving's
     if stop_step is not None:

@@ -66,9 +66,14 @@ TESTED_RELEASE = "0.5.23"
 INSTALL = f'pip install "sglang=={TESTED_RELEASE}"'
 
 # SGLang's runtime profiling routes, and the activity that asks them for
-# shapes (start_profile.py takes it, remote.py sends it)
+# shapes (start_profile.py takes it, remote.py sends it); SGLang's request
+# carries only its own fields, so a request's options are activities too,
+# each of which asks for shapes as well: SHAPES_TIME times every recorded
+# call, SHAPES_NVTX gives each an NVTX range
 START_PROFILE, STOP_PROFILE = "/start_profile", "/stop_profile"
 SHAPES = "SHAPES"
+SHAPES_TIME, SHAPES_NVTX = "SHAPES_TIME", "SHAPES_NVTX"
+SHAPES_OPTIONS = {SHAPES_TIME: "time", SHAPES_NVTX: "nvtx"}  # activity: the request's option
 
 # `sgl-shapeprof run --server sglang --url URL`: the module that drives a
 # running server (start, generate, stop: remote.py)

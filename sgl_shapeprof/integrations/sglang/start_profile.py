@@ -18,7 +18,7 @@ from ...recording.on_request import OnRequestProfiler
 from ...recording.requests import RequestError, request_count, request_name
 from ...recording.switch import armed_on_request
 from ...records.phases import BY_STAGE
-from .seam import SHAPES, START_PROFILE, STOP_PROFILE
+from .seam import SHAPES, SHAPES_OPTIONS, START_PROFILE, STOP_PROFILE
 from .workers import llm_tp_rank
 
 
@@ -30,6 +30,19 @@ from .workers import llm_tp_rank
 # (CPU, GPU, MEM, ...) go on to SGLang's torch profiler over the same steps.
 NOT_ARMED = (f"{SHAPES}: this server was not started with SGLANG_PROFILE_SHAPES=on_request, "
              "so it cannot record on request")
+
+
+def asks_for_shapes(activities: Any) -> bool:
+    """A request's activities name SHAPES, or one of its options (which
+    asks for shapes as well)."""
+    return any(a == SHAPES or a in SHAPES_OPTIONS for a in activities or [])
+
+
+def shapes_options(activities: Any) -> dict:
+    """The options a request's activities name ({"time": True, ...}); one
+    not named is None: the armed profiler's own setting."""
+    named = set(activities or [])
+    return {option: (True if activity in named else None) for activity, option in SHAPES_OPTIONS.items()}
 
 
 def _server_armed() -> bool:
@@ -128,12 +141,14 @@ def _take(manager: Any, req: Any, armed: OnRequestProfiler, out_dir: str) -> str
     phases = _stage_phases(getattr(req, "profile_stages", None))
     if by_stage and not n:
         raise RequestError("SHAPES: profile_by_stage needs num_steps")
+    options = shapes_options(getattr(req, "activities", None))
     path = armed.request(passes=n, phases=phases or (list(BY_STAGE) if by_stage else None),
-                         output=os.path.join(out_dir, name), skip=skip, per_phase=by_stage)
+                         output=os.path.join(out_dir, name), skip=skip, per_phase=by_stage, **options)
     _STARTED["path"] = path
     what = f"{n} passes" if n and not by_stage else f"{n} passes per stage" if n else "passes until /stop_profile"
     who = f"rank {armed.rank}" + (f" ({worker})" if armed.worker is not None and armed.worker.several else "")
-    return f"SHAPES: {who} records {what} into {path}"
+    how = ", ".join(option for option, on in options.items() if on)
+    return f"SHAPES: {who} records {what}{f' ({how})' if how else ''} into {path}"
 
 
 _STARTED: dict = {}  # this worker's last request: its file (for _beyond_the_group) and the folders made
@@ -198,7 +213,7 @@ def patch_profiler_manager_module(module: Any) -> None:
     @functools.wraps(profile)
     def _profile(self, recv_req):
         acts = list(getattr(recv_req, "activities", None) or [])
-        if recv_req.req_type == ProfileReqType.START_PROFILE and SHAPES in acts:
+        if recv_req.req_type == ProfileReqType.START_PROFILE and asks_for_shapes(acts):
             # every rank takes this branch (it depends on the request only)
             rank = llm_tp_rank(None)
             try:
@@ -222,7 +237,7 @@ def patch_profiler_manager_module(module: Any) -> None:
                 text = f"{text}\n{more}"
             if not ok:
                 return ProfileReqOutput(success=False, message=text)
-            rest = [a for a in acts if a != SHAPES]
+            rest = [a for a in acts if not asks_for_shapes([a])]
             if not rest:  # only SHAPES: SGLang's torch profiler stays off
                 return ProfileReqOutput(success=True, message=text)
             recv_req.activities = rest
@@ -317,7 +332,7 @@ def patch_tokenizer_control_module(module: Any) -> None:
     @functools.wraps(execute)
     async def _execute_profile(self, req):
         shapes = getattr(req, "req_type", None) == ProfileReqType.START_PROFILE and \
-            SHAPES in (getattr(req, "activities", None) or [])
+            asks_for_shapes(getattr(req, "activities", None))
         if not _server_armed():
             if shapes:
                 logging.getLogger("sgl_shapeprof").warning(NOT_ARMED)
