@@ -56,23 +56,39 @@ def test_start_profile_records_max_iterations_steps(server):
     records, summary = read_run(d / "two-shapes-rank0.jsonl", ended_by="close")   # ended when done
     assert summary["logged_forward_passes"] == 2 and summary["phase_passes"] == {"prefill": 1, "decode": 1}
     assert summary["max_records_bytes"] == 64 * 2 ** 20 and not summary["stopped_at_cap"]
+    assert not any("time_us" in r for r in records)   # armed untimed, and the request did not ask
     assert post(port, "/stop_profile", key=KEY)[0] == 200                         # nothing to stop: fine
 
 
 def test_start_until_stop_profile(server):
+    """Until /stop_profile, timed by the body's shapes_time; a value that is
+    not true or false is a 400 in one line, and a start that fails (one
+    session at a time) leaves no option behind for the next."""
     port, d, model, _, _ = server
-    assert post(port, "/start_profile", {"profile_prefix": "open"}, key=KEY)[0] == 200
+    with pytest.raises(urllib.error.HTTPError) as e:
+        post(port, "/start_profile", {"profile_prefix": "badflag", "shapes_time": "yes"}, key=KEY)
+    assert e.value.code == 400 and "shapes_time 'yes' is not true or false" in e.value.read().decode()
+    assert not list(d.glob("badflag*"))
+    assert post(port, "/start_profile", {"profile_prefix": "open", "shapes_time": True}, key=KEY)[0] == 200
     # created when the request was taken, before any step ran
     assert read_run(d / "open-shapes-rank0.jsonl", ended_by="running")[1]["forward_passes"] == 0
     with pytest.raises(urllib.error.HTTPError) as e:   # one session at a time; the engine lives on
-        post(port, "/start_profile", {"profile_prefix": "again"}, key=KEY)
+        post(port, "/start_profile", {"profile_prefix": "again", "shapes_time": True}, key=KEY)
     assert e.value.code == 409   # vLLM's own: a profiling session is active
     complete(port, model, 4, key=KEY)
     complete(port, model, 3, key=KEY)
     assert post(port, "/stop_profile", key=KEY)[0] == 200
     records, summary = read_run(d / "open-shapes-rank0.jsonl", ended_by="close")
     assert summary["phase_passes"] == {"prefill": 2, "decode": 3 + 2}
+    assert records and all(r["time_us"] >= 0 and r["start_us"] >= 0 for r in records)
+    assert summary["time_origin_ns"] > 0
     assert not (d / "shapes.jsonl").exists()     # armed: nothing recorded unasked
+    # the refused start's shapes_time was taken back: this start asks nothing
+    assert post(port, "/start_profile", {"profile_prefix": "plain", "max_iterations": 1}, key=KEY)[0] == 200
+    complete(port, model, 2, key=KEY)
+    assert post(port, "/stop_profile", key=KEY)[0] == 200   # vLLM's session lasts until then
+    records, summary = read_run(d / "plain-shapes-rank0.jsonl", ended_by="close")
+    assert records and not any("time_us" in r for r in records) and "time_origin_ns" not in summary
 
 
 def test_request_from_outside_reaches_the_engine_not_the_api_server(server, tmp_path):
@@ -205,7 +221,7 @@ def test_tp2_one_worker_refuses_and_the_other_takes_its_request_back(model, tmp_
 
 def test_run_url_drives_the_running_server_with_the_workload(server, tmp_path):
     """run --server vllm --url: the armed server (its API key) asked for
-    shapes through /start_profile, 6 requests of exactly 12 token ids sent
+    shapes through /start_profile (timed: --time), 6 requests of exactly 12 token ids sent
     to its completions API, 3 in flight, 4 tokens each, the window closed;
     -o the server's folder, so its worker's file is analyzed here. The
     oracle is the request: the server's own token counts, every prompt's 12
@@ -213,13 +229,14 @@ def test_run_url_drives_the_running_server_with_the_workload(server, tmp_path):
     port, d, model, _, _ = server
     r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "run", "--server", "vllm", "--url",
                         f"http://127.0.0.1:{port}", "--api-key", KEY, "--model-path", str(model), "--num-prompts", "6",
-                        "--isl", "12", "--osl", "4", "--concurrency", "3", "-o", str(d)],
+                        "--isl", "12", "--osl", "4", "--concurrency", "3", "--time", "-o", str(d)],
                        capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert json.load(open(d / "outputs.json"))["outputs"] == [[12, 4]] * 6   # vLLM's usage counts
     [path] = d.glob("run-*-shapes-rank0.jsonl")
     assert f"{path}: " in r.stdout
     records, summary = read_run(path, ended_by="close")
+    assert all(rec["time_us"] >= 0 for rec in records)   # --time: the body's shapes_time
     rows = {}
     for rec in records:
         if rec["operation"] == "_C.onednn_mm.default" and rec["inputs"]["c"]["shape"][-1] == 3 * 128:

