@@ -118,3 +118,32 @@ def test_a_build_without_nvtx_refuses_it_in_one_line(tmp_path, monkeypatch, caps
     assert env.from_env(rank=0) is None
     err = capsys.readouterr().err
     assert "has no NVTX ranges" in err and "profiling is off" in err
+
+
+ON_REQUEST = """
+import sys, torch
+from sgl_shapeprof.recording.on_request import OnRequestProfiler
+armed = OnRequestProfiler(rank=0, output_dir=sys.argv[1], control=False)  # armed without NVTX
+a, b = torch.randn(8, 4), torch.randn(4, 3)
+for nvtx, name in ((True, "ranged.jsonl"), (None, "plain.jsonl")):
+    armed.request(passes=1, output=f"{sys.argv[1]}/{name}", nvtx=nvtx)
+    armed.start_forward_pass()
+    torch.cat([torch.mm(a, b)] * 2)
+    armed.end_forward_pass()
+armed.close()
+"""
+
+
+@needs_nvtx
+def test_a_request_asks_for_ranges_of_its_own(tool, tmp_path):
+    """A request's own nvtx (what SGLang's SHAPES_NVTX and vLLM's
+    shapes_nvtx hand over) gives that request's calls ranges, and only its
+    calls: the armed profiler's setting is the next request's again."""
+    log = tmp_path / "nvtx.log"
+    r = run_python(ON_REQUEST, env_extra={"NVTX_INJECTION64_PATH": tool, "NVTX_TEST_LOG": str(log)},
+                   args=(str(tmp_path),))
+    assert r.returncode == 0, r.stderr[-2000:]
+    ranged, plain = load(str(tmp_path / "ranged.jsonl")), load(str(tmp_path / "plain.jsonl"))
+    assert ranged and len(plain) == len(ranged)
+    pushes = [ln[len("push sgl_shapeprof "):] for ln in log.read_text().splitlines() if ln.startswith("push ")]
+    assert pushes == [_name(x) for x in ranged]
