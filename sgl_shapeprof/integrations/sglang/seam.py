@@ -25,6 +25,11 @@ INT8_UTILS = "sglang.srt.layers.quantization.int8_utils"
 # PyNCCL: NCCL through ctypes (pynccl_wrapper.py), whose collectives and
 # pipeline send/recv never reach the dispatcher
 PYNCCL = "sglang.srt.distributed.device_communicators.pynccl"
+# SGLang diffusion's replay_launches: a Triton wrapper's launches replayed by
+# their compiled kernels, past Triton's run (fast_launch.py), and its
+# switch, read at each call (SGLANG_DIFFUSION_TRITON_FAST_LAUNCH's value)
+FAST_LAUNCH = "sglang.kernels.ops.diffusion.common.fast_launch"
+FAST_LAUNCH_SWITCH = "_ENABLED"
 
 _HERE = __package__
 
@@ -42,6 +47,7 @@ HOOKS = {
     FP8_UTILS: (f"{_HERE}.block_gemm", "patch_quantization_module"),
     INT8_UTILS: (f"{_HERE}.block_gemm", "patch_quantization_module"),
     PYNCCL: (f"{_HERE}.pynccl", "patch_pynccl_module"),
+    FAST_LAUNCH: (f"{_HERE}.fast_launch", "patch_fast_launch_module"),
 }
 # PyNcclCommunicator's methods that move tensors between ranks (its set-up,
 # group_start/end and window registration are not calls of the model's);
