@@ -117,10 +117,14 @@ def operation_name(library: str, fn: Callable, package: Optional[str] = None) ->
     return f"{library}:{module}.{getattr(fn, '__qualname__', None) or fn.__name__}"
 
 
-def api_door(fn: Callable, operation: str, described: Optional[Callable] = None) -> Callable:
+def api_door(fn: Callable, operation: str, described: Optional[Callable] = None,
+             written_as: Optional[Callable[[object], object]] = None) -> Callable:
     """fn, recorded as `operation` when called in a logged pass. described:
     the function whose parameters name the values (fn's own by default; a
-    library's decorator may hand back a wrapper taking *args)."""
+    library's decorator may hand back a wrapper taking *args). written_as:
+    what a value is written as (a library's tensor, as the torch tensor it
+    was made from), the value itself when it has nothing else; fn is
+    called with the values themselves."""
     api: list = []  # its _Api, made at the first recorded call
 
     @functools.wraps(fn)
@@ -134,6 +138,12 @@ def api_door(fn: Callable, operation: str, described: Optional[Callable] = None)
             if a is None:
                 return fn(*args, **kwargs)
             api.append(a)
+        if written_as is not None:
+            shown = tuple(written_as(v) for v in args)
+            shown_kw = {k: written_as(v) for k, v in kwargs.items()}
+            if any(s is not v for s, v in zip(shown, args)) or \
+                    any(shown_kw[k] is not v for k, v in kwargs.items()):
+                return _call(native, mode, api[0], fn, args, kwargs, (shown, shown_kw))
         return _call(native, mode, api[0], fn, args, kwargs)
 
     setattr(door, OPERATION_ATTR, operation)
@@ -268,17 +278,17 @@ def _api(native, fn: Optional[Callable], operation: str, n_positional: int = 0) 
         return None
 
 
-def _call(native, mode: int, a: _Api, fn: Callable, args: tuple, kwargs: dict):
+def _call(native, mode: int, a: _Api, fn: Callable, args: tuple, kwargs: dict, shown: Optional[tuple] = None):
     """fn(*args, **kwargs), its record begun before and ended after: in one
     native call (door_call), or the long way when its values do not bind
-    so simply or torch.profiler runs (the call is then a range of its
-    trace)."""
-    if not _profiler_on():
+    so simply, torch.profiler runs (the call is then a range of its trace)
+    or values are written as others (shown: (args, kwargs) to write)."""
+    if shown is None and not _profiler_on():
         out = native.door_call(a.native, fn, args, kwargs or None, mode)
         if out is not MISSING:
             return out
     torch = sys.modules["torch"]
-    if not _begin(native, mode, a, args, kwargs):
+    if not _begin(native, mode, a, *(shown or (args, kwargs))):
         return fn(*args, **kwargs)
     paused = native.pause_thread()  # its own work is not recorded apart
     try:

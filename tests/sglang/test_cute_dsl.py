@@ -59,7 +59,8 @@ ran = []
 prof.start_forward_pass("decode")
 for name, call in [("native", lambda: native(x, 5)), ("device", lambda: native.to(None)(x, 6)),
                    ("ffi", lambda: ffi(x, 7)), ("ffi_kw", lambda: ffi(mX=x, n=8)),
-                   ("object", lambda: mark(x, 4)), ("aot", lambda: aot["fill_fn"](x, 9))]:
+                   ("object", lambda: mark(x, 4)), ("aot", lambda: aot["fill_fn"](x, 9)),
+                   ("dlpack", lambda: native(from_dlpack(x), 3))]:  # a CuTe tensor: written as x
     x.zero_()
     call()
     ran.append([name, x[0, 0].item(), x[1, 0].item()])  # mX[1]: CuTe counts down columns first
@@ -95,14 +96,15 @@ def child(tmp_path_factory):
 def test_each_call_of_a_compiled_kernel_is_one_record_by_its_parameter_names(child):
     path, seen = child
     # every call ran: each wrote its mark
-    assert [r[1:] for r in seen["ran"]] == [[42.0, 0.0]] * 4 + [[0.0, 7.0], [42.0, 0.0]]
+    assert [r[1:] for r in seen["ran"]] == [[42.0, 0.0]] * 4 + [[0.0, 7.0], [42.0, 0.0], [42.0, 0.0]]
     recs = [r for r in load(path) if r["operation"].startswith("cute:")]  # not the child's own operators
     fill, mark = "cute:cute_kernels.fill", "cute:cute_kernels.Mark"
     x = {"mX": {"shape": [2, 4], "dtype": "torch.float32"}}
-    got = [(r["operation"], r["inputs"], r["args"]) for r in recs[:6]]
+    got = [(r["operation"], r["inputs"], r["args"]) for r in recs[:7]]
     assert got == [(fill, x, {"n": 5}), (fill, x, {"n": 6}), (fill, x, {"n": 7}), (fill, x, {"n": 8}),
                    (mark, x, {"n": 4}),
-                   ("cute:fill_aot.fill_fn", {"arg0": x["mX"]}, {"arg1": 9})]
+                   ("cute:fill_aot.fill_fn", {"arg0": x["mX"]}, {"arg1": 9}),
+                   (fill, x, {"n": 3})]   # from_dlpack(x): the torch tensor it was made from
     assert all(r["outputs"] is None for r in recs)
 
 
@@ -110,6 +112,6 @@ def test_a_call_that_raises_carries_the_exception_as_raised(child):
     path, seen = child
     assert seen["error"] is not None
     recs = [r for r in load(path) if r["operation"].startswith("cute:")]
-    assert len(recs) == 7
+    assert len(recs) == 8
     assert recs[-1]["error"] == seen["error"]
     assert recs[-1]["inputs"] == {"mX": {"shape": [3, 4], "dtype": "torch.float32"}}

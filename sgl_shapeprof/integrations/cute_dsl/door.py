@@ -5,9 +5,12 @@ as a kernel library's API call (recording/doors.py; FORMAT.md, "Kernel
 library calls"): its values by the compiled function's runtime parameter
 names (its Constexpr ones were fixed at compile: they are not values of
 the call), tensors in `inputs`. A tensor made by `from_dlpack` is a CuTe
-tensor, not a torch one: it is written by its type's name, as any value the
-recorder does not know. Inside FlashInfer's API door a CuTe call is that
-call's work, not a record.
+tensor, not a torch one: `from_dlpack` keeps the torch tensor it was made
+from on it, and the call is written with that tensor (its shape, dtype and
+strides as torch has them: packed FP4 as its storage, not CuTe's logical
+view); one made from anything else is written by its type's name, as any
+value the recorder does not know. Inside FlashInfer's API door a CuTe call
+is that call's work, not a record.
 
 Outside logged passes a call costs one lookup and one native call more.
 """
@@ -26,6 +29,7 @@ from .seam import PREFIX as LIBRARY
 _NAME = OPERATION_ATTR  # set at compile on what cute.compile returned
 _DOOR = "_shapeprof_door"  # a compiled function's door, made at its first recorded call
 _FILE = "_shapeprof_file"  # a loaded module's object file name
+_SOURCE = "_shapeprof_source"  # a from_dlpack tensor's torch tensor (the DLPack capsule holds it anyway)
 
 
 def operation_of(func) -> str:
@@ -61,6 +65,33 @@ def patch_compiler(module) -> None:
     cls._compile = _compile
 
 
+def patch_runtime(module) -> None:
+    """from_dlpack keeps, on the CuTe tensor it makes, the torch tensor it
+    was made from: a call is written with it (written_as)."""
+    original = getattr(module, "from_dlpack", None)
+    if original is None or is_ours(original):
+        return
+
+    @functools.wraps(original)
+    def from_dlpack(tensor_dlpack, *args, **kwargs):
+        made = original(tensor_dlpack, *args, **kwargs)
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(tensor_dlpack, torch.Tensor):
+            own = getattr(made, "__dict__", None)
+            if own is not None:
+                own[_SOURCE] = tensor_dlpack
+        return made
+
+    mark(from_dlpack, original)
+    module.from_dlpack = from_dlpack
+
+
+def written_as(value):
+    """A CuTe tensor from from_dlpack: the torch tensor it was made from."""
+    own = getattr(value, "__dict__", None)
+    return own.get(_SOURCE, value) if own else value
+
+
 def _signed(signature: inspect.Signature) -> Callable:
     """A function with this signature: what a compiled function's values
     are named by."""
@@ -88,7 +119,7 @@ def _patch_call(cls, names: Callable[[object], Optional[Callable]], named: Calla
         if door is None:
             operation = getattr(named(self), _NAME, None) or \
                 f"{LIBRARY}:{getattr(self, 'function_name', None) or type(self).__name__}"
-            door = api_door(functools.partial(original, self), operation, names(self))
+            door = api_door(functools.partial(original, self), operation, names(self), written_as)
             if own is not None:
                 own[_DOOR] = door
         return door(*args, **kwargs)
