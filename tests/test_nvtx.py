@@ -147,3 +147,40 @@ def test_a_request_asks_for_ranges_of_its_own(tool, tmp_path):
     assert ranged and len(plain) == len(ranged)
     pushes = [ln[len("push sgl_shapeprof "):] for ln in log.read_text().splitlines() if ln.startswith("push ")]
     assert pushes == [_name(x) for x in ranged]
+
+
+@pytest.fixture(scope="module")
+def roctx(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the stand-in rocTX library")
+    out = tmp_path_factory.mktemp("roctx") / "libroctx64.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", str(out),
+                    os.path.join(HERE, "roctx_standin.c")], check=True)
+    return str(out)
+
+
+def test_rocTX_ranges_reach_its_library(roctx, tmp_path):
+    """Where rocTX's library is named (as on a ROCm build of torch, which
+    finds ROCm's own), each recorded call is one rocTX range, named as its
+    NVTX range would be; the oracle is the records. No NVTX headers needed."""
+    log, rec_path = tmp_path / "roctx.log", tmp_path / "r.jsonl"
+    r = run_python(WORKLOAD, env_extra={"SHAPEPROF_ROCTX_LIBRARY": roctx, "ROCTX_TEST_LOG": str(log)},
+                   args=(str(rec_path),))
+    assert r.returncode == 0, r.stderr[-2000:]
+    recs = load(str(rec_path))
+    assert any("error" in x for x in recs)
+    lines = log.read_text().splitlines()
+    pushes = [ln[len("push "):] for ln in lines if ln.startswith("push ")]
+    assert pushes == [_name(x) for x in recs]
+    assert lines == [x for p in pushes for x in (f"push {p}", "pop")]
+
+
+def test_a_rocTX_library_that_cannot_load_is_refused_in_one_line(tmp_path, monkeypatch):
+    from sgl_shapeprof import ShapeProfiler
+    monkeypatch.setenv("SHAPEPROF_ROCTX_LIBRARY", str(tmp_path / "missing" / "libroctx64.so"))
+    with pytest.raises(ValueError) as e:
+        ShapeProfiler(str(tmp_path / "x.jsonl"), nvtx=True)
+    assert "\n" not in str(e.value) and str(e.value).startswith("nvtx: cannot load rocTX's ranges (") and \
+        "SHAPEPROF_ROCTX_LIBRARY names its library" in str(e.value)
+    assert not (tmp_path / "x.jsonl").exists()

@@ -47,8 +47,12 @@ def is_property(fn: ast.FunctionDef) -> bool:
 
 def test_the_stub_names_what_the_module_defines():
     funcs, classes = stub()
+    constants = {n.target.id: n.annotation.id for n in ast.parse(open(STUB).read()).body
+                 if isinstance(n, ast.AnnAssign)}
     public = {n for n in dir(_C) if not n.startswith("_")}
-    assert set(funcs) | set(classes) == public
+    assert set(funcs) | set(classes) | set(constants) == public
+    for name, kind in constants.items():
+        assert type(getattr(_C, name)).__name__ == kind, name
     for name in funcs:
         assert inspect.isbuiltin(getattr(_C, name)), name
     for name in classes:

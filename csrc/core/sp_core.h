@@ -54,8 +54,10 @@ typedef struct sp_config {
   int time;                /* measure each recorded call's wall time on its
                               thread (FORMAT.md: "time_us", and with dedupe
                               the summary's "signature_times") */
-  int nvtx;                /* an NVTX range per recorded call, named by its
-                              operation and input shapes (sp_nvtx_built()) */
+  int nvtx;                /* a range per recorded call, named by its
+                              operation and input shapes: SP_RANGES_NVTX
+                              (sp_nvtx_built()) or SP_RANGES_ROCTX
+                              (sp_roctx_load() first); 0: none */
   const char *dispatch_key; /* the summary's "dispatch_key": the key the calls
                                reach the recorder through (the torch layer's
                                route, sp_fallback_key()); NULL: not written */
@@ -176,6 +178,11 @@ void sp_get_stats(sp_profiler *p, sp_stats *out);
 /* Whether this build has NVTX ranges (sp_config.nvtx): its headers were
  * found when it was built. */
 int sp_nvtx_built(void);
+enum { SP_RANGES_NVTX = 1, SP_RANGES_ROCTX = 2 };
+/* rocTX's ranges (SP_RANGES_ROCTX: ROCm's rocprof and RPD see them), from
+ * the library at path (ROCm's libroctx64.so): 0, or -1 with why in err
+ * (n bytes). Once loaded, it stays for the process. */
+int sp_roctx_load(const char *path, char *err, size_t n);
 
 /* ---- dtype names (process-wide) ---------------------------------------- */
 /* names[i] is the Python spelling ("torch.float32") of dtype code i. Copied.

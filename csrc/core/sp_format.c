@@ -369,8 +369,7 @@ SP_PRIVATE inline size_t format_record_bound(const sp_profiler *p, const sp_thre
          enc_bound(&t->pub.out) + (within ? within->head_len : 0) + extra;
 }
 
-#ifdef SP_HAVE_NVTX
-/* A call's NVTX range name (sp_nvtx.c): its operation and input tensors,
+/* A call's range name (sp_nvtx.c: NVTX, rocTX): its operation and input tensors,
  * "aten.mm.default(self=[128, 256] torch.float16, mat2=[256, 512] torch.float16)",
  * NUL-terminated in b; 0 when out of memory. What is known as the call
  * begins: its outputs are not. */
@@ -431,4 +430,3 @@ SP_PRIVATE int format_range_name(const sp_thread *t, sp_buf *b) {
   b->n = (size_t)(o - b->p);
   return 1;
 }
-#endif

@@ -228,7 +228,8 @@ struct sp_thread {
   sp_buf timed;    /* a timed call's rest: its "start_us" and "time_us", then line's */
   int64_t call_start; /* the ended timed call's start, sp_clock_ns (call_ended) */
   struct nvtx_name *nvtx_names; /* NVTX range names registered (sp_nvtx.c), or NULL */
-  int nvtx_open;   /* the call in flight pushed an NVTX range */
+  struct nvtx_name *roctx_names; /* rocTX range names made (sp_nvtx.c: handle a string), or NULL */
+  int nvtx_open;   /* the call in flight pushed a range: SP_RANGES_NVTX or _ROCTX */
   int grow_ask;    /* its record asked the grower for room (spinlock held) */
 #ifdef SP_DEBUG
   int in_call;     /* sp_call_begin returned nonzero; end or fail not yet */
@@ -737,10 +738,8 @@ SP_PRIVATE int pass_of_call(const sp_profiler *p, const struct sp_pass **ps, int
 /* ---- sp_format.c [format_]: records as text ---- */
 /* Where the encoded item at w[i] (its tag) ends. */
 SP_PRIVATE size_t format_item_end(const int64_t *w, size_t i);
-#ifdef SP_HAVE_NVTX
-/* t's call's NVTX range name (its operation and input shapes), NUL-ended in b. */
+/* t's call's range name (its operation and input shapes), NUL-ended in b. */
 SP_PRIVATE int format_range_name(const sp_thread *t, sp_buf *b);
-#endif
 /* The record's text up to its outputs into t->prefix, call_id included,
  * from the signature's cached text when it has one (and caching it when
  * not). 0 when out of memory. */
@@ -751,9 +750,10 @@ SP_PRIVATE int format_outputs(sp_thread *t);
 SP_PRIVATE size_t format_record_bound(const sp_profiler *p, const sp_thread *t, size_t extra);
 
 /* ---- sp_nvtx.c [nvtx_]: NVTX ranges, one per recorded call (sp_config.nvtx) ---- */
-/* t's call's range, pushed as it begins, popped as it ends. */
-SP_PRIVATE void nvtx_push(sp_thread *t);
+/* t's call's range (ranges: sp_config.nvtx), pushed as it begins, popped as it ends. */
+SP_PRIVATE void nvtx_push(sp_thread *t, int ranges);
 SP_PRIVATE void nvtx_pop(sp_thread *t);
+SP_PRIVATE void nvtx_free_names(sp_thread *t);
 
 /* ---- sp_record.c [record_]: the hot path (its API is sp_core.h's) ---- */
 SP_PRIVATE void record_rescue_in_flight(sp_profiler *p, sp_thread *t);

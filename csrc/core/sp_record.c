@@ -47,7 +47,7 @@ static inline int call_begin(sp_profiler *p, sp_thread *t);
 /* A call that a timed or NVTX profiler records begins: its range is pushed
  * (not a launch's: it ran already), then its time starts. */
 static SP_OUTLINE void call_begun(const sp_profiler *p, sp_thread *t) {
-  if (p->cfg.nvtx && !t->op->launch) nvtx_push(t);
+  if (p->cfg.nvtx && !t->op->launch) nvtx_push(t, p->cfg.nvtx);
   if (p->cfg.time) {
     t->pub.t1 = 0;
     t->pub.t0 = sp_clock_ns();

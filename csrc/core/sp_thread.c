@@ -21,7 +21,7 @@ void sp_thread_free(sp_thread *t) {
   free(t->prefix.p);
   free(t->line.p);
   free(t->timed.p);
-  free(t->nvtx_names);
+  nvtx_free_names(t);
   free(t);
 }
 

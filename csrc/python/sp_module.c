@@ -46,7 +46,7 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
     PyErr_SetString(PyExc_RuntimeError, "Profiler is already initialised");
     return -1;
   }
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppzLppp", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppzLppi", kwlist,
                                    PyUnicode_FSConverter, &path_obj, &rank,
                                    &skip, &limit, &dedupe, &phases, &with_args, &sync, &worker,
                                    &max_bytes, &exclusive, &timed, &nvtx))
@@ -55,6 +55,11 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
                    .log_n_passes = limit, .dedupe = dedupe, .phases = phases, .args = with_args,
                    .worker = worker, .max_bytes = max_bytes, .exclusive = exclusive,
                    .time = timed, .nvtx = nvtx};
+  if (nvtx < 0 || nvtx > SP_RANGES_ROCTX) {
+    Py_DECREF(path_obj);
+    PyErr_SetString(PyExc_ValueError, "nvtx: 0, 1 (NVTX) or 2 (rocTX)");
+    return -1;
+  }
   int rc = sp_fallback_install();
   cfg.dispatch_key = sp_fallback_key(); /* the route install chose */
   /* Python kernels' exceptions are described from the exception object */
@@ -254,6 +259,17 @@ static PyObject *Profiler_get_summary_path(PyObject *self_, void *c) {
   return PyUnicode_DecodeFSDefault(sp_summary_path(self->p));
 }
 
+static PyObject *mod_roctx_load(PyObject *m, PyObject *arg) {
+  (void)m;
+  PyObject *path = NULL;
+  if (!PyUnicode_FSConverter(arg, &path)) return NULL;
+  char err[512];
+  int rc = sp_roctx_load(PyBytes_AS_STRING(path), err, sizeof err);
+  Py_DECREF(path);
+  if (rc) return PyErr_Format(PyExc_OSError, "%s", err);
+  Py_RETURN_NONE;
+}
+
 static PyObject *mod_nvtx_built(PyObject *m, PyObject *noargs) {
   (void)m;
   (void)noargs;
@@ -384,6 +400,9 @@ static PyMethodDef module_methods[] = {
     {"dispatch_key", mod_dispatch_key, METH_NOARGS,
      "dispatch_key($module, /)\n--\n\nThe dispatch key the fallback sits on (its route): 'Fake', or "
      "'TESTING_ONLY_GenericMode' where this torch has a fallback on Fake; 'Fake' before the first profiler."},
+    {"roctx_load", mod_roctx_load, METH_O,
+     "roctx_load($module, path, /)\n--\n\nLoads rocTX's ranges from the library at path (libroctx64.so) for "
+     "Profiler(nvtx=2); OSError with the loader's reason."},
     {"nvtx_built", mod_nvtx_built, METH_NOARGS,
      "nvtx_built($module, /)\n--\n\nWhether this build has NVTX ranges (its headers were found when it was built)."},
     {"logging_flags", sp_pycall_logging_flags, METH_NOARGS,
@@ -420,6 +439,12 @@ PyMODINIT_FUNC PyInit__C(void) {
   Py_INCREF(&ProfilerType);
   if (PyModule_AddObject(m, "Profiler", (PyObject *)&ProfilerType) < 0) {
     Py_DECREF(&ProfilerType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  /* Profiler(nvtx=): which ranges (sp_core.h) */
+  if (PyModule_AddIntConstant(m, "RANGES_NVTX", SP_RANGES_NVTX) < 0 ||
+      PyModule_AddIntConstant(m, "RANGES_ROCTX", SP_RANGES_ROCTX) < 0) {
     Py_DECREF(m);
     return NULL;
   }

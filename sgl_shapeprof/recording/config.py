@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import FrozenSet, Mapping, Optional
+from typing import FrozenSet, Mapping, Optional, Tuple
 
 from .switch import ARMED, ENV_ENABLE, OFF, ON_REQUEST, PHASE_ALIASES, env_setting, neutral_name, parse_switch
 from ..records.worker import Worker
@@ -26,6 +26,7 @@ ENV_ARGS = "SGLANG_PROFILE_SHAPES_ARGS"
 ENV_SYNC = "SGLANG_PROFILE_SHAPES_SYNC"
 ENV_TIME = "SGLANG_PROFILE_SHAPES_TIME"
 ENV_NVTX = "SGLANG_PROFILE_SHAPES_NVTX"
+ENV_ROCTX_LIBRARY = "SGLANG_PROFILE_SHAPES_ROCTX_LIBRARY"
 ENV_MAX_MB = "SGLANG_PROFILE_SHAPES_MAX_MB"
 
 DEFAULT_FILE = "shapes.jsonl"
@@ -235,6 +236,14 @@ class _Settings:
     def flag(self, name: str) -> Optional[bool]:
         found = self.get(name)
         return _flag(*found) if found and found[1].strip() else None
+
+
+def roctx_library(environ: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
+    """(the spelling read, the rocTX library it names: ranges through rocTX
+    on any torch), or None: rocTX on a ROCm build of torch only, from its
+    own search (profiler.py)."""
+    found = _Settings(os.environ if environ is None else environ).get(ENV_ROCTX_LIBRARY)
+    return found if found and found[1].strip() else None
 
 
 def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:

@@ -14,7 +14,8 @@ import weakref
 from typing import ContextManager, Iterable, Optional, Union
 
 from ..on_import import imported_before
-from .config import INT_MAX, parse_max_mb, phase_filter
+from .config import ENV_ROCTX_LIBRARY, INT_MAX, parse_max_mb, phase_filter, roctx_library
+from .switch import neutral_name
 from .messages import say, say_once
 from .nesting import NESTED, REFUSED, OpenPass, Passes, nest
 from .doors import PASS_DOORS, passes_began, passes_ended, watch_passes
@@ -137,6 +138,38 @@ NO_NVTX = ("nvtx: this build of sgl_shapeprof has no NVTX ranges: NVTX's headers
            "(--no-build-isolation)")
 
 
+ROCTX_LIBRARY = "libroctx64.so"  # ROCm's rocTX (roctracer), which ROCm builds of torch ship in torch/lib
+
+
+def ranges_of(native, nvtx: bool) -> int:
+    """ShapeProfiler's nvtx as the core takes it: 0, or the ranges this
+    process can push: rocTX's on a ROCm build of torch or where
+    ENV_ROCTX_LIBRARY names its library (rocprof and RPD see them), else
+    NVTX's; ValueError in one line when they cannot be had."""
+    if not nvtx:
+        return 0
+    named = roctx_library()
+    torch = sys.modules.get("torch")
+    if named or getattr(getattr(torch, "version", None), "hip", None):
+        # a ROCm torch: the loader's search, then torch's own copy
+        tried = [named[1]] if named else [ROCTX_LIBRARY, os.path.join(os.path.dirname(torch.__file__), "lib",
+                                                                      ROCTX_LIBRARY)]
+        why = []
+        for path in tried:
+            try:
+                native.roctx_load(path)
+                return native.RANGES_ROCTX
+            except OSError as e:
+                why.append(str(e))
+        raise ValueError(f"nvtx: cannot load rocTX's ranges ({'; '.join(why)}): "
+                         + (f"{named[0]} names its library" if named else
+                            f"install ROCm's roctracer, or name its {ROCTX_LIBRARY} in "
+                            f"{neutral_name(ENV_ROCTX_LIBRARY)}"))
+    if not native.nvtx_built():
+        raise ValueError(NO_NVTX)
+    return native.RANGES_NVTX
+
+
 class ShapeProfiler(PassContext):
     """Records every operator call of the logged forward passes.
 
@@ -165,7 +198,8 @@ class ShapeProfiler(PassContext):
     "signature_times" (docs/FORMAT.md). nvtx: push an NVTX range per
     recorded call, named by its operation and input shapes, so that under
     nsys each kernel sits under the shapes that launched it (a build
-    without NVTX's headers refuses it: ValueError). worker: which worker of a
+    without NVTX's headers refuses it: ValueError); on a ROCm build of
+    torch, a rocTX range, for rocprof and RPD (ranges_of). worker: which worker of a
     deployment this is (a Worker: its TP, PP, DP and EP ranks, host, pid),
     written to the summary as "worker"; the server integrations read it from
     the server's own state. max_mb: the records file's cap in MiB (None: 1024,
@@ -216,8 +250,7 @@ class ShapeProfiler(PassContext):
         self.sync = bool(sync)
         self.time = bool(time)
         self.nvtx = bool(nvtx)
-        if self.nvtx and not _C.nvtx_built():
-            raise ValueError(NO_NVTX)
+        ranges = ranges_of(_C, self.nvtx)
         if worker is not None and not isinstance(worker, Worker):
             raise TypeError(f"worker must be a sgl_shapeprof Worker, not {type(worker).__name__}")
         self.worker = worker
@@ -226,7 +259,7 @@ class ShapeProfiler(PassContext):
             return _C.Profiler(at, rank=rank, skip_warmup=skip_warmup, log_n_passes=log_n_passes,
                                dedupe=self.dedupe, phases=phase_list, args=self.args, sync=self.sync,
                                worker=identity, max_bytes=cap, exclusive=bool(exclusive),
-                               time=self.time, nvtx=self.nvtx)
+                               time=self.time, nvtx=ranges)
         try:
             self._native = native(path)
         except BlockingIOError:
