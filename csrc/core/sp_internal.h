@@ -753,7 +753,6 @@ SP_PRIVATE size_t format_record_bound(const sp_profiler *p, const sp_thread *t, 
 /* t's call's range (ranges: sp_config.nvtx), pushed as it begins, popped as it ends. */
 SP_PRIVATE void nvtx_push(sp_thread *t, int ranges);
 SP_PRIVATE void nvtx_pop(sp_thread *t);
-SP_PRIVATE void nvtx_free_names(sp_thread *t);
 
 /* ---- sp_record.c [record_]: the hot path (its API is sp_core.h's) ---- */
 SP_PRIVATE void record_rescue_in_flight(sp_profiler *p, sp_thread *t);

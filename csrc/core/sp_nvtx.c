@@ -127,10 +127,3 @@ SP_PRIVATE void nvtx_pop(sp_thread *t) {
   if (open == SP_RANGES_ROCTX) g_roctx_pop();
   else if (open) nvtx_range_pop();
 }
-
-SP_PRIVATE void nvtx_free_names(sp_thread *t) {
-  free(t->nvtx_names);
-  if (t->roctx_names)
-    for (size_t i = 0; i < SP_NVTX_NAMES; i++) free(t->roctx_names[i].handle);
-  free(t->roctx_names);
-}

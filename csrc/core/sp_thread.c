@@ -21,7 +21,10 @@ void sp_thread_free(sp_thread *t) {
   free(t->prefix.p);
   free(t->line.p);
   free(t->timed.p);
-  nvtx_free_names(t);
+  free(t->nvtx_names);
+  if (t->roctx_names) /* rocTX's names are the slots' own strings (sp_nvtx.c) */
+    for (size_t i = 0; i < SP_NVTX_NAMES; i++) free(t->roctx_names[i].handle);
+  free(t->roctx_names);
   free(t);
 }
 
