@@ -22,7 +22,7 @@ FLASHINFER_DIR = os.path.join(sys.prefix, f"flashinfer-{FLASHINFER_VERSION}")  #
 
 CHILD = r'''
 import inspect, json, sys, torch
-import flashinfer.decode, flashinfer.fused_moe, flashinfer.norm
+import flashinfer.decode, flashinfer.fused_moe, flashinfer.gemm, flashinfer.norm
 from sgl_shapeprof import ShapeProfiler
 
 out = sys.argv[1]
@@ -34,6 +34,7 @@ workspace = torch.empty(1 << 16, dtype=torch.uint8)
 tables, lens = torch.zeros(2, 4, dtype=torch.int32), torch.tensor([40, 70], dtype=torch.int32)
 logits, hidden = torch.randn(5, 8, dtype=torch.float32), torch.randn(5, 64, dtype=bf16)
 w13, w2 = torch.randn(8, 256, 64, dtype=bf16), torch.randn(8, 64, 128, dtype=bf16)
+fp8 = torch.float8_e4m3fn
 calls = [
     (flashinfer.norm.rmsnorm, (x, w), {"eps": 1e-5}),
     (flashinfer.decode.trtllm_batch_decode_with_kv_cache, (q, (k_cache, v_cache), workspace, tables, lens, 128),
@@ -41,6 +42,10 @@ calls = [
     (flashinfer.fused_moe.trtllm_bf16_moe, (logits, None, hidden, w13, w2),
      dict(num_experts=8, top_k=2, n_group=None, topk_group=None, intermediate_size=128,
           local_expert_offset=0, local_num_experts=8)),
+    # under FlashInfer's backend_requirement: its device and problem-size
+    # checks raise before the function itself runs
+    (flashinfer.gemm.bmm_fp8, (torch.zeros(2, 5, 32, dtype=fp8), torch.zeros(2, 32, 24, dtype=fp8), torch.ones(1),
+                               torch.ones(1), bf16), {}),
 ]
 prof = ShapeProfiler(out)
 seen = []
@@ -86,8 +91,8 @@ def test_each_public_call_is_one_record_named_by_flashinfers_module(child):
 
 def test_the_records_carry_the_tensors_by_parameter_name_and_the_exception_as_raised(child):
     path, seen = child
-    norm, decode, moe = load(path)
-    for rec, s in zip((norm, decode, moe), seen):
+    norm, decode, moe, bmm = load(path)
+    for rec, s in zip((norm, decode, moe, bmm), seen):
         assert s["error"] is not None, "FlashInfer ran a kernel on the CPU: the test needs a new oracle"
         assert rec["error"] == s["error"]
         assert rec["outputs"] is None
@@ -103,6 +108,9 @@ def test_the_records_carry_the_tensors_by_parameter_name_and_the_exception_as_ra
     assert moe["inputs"]["gemm1_weights"] == {"shape": [8, 256, 64], "dtype": bf16}
     assert {k: moe["args"][k] for k in ("num_experts", "top_k", "intermediate_size", "routing_bias")} == {
         "num_experts": 8, "top_k": 2, "intermediate_size": 128, "routing_bias": None}
+    assert bmm["inputs"]["A"] == {"shape": [2, 5, 32], "dtype": "torch.float8_e4m3fn"}
+    assert bmm["inputs"]["B"] == {"shape": [2, 32, 24], "dtype": "torch.float8_e4m3fn"}
+    assert bmm["args"]["dtype"] == "torch.bfloat16"
 
 
 def test_analyze_counts_the_calls_by_door(child):

@@ -2,13 +2,21 @@
 replaced, where it is defined, by one that wraps what FlashInfer's own
 returns (its logging, FLASHINFER_LOGLEVEL, is kept) in a door
 (recording/doors.py): each call in a logged pass is one record,
-"flashinfer:<module>.<qualname>" (FORMAT.md, "Kernel library calls")."""
+"flashinfer:<module>.<qualname>" (FORMAT.md, "Kernel library calls").
+
+Most of its GEMMs and some attention calls are also under its
+`backend_requirement` decorator, applied above `flashinfer_api`: it checks
+the device, the backend and the problem size, and raises before the
+function runs. That decorator is replaced too, so that the door goes
+outside the checks: a call they refuse is recorded with their exception,
+as any call that raised."""
 from __future__ import annotations
 
 import functools
+import inspect
 
 from ...on_import import is_ours, mark
-from ...recording.doors import api_door, operation_name
+from ...recording.doors import OPERATION_ATTR, api_door, operation_name
 from .seam import PACKAGE
 from .seam import PREFIX as LIBRARY
 
@@ -30,3 +38,27 @@ def patch_api_logging_module(module) -> None:
 
     mark(flashinfer_api, original)
     module.flashinfer_api = flashinfer_api
+
+
+def patch_utils_module(module) -> None:
+    """flashinfer.utils was just imported: its backend_requirement becomes
+    one that, over a door, takes the door off, checks what was under it
+    and puts the door back over the checks (one door, outermost)."""
+    original = getattr(module, "backend_requirement", None)
+    if original is None or is_ours(original):
+        return
+
+    @functools.wraps(original)
+    def backend_requirement(*args, **kwargs):
+        decorate = original(*args, **kwargs)
+
+        def door_outside(func):
+            operation = getattr(func, OPERATION_ATTR, None)
+            under = getattr(func, "__wrapped__", None)
+            if operation is None or under is None:
+                return decorate(func)
+            return api_door(decorate(under), operation, inspect.unwrap(func))
+        return door_outside
+
+    mark(backend_requirement, original)
+    module.backend_requirement = backend_requirement

@@ -94,7 +94,11 @@ SRTCTL_BACKEND = "sglang"
 # C[M, N] = A[M, K] @ B[N, K]^T through DeepGEMM (As, Bs: the block scales)
 OP_NAMESPACE = "sglang"  # register_custom_op's torch.library namespace
 GEMM_OPS = {f"{OP_NAMESPACE}.deep_gemm_fp8_fp8_bf16_nt": ("A", "B", "C"),
-            f"{OP_NAMESPACE}.deep_gemm_mxfp8_fp8_bf16_nt": ("A", "B", "C")}
+            f"{OP_NAMESPACE}.deep_gemm_mxfp8_fp8_bf16_nt": ("A", "B", "C"),
+            # block-FP8 without DeepGEMM (kernels/ops/gemm/fp8_blockwise_gemm.py):
+            # fp8_blockwise_scaled_mm(Tensor! out, Tensor mat_a, Tensor mat_b,
+            # Tensor scales_a, Tensor scales_b), mat_b the weight transposed, [K, N]
+            f"{OP_NAMESPACE}.fp8_blockwise_scaled_mm": ("mat_a", "mat_b", "out")}
 # ...and DeepGEMM's own, which SGLang 0.5.23 pins (sgl-deep-gemm==0.2.3.post2)
 # and calls from layers/deep_gemm_wrapper/entrypoint.py: a TORCH_LIBRARY
 # module (deep_gemm/_C.so; the schemas are its own), so each call reaches
@@ -106,10 +110,11 @@ GEMM_OPS = {f"{OP_NAMESPACE}.deep_gemm_fp8_fp8_bf16_nt": ("A", "B", "C"),
 # sgl-kernel's (sglang-kernel 0.4.10, SGLang 0.5.23's pin; the schemas in its
 # common_ops library, called by sgl_kernel/gemm.py): fp8_scaled_mm and
 # int8_scaled_mm(Tensor mat_a, Tensor mat_b, Tensor scales_a, Tensor
-# scales_b, ScalarType out_dtype, Tensor? bias) -> Tensor, mat_b [K, N]
+# scales_b, ScalarType out_dtype, Tensor? bias) -> Tensor, mat_b [K, N];
+# fp8_blockwise_scaled_mm the same without bias
 SGL_KERNEL_NAMESPACE = "sgl_kernel"
 GEMM_OPS.update({f"{SGL_KERNEL_NAMESPACE}.{name}": ("mat_a", "mat_b", None)
-                 for name in ("fp8_scaled_mm", "int8_scaled_mm")})
+                 for name in ("fp8_scaled_mm", "int8_scaled_mm", "fp8_blockwise_scaled_mm")})
 DEEP_GEMM_NAMESPACE = "deep_gemm"
 GEMM_OPS.update({f"{DEEP_GEMM_NAMESPACE}.{name}": ("a", "b", "d", kind) for name, kind in (
     ("fp8_fp4_gemm_nt", "gemm"), ("fp8_fp4_gemm_nn", "gemm"), ("bf16_gemm_nt", "gemm"), ("bf16_gemm_nn", "gemm"),
