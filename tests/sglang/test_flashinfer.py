@@ -119,3 +119,68 @@ def test_analyze_counts_the_calls_by_door(child):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["files"][0]["doors"] == {"flashinfer": len(seen)}
+
+
+CHECKED = r'''
+import json, sys
+import flashinfer.gemm
+from flashinfer.api_logging import flashinfer_api
+from flashinfer.utils import backend_requirement
+from sgl_shapeprof import ShapeProfiler
+
+
+def fast(n, backend="auto"):
+    return n < 10
+
+
+def slow(n, backend="auto"):
+    return True
+
+
+for check in (fast, slow):
+    check.is_compute_capability_supported = lambda cc: True
+
+
+@backend_requirement({"fast": fast, "slow": slow}, heuristic_func=lambda backends, n, backend="auto": backends)
+@flashinfer_api
+def picks(n, backend="auto"):
+    return list(picks.suitable_auto_backends)  # as bmm_fp8 reads its own: through its module's name
+
+
+said = {"small": picks(3), "large": picks(30), "door": getattr(picks, "_shapeprof_operation", None),
+        "bmm_fp8": sorted(vars(flashinfer.gemm.bmm_fp8))}
+prof = ShapeProfiler(sys.argv[1])
+prof.start_forward_pass("decode")
+said["in_pass"] = picks(30)
+try:
+    picks(3, backend="none")
+except Exception as e:
+    said["refused"] = {"error_type": type(e).__name__, "error_message": str(e)}
+prof.end_forward_pass()
+prof.close()
+print(json.dumps(said))
+'''
+
+
+def test_the_checked_functions_state_stays_flashinfers_own(tmp_path):
+    """The door above backend_requirement's checks: FlashInfer keeps state on
+    the checked function while it runs (`suitable_auto_backends`, which
+    bmm_fp8 and others read through their module's name, now the door's);
+    the door has it live, as the function had, and a refused call is a
+    record with its exception."""
+    if not os.path.isfile(os.path.join(FLASHINFER_DIR, "flashinfer", "__init__.py")):
+        pytest.skip(f"flashinfer-python {FLASHINFER_VERSION} is not in {FLASHINFER_DIR} (tests/sglang_env/setup.sh)")
+    if not zero_edit_hook_installed():
+        pytest.skip("the zero-edit start-up hook is not in site-packages (sgl-shapeprof hook install)")
+    out = str(tmp_path / "shapes.jsonl")
+    env = dict(os.environ, SGLANG_PROFILE_SHAPES="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [FLASHINFER_DIR, os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-c", CHECKED, out], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    said = json.loads(r.stdout.strip().splitlines()[-1])
+    assert said["door"] == "flashinfer:__main__.picks"
+    # what the heuristic chose for this call, not a copy taken when the door was made
+    assert (said["small"], said["large"], said["in_pass"]) == (["fast", "slow"], ["slow"], ["slow"])
+    assert {"is_backend_supported", "has_backend", "dropped_experimental_backends"} <= set(said["bmm_fp8"])
+    (refused,) = [x for x in load(out) if x["operation"] == said["door"]]
+    assert refused["error"] == said["refused"] and refused["args"]["backend"] == "none"

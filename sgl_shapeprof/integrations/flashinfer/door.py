@@ -57,7 +57,15 @@ def patch_utils_module(module) -> None:
             under = getattr(func, "__wrapped__", None)
             if operation is None or under is None:
                 return decorate(func)
-            return api_door(decorate(under), operation, inspect.unwrap(func))
+            checked = decorate(under)
+            door = api_door(checked, operation, inspect.unwrap(func))
+            # FlashInfer keeps state on the checked function, set while it
+            # runs and read through its module's name, now the door's
+            # (`bmm_fp8.suitable_auto_backends`): the two share one set of
+            # attributes, live, never a copy
+            door.__dict__ = checked.__dict__
+            setattr(door, OPERATION_ATTR, operation)
+            return door
         return door_outside
 
     mark(backend_requirement, original)
