@@ -92,3 +92,36 @@ def test_sgl_kernels_scaled_mm_ops_are_gemms(tmp_path, capsys, op, dtype):
     (g,) = json.loads(capsys.readouterr().out)
     assert (g["m"], g["n"], g["k"], g["b_layout"], g["out_dtype"], g["flops"]) == (m, n, k, "KN", "bfloat16",
                                                                                  2 * m * n * k)
+
+
+@pytest.mark.parametrize("case", ["per-channel", "block-kn", "block-64", "other"])
+def test_gemm_says_how_the_weight_is_scaled(tmp_path, capsys, case):
+    """From the weight's scale tensor, under each library's own name for it:
+    vLLM's cutlass_scaled_mm b [K, N] with b_scales [1, N] (one per output
+    channel); sgl-kernel's fp8_blockwise_scaled_mm mat_b [K, N] with
+    scales_b [K/128, N/128] (the weight's [N/128, K/128] transposed, as
+    SGLang passes it); SGLang's DeepGEMM op with 64 x 128 blocks; a scale of
+    no such shape: nothing said."""
+    m, n, k = 3, 512, 1024
+    if case == "per-channel":
+        rec = {"operation": "_C.cutlass_scaled_mm.default",
+               "inputs": {"out": t([m, n], BF16), "a": t([m, k], FP8), "b": t([k, n], FP8),
+                          "a_scales": t([m, 1], F32), "b_scales": t([1, n], F32)}, "outputs": None}
+        want = "per-channel"
+    elif case == "block-kn":
+        rec = {"operation": "sgl_kernel.fp8_blockwise_scaled_mm.default",
+               "inputs": {"mat_a": t([m, k], FP8), "mat_b": t([k, n], FP8), "scales_a": t([m, k // 128], F32),
+                          "scales_b": t([k // 128, n // 128], F32)}, "outputs": t([m, n], BF16)}
+        want = "block [128, 128]"
+    else:
+        bs = [n // 64, k // 128] if case == "block-64" else [7, 3]
+        rec = {"operation": "sglang.deep_gemm_fp8_fp8_bf16_nt.default",
+               "inputs": {"A": t([m, k], FP8), "As": t([m, k // 128], F32), "B": t([n, k], FP8),
+                          "Bs": t(bs, F32), "C": t([m, n], BF16)}, "outputs": None}
+        want = "block [64, 128]" if case == "block-64" else None
+    path = tmp_path / "g.jsonl"
+    write(path, [rec])
+    capsys.readouterr()
+    assert main(["gemm", str(path), "--json"]) == 0
+    (g,) = json.loads(capsys.readouterr().out)
+    assert (g["m"], g["n"], g["k"], g["b_scaling"]) == (m, n, k, want)

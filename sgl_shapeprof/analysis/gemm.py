@@ -10,7 +10,7 @@ from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape, short_dtype
 from ..integrations.registry import gemm_ops
-from .kernel_calls import FLASHINFER, MASKED, gemms_of
+from .kernel_calls import FLASHINFER, MASKED, gemms_of, weight_scaling
 
 # operation name (no namespace, no overload) -> names of its (A, B) inputs
 GEMM_OPS: Dict[str, Tuple[str, str]] = {
@@ -50,6 +50,12 @@ class Gemm:
     b_stride: Optional[List[int]] = None
     # a grouped GEMM's weight groups (experts), its M rows split among them
     groups: Optional[int] = None
+    # a fused MoE's experts (its weights') and each token's top-k: M = tokens x top-k
+    experts: Optional[int] = None
+    top_k: Optional[int] = None
+    # how B (the weight) is scaled, from its scale tensor's shape (FP8, INT8):
+    # "per-tensor", "per-channel", "block [bn, bk]"; None: no scale read
+    b_scaling: Optional[str] = None
     # a timed recording's measure (FORMAT.md "time_us"): `timed` of its calls took time_ns
     time_ns: int = 0
     timed: int = 0
@@ -116,9 +122,25 @@ def launch_gemm(sig: Signature) -> Optional[Gemm]:
         return None
     sb = list(b["shape"])
     layout = "NK" if sb[-2:] == [n, k] else "KN"
+    moe = spec[0] == "a_ptr" and len(sb) == 3  # a fused MoE launch: B holds its experts' weights
+    top_k = _launch_top_k(a, c, m, sig.args.get("top_k")) if moe else None
     return Gemm(sig.operation, m, n, k, 1, short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),  # type: ignore[arg-type]
                 short_dtype(c.get("dtype")) if c else "", sig.count, 2 * m * n * k,  # type: ignore[operator]
-                list(a["shape"]), sb, layout, sig.phase, a_stride=_stride(a), b_stride=_stride(b))
+                list(a["shape"]), sb, layout, sig.phase, a_stride=_stride(a), b_stride=_stride(b),
+                experts=sb[0] if moe else None, top_k=top_k,
+                b_scaling=weight_scaling(sig.inputs, spec[1], n, k))  # type: ignore[arg-type]
+
+
+def _launch_top_k(a: dict, c: Optional[dict], m: int, arg: object) -> Optional[int]:
+    """The experts each token goes to, of a fused MoE launch computing m
+    rows: its output's [tokens, top_k, N] (SGLang's caches, both GEMMs),
+    else its top_k argument when a's rows times it are m (the down GEMM's
+    argument is 1: its rows are one per token and expert already)."""
+    cs = c.get("shape") if c else None
+    if isinstance(cs, list) and len(cs) == 3 and cs[0] * cs[1] == m:
+        return cs[1]
+    rows = math.prod(a["shape"][:-1]) if a.get("shape") else 0
+    return arg if isinstance(arg, int) and arg > 0 and rows * arg == m else None
 
 
 def library_gemms(sig: Signature) -> List[Gemm]:
@@ -132,7 +154,8 @@ def library_gemms(sig: Signature) -> List[Gemm]:
                         short_dtype(a.get("dtype")) if a else "", short_dtype(b.get("dtype")) if b else "",
                         short_dtype(o.get("dtype")) if o else "", sig.count, 2 * g.m * g.n * g.k * g.batch,
                         list(a["shape"]) if a else [], list(b["shape"]) if b else [], "", sig.phase,
-                        groups=g.groups))
+                        groups=g.groups, experts=g.experts, top_k=g.top_k,
+                        b_scaling=weight_scaling(sig.inputs, g.b, g.n, g.k)))
     return out
 
 
@@ -253,7 +276,8 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
                 short_dtype(out_dtype), sig.count, 2 * batch * m * n * k, sa, sb, layout, sig.phase,
                 bias=_t(sig.inputs.get("bias" if kind == "linear" else "self")) is not None
                 and kind in ("linear", "addmm", "baddbmm"),
-                a_stride=_stride(a), b_stride=_stride(b), groups=groups)
+                a_stride=_stride(a), b_stride=_stride(b), groups=groups,
+                b_scaling=weight_scaling(sig.inputs, names[1], n, k))
 
 
 def _stride(t: dict) -> Optional[List[int]]:
@@ -283,7 +307,7 @@ def gemms(signatures: List[Signature], custom: Optional[Dict] = None,
 
 def _merge(merged: Dict[tuple, Gemm], g: Gemm) -> None:
     key = (g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.b_layout, g.bias,
-           str(g.a_stride), str(g.b_stride))
+           str(g.a_stride), str(g.b_stride), g.experts, g.top_k, g.b_scaling)
     if key in merged:
         m = merged[key]
         m.count += g.count
@@ -296,4 +320,4 @@ def _merge(merged: Dict[tuple, Gemm], g: Gemm) -> None:
 
 
 FIELDS = ["operation", "m", "n", "k", "batch", "a_dtype", "b_dtype", "out_dtype", "count",
-          "flops", "total_flops", "b_layout"]
+          "flops", "total_flops", "b_layout", "groups", "experts", "top_k", "b_scaling"]

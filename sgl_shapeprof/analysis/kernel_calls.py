@@ -200,6 +200,8 @@ class LibraryGemm:
     part: str = ""  # of a fused MoE: "up" (gate and up projections) or "down"
     groups: Optional[int] = None  # of a grouped GEMM: its weights' groups (experts), rows split among them
     per_group: Tuple[str, ...] = ()  # ...and its inputs that hold one part per group
+    experts: Optional[int] = None  # of a fused MoE: the experts here (its weights'), each token to top_k
+    top_k: Optional[int] = None
 
 
 @dataclass
@@ -217,8 +219,11 @@ class MoeCall:
 
     def gemms(self) -> List[LibraryGemm]:
         rows = self.tokens * self.top_k  # each token once per expert it goes to
-        return [LibraryGemm(rows, self.up_width, self.hidden, 1, "hidden_states", "gemm1_weights", "up"),
-                LibraryGemm(rows, self.hidden, self.intermediate, 1, "hidden_states", "gemm2_weights", "down")]
+        e = self.local_experts or self.experts
+        return [LibraryGemm(rows, self.up_width, self.hidden, 1, "hidden_states", "gemm1_weights", "up",
+                            experts=e, top_k=self.top_k),
+                LibraryGemm(rows, self.hidden, self.intermediate, 1, "hidden_states", "gemm2_weights", "down",
+                            experts=e, top_k=self.top_k)]
 
 
 MOE_PREFIX = "fused_moe.core.trtllm_"
@@ -239,6 +244,66 @@ def moe_of(sig: Signature) -> Optional[MoeCall]:
     up = w1[1] if len(w1) == 3 else w1[2]
     return MoeCall(hs[0], hidden, inter, up, _int(sig, "num_experts"), _int(sig, "local_num_experts") or w1[0],
                    top_k + max(shared, 0))
+
+
+# ---- how a GEMM's weight is scaled (FP8, INT8: its scale tensor's shape)
+def block_from_scale(w: dict, scale: Optional[dict]) -> Optional[Tuple[int, int]]:
+    """A block shape that fits a block-wise weight scale (E, ceil(N/bn),
+    ceil(K/bk)): the powers of two that give its tile counts, 128 first."""
+    if scale is None or len(scale["shape"]) != 3 or len(w["shape"]) != 3:
+        return None
+    _, rows, cols = w["shape"]
+    _, tr, tc = scale["shape"]
+    if tr <= 1 and tc <= 1 or tc == 1:
+        return None  # per-tensor or per-channel
+
+    def fit(size: int, tiles: int) -> Optional[int]:
+        for b in (128, 64, 256, 32, 512, 16):
+            if -(-size // b) == tiles:
+                return b
+        return None
+    bn, bk = fit(rows, tr), fit(cols, tc)
+    return (bn, bk) if bn and bk else None
+
+
+def _scale_names(b: str) -> Tuple[str, ...]:
+    """The names a GEMM's weight `b` has its scales under, by the libraries'
+    own spellings: B_scale (FlashInfer's bmm_fp8), Bs (SGLang's DeepGEMM
+    op), scales_b (sgl-kernel's mat_b), b_scales (vLLM's cutlass b),
+    gemm1_weights_scale (FlashInfer's MoE), b_scale_ptr (Triton's b_ptr),
+    sfb (DeepGEMM's b), scale_b (aten._scaled_mm's mat2)."""
+    if b.endswith("_ptr"):
+        return (b[:-len("_ptr")] + "_scale_ptr",)
+    last = b.rsplit("_", 1)[-1]
+    return (b + "_scale", b + "_scales", b + "s", "scales_" + last, "sf" + b, "scale_b" if b == "mat2" else "")
+
+
+def weight_scaling(inputs: dict, b: str, n: int, k: int) -> Optional[str]:
+    """How a GEMM's weight (input `b`, N x K in either order, one per group
+    in front where grouped) is scaled, from its scale tensor's shape:
+    "per-tensor", "per-channel" (one scale per N), "block [bn, bk]"; None
+    without a scale tensor, or one of another shape."""
+    w = inputs.get(b)
+    ws = w.get("shape") if isinstance(w, dict) else None
+    scale = next((inputs[x] for x in _scale_names(b) if x and isinstance(inputs.get(x), dict)), None)
+    ss = scale.get("shape") if scale else None
+    if not isinstance(ws, list) or len(ws) < 2 or not isinstance(ss, list):
+        return None
+    if len(ws) == 3 and len(ss) == 3 and ss[0] == ws[0]:
+        ws, ss = ws[1:], ss[1:]  # one per group (expert)
+    if all(x == 1 for x in ss):
+        return "per-tensor"
+    if sorted(ss) in ([n], [1, n]):
+        return "per-channel"
+    rows, cols = ws[-2], ws[-1]
+    nk = (rows, cols) == (n, k)
+    if len(ss) != 2 or not nk and (rows, cols) != (k, n):
+        return None
+    block = block_from_scale({"shape": [1, rows, cols]}, {"shape": [1] + list(ss)})
+    if block is None:
+        return None
+    bn, bk = block if nk else block[::-1]
+    return f"block [{bn}, {bk}]"
 
 
 # ---- what a fused MoE call reads of its experts' weights

@@ -40,8 +40,7 @@ def tune_csv(r: TuneResult, out: TextIO) -> None:
 
 
 def gemm_csv(shown: List[Gemm], out: TextIO) -> None:
-    write_csv(out, GEMM_FIELDS, ([g.operation, g.m, g.n, g.k, g.batch, g.a_dtype, g.b_dtype, g.out_dtype, g.count,
-                                  g.flops, g.total_flops, g.b_layout] for g in shown))
+    write_csv(out, GEMM_FIELDS, ([getattr(g, f) for f in GEMM_FIELDS] for g in shown))
 
 
 def cost_csv(rows: list, out: TextIO) -> None:

@@ -260,6 +260,20 @@ def test_gemm_lists_every_gemm_of_qwen3_moe_with_no_flag(qwen3):
     assert listed(qwen3) == wanted(qwen3_gemms, QWEN3)
 
 
+def test_gemm_says_each_moe_gemms_experts_and_top_k_and_how_each_weight_is_scaled(deepseek, qwen3):
+    """E and top-k where grouped; FP8 weights' scaling from their scale
+    tensors, as the test built them: one scale per 128 x 128 block of each
+    DeepGEMM and MoE weight, one per tensor for bmm_fp8's."""
+    got = {(g["operation"].split(" [")[0], g["experts"], g["top_k"], g["b_scaling"]) for g in cli_json("gemm", deepseek)}
+    c = DSV3
+    assert got == {(DEEP_GEMM, None, None, "block [128, 128]"), (BMM_FP8, None, None, "per-tensor"),
+                   ("aten.mm.default", None, None, None), (FI_MOE, c["experts"], c["top_k"], "block [128, 128]")}
+    got = {(g["operation"], g["experts"], g["top_k"], g["m"]) for g in cli_json("gemm", qwen3)
+           if g["operation"] == TRITON_MOE}
+    c = QWEN3
+    assert got == {(TRITON_MOE, c["experts"], c["top_k"], t * c["top_k"]) for _, t in PASSES}
+
+
 def flops_by_operation(gemms_of, cfg):
     total = {}
     for _, t in PASSES:

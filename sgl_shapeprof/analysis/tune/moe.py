@@ -15,7 +15,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from ...records.phases import EXTEND, PREFILL
 from ...records.signature import Signature
-from ..kernel_calls import MoeReading
+from ..kernel_calls import MoeReading, block_from_scale
 
 # SGLang's MoE custom ops (register_custom_op in moe_runner/triton_utils/fused_moe.py)
 MOE_OPS = ("sglang.inplace_fused_experts", "sglang.outplace_fused_experts")
@@ -120,25 +120,6 @@ def as_tensor(v: object) -> Optional[dict]:
 
 def _dt(v: Optional[dict]) -> str:
     return str((v or {}).get("dtype", "")).replace("torch.", "")
-
-
-def block_from_scale(w: dict, scale: Optional[dict]) -> Optional[Tuple[int, int]]:
-    """A block shape that fits a block-wise weight scale (E, ceil(N/bn),
-    ceil(K/bk)): the powers of two that give its tile counts, 128 first."""
-    if scale is None or len(scale["shape"]) != 3 or len(w["shape"]) != 3:
-        return None
-    _, rows, cols = w["shape"]
-    _, tr, tc = scale["shape"]
-    if tr <= 1 and tc <= 1 or tc == 1:
-        return None  # per-tensor or per-channel
-
-    def fit(size: int, tiles: int) -> Optional[int]:
-        for b in (128, 64, 256, 32, 512, 16):
-            if -(-size // b) == tiles:
-                return b
-        return None
-    bn, bk = fit(rows, tr), fit(cols, tc)
-    return (bn, bk) if bn and bk else None
 
 
 def moe_key_of(sig: Signature, dtype_str: DtypeStr = plain_dtype_str

@@ -35,6 +35,10 @@ def gemm_text(gs: List[Gemm], srcs: List[Source], out: TextIO, top: Optional[int
     for g in shown:
         dt = f"{g.a_dtype},{g.b_dtype}->{g.out_dtype}"
         grouped = f" (grouped: M rows over {g.groups} weight groups)" if g.groups else ""
+        if g.experts:
+            grouped += f" (E {g.experts}" + (f", top-{g.top_k}: M = tokens x {g.top_k})" if g.top_k else ")")
+        if g.b_scaling:
+            grouped += f" (B scaled {g.b_scaling})"
         measured = ""
         if timed:
             us, tf = g.us_per_call, g.tflops
