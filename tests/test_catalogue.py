@@ -94,25 +94,35 @@ def test_sgl_kernels_scaled_mm_ops_are_gemms(tmp_path, capsys, op, dtype):
                                                                                  2 * m * n * k)
 
 
-@pytest.mark.parametrize("case", ["per-channel", "block-kn", "block-64", "other"])
+@pytest.mark.parametrize("case", ["per-channel", "block-kn", "block-kn-64", "block-64", "ue8m0", "other"])
 def test_gemm_says_how_the_weight_is_scaled(tmp_path, capsys, case):
     """From the weight's scale tensor, under each library's own name for it:
     vLLM's cutlass_scaled_mm b [K, N] with b_scales [1, N] (one per output
     channel); sgl-kernel's fp8_blockwise_scaled_mm mat_b [K, N] with
     scales_b [K/128, N/128] (the weight's [N/128, K/128] transposed, as
-    SGLang passes it); SGLang's DeepGEMM op with 64 x 128 blocks; a scale of
-    no such shape: nothing said."""
+    SGLang passes it), and with 64-wide N blocks; SGLang's DeepGEMM op with
+    64 x 128 blocks; Blackwell's packed UE8M0 scales (int32, four to a
+    word) and a scale of no such shape: nothing said."""
     m, n, k = 3, 512, 1024
     if case == "per-channel":
         rec = {"operation": "_C.cutlass_scaled_mm.default",
                "inputs": {"out": t([m, n], BF16), "a": t([m, k], FP8), "b": t([k, n], FP8),
                           "a_scales": t([m, 1], F32), "b_scales": t([1, n], F32)}, "outputs": None}
         want = "per-channel"
-    elif case == "block-kn":
+    elif case in ("block-kn", "block-kn-64"):
+        bn = 128 if case == "block-kn" else 64
+        if case == "block-kn-64":
+            n = k  # square: only the layout tells which scale dimension is N's
         rec = {"operation": "sgl_kernel.fp8_blockwise_scaled_mm.default",
                "inputs": {"mat_a": t([m, k], FP8), "mat_b": t([k, n], FP8), "scales_a": t([m, k // 128], F32),
-                          "scales_b": t([k // 128, n // 128], F32)}, "outputs": t([m, n], BF16)}
-        want = "block [128, 128]"
+                          "scales_b": t([k // 128, n // bn], F32)}, "outputs": t([m, n], BF16)}
+        want = f"block [{bn}, 128]"
+    elif case == "ue8m0":  # Blackwell's packed power-of-two scales: four to an int32, [N, ceil(K/512)]
+        k = 256  # one word per row, [N, 1]: per-channel's shape
+        rec = {"operation": "sglang.deep_gemm_fp8_fp8_bf16_nt.default",
+               "inputs": {"A": t([m, k], FP8), "As": t([m, 1], I32), "B": t([n, k], FP8),
+                          "Bs": t([n, 1], I32), "C": t([m, n], BF16)}, "outputs": None}
+        want = None
     else:
         bs = [n // 64, k // 128] if case == "block-64" else [7, 3]
         rec = {"operation": "sglang.deep_gemm_fp8_fp8_bf16_nt.default",
@@ -125,3 +135,22 @@ def test_gemm_says_how_the_weight_is_scaled(tmp_path, capsys, case):
     assert main(["gemm", str(path), "--json"]) == 0
     (g,) = json.loads(capsys.readouterr().out)
     assert (g["m"], g["n"], g["k"], g["b_scaling"]) == (m, n, k, want)
+
+
+def test_gemm_reads_past_hostile_scale_and_output_shapes(tmp_path, capsys):
+    """A records file is untrusted: scale and output shapes that are not
+    whole numbers leave those fields unsaid, never a traceback."""
+    m, n, k = 3, 256, 512
+    recs = [{"operation": "sglang.deep_gemm_fp8_fp8_bf16_nt.default",
+             "inputs": {"A": t([m, k], FP8), "B": t([n, k], FP8), "Bs": t([2, None], F32), "C": t([m, n], BF16)},
+             "outputs": None},
+            {"operation": "triton:sglang.kernels.ops.moe.fused_moe_triton_kernels.fused_moe_kernel",
+             "inputs": {"a_ptr": t([2, k], BF16), "b_ptr": t([8, n, k], BF16), "c_ptr": t(["a", "b", n], BF16),
+                        "b_scale_ptr": t([8, -2, "x"], F32)},
+             "args": {"N": n, "K": k, "num_valid_tokens": 4, "top_k": True}, "outputs": None}]
+    path = tmp_path / "g.jsonl"
+    write(path, recs)
+    capsys.readouterr()
+    assert main(["gemm", str(path), "--json"]) == 0
+    got = sorted((g["m"], g["b_scaling"], g["experts"], g["top_k"]) for g in json.loads(capsys.readouterr().out))
+    assert got == [(3, None, None, None), (4, None, 8, None)]

@@ -10,7 +10,7 @@ from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape, short_dtype
 from ..integrations.registry import gemm_ops
-from .kernel_calls import FLASHINFER, MASKED, gemms_of, weight_scaling
+from .kernel_calls import FLASHINFER, MASKED, gemms_of, positive_dims, weight_scaling
 
 # operation name (no namespace, no overload) -> names of its (A, B) inputs
 GEMM_OPS: Dict[str, Tuple[str, str]] = {
@@ -122,13 +122,13 @@ def launch_gemm(sig: Signature) -> Optional[Gemm]:
         return None
     sb = list(b["shape"])
     layout = "NK" if sb[-2:] == [n, k] else "KN"
-    moe = spec[0] == "a_ptr" and len(sb) == 3  # a fused MoE launch: B holds its experts' weights
+    moe = spec[0] == "a_ptr" and len(sb) == 3 and positive_dims(sb) is not None  # a fused MoE launch: B, its experts' weights
     top_k = _launch_top_k(a, c, m, sig.args.get("top_k")) if moe else None
     return Gemm(sig.operation, m, n, k, 1, short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),  # type: ignore[arg-type]
                 short_dtype(c.get("dtype")) if c else "", sig.count, 2 * m * n * k,  # type: ignore[operator]
                 list(a["shape"]), sb, layout, sig.phase, a_stride=_stride(a), b_stride=_stride(b),
                 experts=sb[0] if moe else None, top_k=top_k,
-                b_scaling=weight_scaling(sig.inputs, spec[1], n, k))  # type: ignore[arg-type]
+                b_scaling=weight_scaling(sig.inputs, spec[1], n, k, layout))  # type: ignore[arg-type]
 
 
 def _launch_top_k(a: dict, c: Optional[dict], m: int, arg: object) -> Optional[int]:
@@ -136,11 +136,11 @@ def _launch_top_k(a: dict, c: Optional[dict], m: int, arg: object) -> Optional[i
     rows: its output's [tokens, top_k, N] (SGLang's caches, both GEMMs),
     else its top_k argument when a's rows times it are m (the down GEMM's
     argument is 1: its rows are one per token and expert already)."""
-    cs = c.get("shape") if c else None
-    if isinstance(cs, list) and len(cs) == 3 and cs[0] * cs[1] == m:
+    cs, sa = positive_dims(c.get("shape")) if c else None, positive_dims(a.get("shape"))
+    if cs is not None and len(cs) == 3 and cs[0] * cs[1] == m:
         return cs[1]
-    rows = math.prod(a["shape"][:-1]) if a.get("shape") else 0
-    return arg if isinstance(arg, int) and arg > 0 and rows * arg == m else None
+    rows = math.prod(sa[:-1]) if sa else 0
+    return arg if isinstance(arg, int) and not isinstance(arg, bool) and arg > 0 and rows * arg == m else None
 
 
 def library_gemms(sig: Signature) -> List[Gemm]:
@@ -277,7 +277,7 @@ def gemm_of(sig: Signature, custom: Dict[str, Optional[Tuple[str, str]]]) -> Opt
                 bias=_t(sig.inputs.get("bias" if kind == "linear" else "self")) is not None
                 and kind in ("linear", "addmm", "baddbmm"),
                 a_stride=_stride(a), b_stride=_stride(b), groups=groups,
-                b_scaling=weight_scaling(sig.inputs, names[1], n, k))
+                b_scaling=weight_scaling(sig.inputs, names[1], n, k, layout))
 
 
 def _stride(t: dict) -> Optional[List[int]]:

@@ -247,6 +247,15 @@ def moe_of(sig: Signature) -> Optional[MoeCall]:
 
 
 # ---- how a GEMM's weight is scaled (FP8, INT8: its scale tensor's shape)
+def _fit(size: int, tiles: int) -> Optional[int]:
+    """The block along a dimension of `size` that makes `tiles` blocks: the
+    powers of two that scaled GEMMs use, 128 first."""
+    for b in (128, 64, 256, 32, 512, 16):
+        if -(-size // b) == tiles:
+            return b
+    return None
+
+
 def block_from_scale(w: dict, scale: Optional[dict]) -> Optional[Tuple[int, int]]:
     """A block shape that fits a block-wise weight scale (E, ceil(N/bn),
     ceil(K/bk)): the powers of two that give its tile counts, 128 first."""
@@ -256,14 +265,15 @@ def block_from_scale(w: dict, scale: Optional[dict]) -> Optional[Tuple[int, int]
     _, tr, tc = scale["shape"]
     if tr <= 1 and tc <= 1 or tc == 1:
         return None  # per-tensor or per-channel
-
-    def fit(size: int, tiles: int) -> Optional[int]:
-        for b in (128, 64, 256, 32, 512, 16):
-            if -(-size // b) == tiles:
-                return b
-        return None
-    bn, bk = fit(rows, tr), fit(cols, tc)
+    bn, bk = _fit(rows, tr), _fit(cols, tc)
     return (bn, bk) if bn and bk else None
+
+
+def positive_dims(v: object) -> Optional[List[int]]:
+    """A shape of positive whole numbers, or None (records are untrusted)."""
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+        return None
+    return v
 
 
 def _scale_names(b: str) -> Tuple[str, ...]:
@@ -278,31 +288,38 @@ def _scale_names(b: str) -> Tuple[str, ...]:
     return (b + "_scale", b + "_scales", b + "s", "scales_" + last, "sf" + b, "scale_b" if b == "mat2" else "")
 
 
-def weight_scaling(inputs: dict, b: str, n: int, k: int) -> Optional[str]:
-    """How a GEMM's weight (input `b`, N x K in either order, one per group
-    in front where grouped) is scaled, from its scale tensor's shape:
-    "per-tensor", "per-channel" (one scale per N), "block [bn, bk]"; None
-    without a scale tensor, or one of another shape."""
+# scales held as numbers (not packed: Blackwell's UE8M0 scales are int32, four to a word)
+_SCALE_DTYPES = {"torch.float32", "torch.bfloat16", "torch.float16", "torch.float8_e8m0fnu"}
+
+
+def weight_scaling(inputs: dict, b: str, n: int, k: int, layout: str = "") -> Optional[str]:
+    """How a GEMM's weight (input `b`: [N, K] or [K, N] -- layout "NK",
+    "KN", or "" to tell from N and K -- one per group in front where
+    grouped) is scaled, from its scale tensor's shape: "per-tensor",
+    "per-channel" (one scale per N), "block [bn, bk]"; None without a
+    scale tensor of numbers, or one of another shape."""
     w = inputs.get(b)
-    ws = w.get("shape") if isinstance(w, dict) else None
     scale = next((inputs[x] for x in _scale_names(b) if x and isinstance(inputs.get(x), dict)), None)
-    ss = scale.get("shape") if scale else None
-    if not isinstance(ws, list) or len(ws) < 2 or not isinstance(ss, list):
+    ws = positive_dims(w.get("shape")) if isinstance(w, dict) else None
+    ss = positive_dims(scale.get("shape")) if scale is not None and scale.get("dtype") in _SCALE_DTYPES else None
+    if ws is None or ss is None or len(ws) < 2:
         return None
-    if len(ws) == 3 and len(ss) == 3 and ss[0] == ws[0]:
+    if len(ws) == 3 and ss and ss[0] == ws[0]:
         ws, ss = ws[1:], ss[1:]  # one per group (expert)
+    rows, cols = ws[-2:]
+    nk = layout == "NK" or not layout and (rows, cols) == (n, k)
+    if (rows, cols) != ((n, k) if nk else (k, n)):
+        return None
     if all(x == 1 for x in ss):
         return "per-tensor"
-    if sorted(ss) in ([n], [1, n]):
+    if ss in ([n], [n, 1] if nk else [1, n]):
         return "per-channel"
-    rows, cols = ws[-2], ws[-1]
-    nk = (rows, cols) == (n, k)
-    if len(ss) != 2 or not nk and (rows, cols) != (k, n):
+    if len(ss) != 2:
         return None
-    block = block_from_scale({"shape": [1, rows, cols]}, {"shape": [1] + list(ss)})
-    if block is None:
+    br, bc = _fit(rows, ss[0]), _fit(cols, ss[1])
+    if not br or not bc:
         return None
-    bn, bk = block if nk else block[::-1]
+    bn, bk = (br, bc) if nk else (bc, br)
     return f"block [{bn}, {bk}]"
 
 

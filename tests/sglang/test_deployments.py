@@ -268,10 +268,10 @@ def test_gemm_says_each_moe_gemms_experts_and_top_k_and_how_each_weight_is_scale
     c = DSV3
     assert got == {(DEEP_GEMM, None, None, "block [128, 128]"), (BMM_FP8, None, None, "per-tensor"),
                    ("aten.mm.default", None, None, None), (FI_MOE, c["experts"], c["top_k"], "block [128, 128]")}
-    got = {(g["operation"], g["experts"], g["top_k"], g["m"]) for g in cli_json("gemm", qwen3)
+    got = {(g["operation"], g["experts"], g["top_k"], g["m"], g["b_scaling"]) for g in cli_json("gemm", qwen3)
            if g["operation"] == TRITON_MOE}
     c = QWEN3
-    assert got == {(TRITON_MOE, c["experts"], c["top_k"], t * c["top_k"]) for _, t in PASSES}
+    assert got == {(TRITON_MOE, c["experts"], c["top_k"], t * c["top_k"], None) for _, t in PASSES}  # bf16
 
 
 def flops_by_operation(gemms_of, cfg):
@@ -340,7 +340,13 @@ def test_tune_writes_each_tuners_input(deepseek, qwen3, tmp_path):
     c = QWEN3
     launches = {(x["E"], x["N"], x["hidden_size"], x["top_k"], x["gemm"], x["m"], x["verdict"], x["calls"])
                 for x in report["launches"]}
-    # SGLang ships a tuned file for this key on H200: each launch ran its config
+    # SGLang ships a tuned file for this key on H200 (named here by hand, not
+    # by the code under test): each launch ran its config
+    import sglang
+    shipped = os.path.join(os.path.dirname(sglang.__file__), "srt", "layers", "moe", "moe_runner", "triton_utils",
+                           "configs")
+    name = f"E={c['experts']},N={c['moe_inter']},device_name=NVIDIA_H200.json"
+    assert any(name in files for _, _, files in os.walk(shipped)), name
     assert launches == {(c["experts"], c["moe_inter"], c["hidden"], c["top_k"], gemm, t, "tuned", 1)
                         for gemm in ("up", "down") for _, t in PASSES}
 
@@ -352,6 +358,13 @@ def test_analyze_shows_mla_decode_and_the_moe_calls(deepseek):
     t = dict(PASSES)["decode"]
     assert (mla["batch"], mla["q_heads"], mla["head_dim"], mla["q_len"], mla["kv_len_max"]) == (
         t, c["heads"], c["kv_lora"] + c["rope"], 1, 4 * c["page"])
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", deepseek, "--show-shapes", "--filter-op",
+                        "trtllm_fp8_block_scale_moe", "--no-summary"], capture_output=True, text=True, timeout=300,
+                       cwd=os.path.dirname(deepseek))
+    assert r.returncode == 0, r.stderr[-2000:]
+    said = sorted(line.strip() for line in r.stdout.splitlines() if "= MoE:" in line)
+    assert said == sorted(f"= MoE: tokens {n}, E {c['experts']}, top-k {c['top_k']}, N {2 * c['moe_inter']}, "
+                          f"K {c['hidden']}" for _, n in PASSES)
 
 
 BLOCKWISE = r'''

@@ -122,9 +122,9 @@ def test_analyze_counts_the_calls_by_door(child):
 
 
 CHECKED = r'''
-import json, sys
+import json, sys, warnings
 import flashinfer.gemm
-from flashinfer.api_logging import flashinfer_api
+from flashinfer.api_logging import flashinfer_api, flashinfer_experimental_api
 from flashinfer.utils import backend_requirement
 from sgl_shapeprof import ShapeProfiler
 
@@ -147,8 +147,18 @@ def picks(n, backend="auto"):
     return list(picks.suitable_auto_backends)  # as bmm_fp8 reads its own: through its module's name
 
 
+@backend_requirement({"fast": fast, "slow": slow}, heuristic_func=lambda backends, n, backend="auto": backends)
+@flashinfer_experimental_api
+def trial(n, backend="auto"):
+    return n
+
+
 said = {"small": picks(3), "large": picks(30), "door": getattr(picks, "_shapeprof_operation", None),
         "bmm_fp8": sorted(vars(flashinfer.gemm.bmm_fp8))}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    said["trial"] = [trial(3), getattr(trial, "is_experimental", False),
+                     [type(w.message).__name__ for w in caught]]
 prof = ShapeProfiler(sys.argv[1])
 prof.start_forward_pass("decode")
 said["in_pass"] = picks(30)
@@ -167,7 +177,8 @@ def test_the_checked_functions_state_stays_flashinfers_own(tmp_path):
     the checked function while it runs (`suitable_auto_backends`, which
     bmm_fp8 and others read through their module's name, now the door's);
     the door has it live, as the function had, and a refused call is a
-    record with its exception."""
+    record with its exception. Only flashinfer_api's own doors are moved:
+    an experimental API's wrapper between them stays, and warns."""
     if not os.path.isfile(os.path.join(FLASHINFER_DIR, "flashinfer", "__init__.py")):
         pytest.skip(f"flashinfer-python {FLASHINFER_VERSION} is not in {FLASHINFER_DIR} (tests/sglang_env/setup.sh)")
     if not zero_edit_hook_installed():
@@ -182,5 +193,7 @@ def test_the_checked_functions_state_stays_flashinfers_own(tmp_path):
     # what the heuristic chose for this call, not a copy taken when the door was made
     assert (said["small"], said["large"], said["in_pass"]) == (["fast", "slow"], ["slow"], ["slow"])
     assert {"is_backend_supported", "has_backend", "dropped_experimental_backends"} <= set(said["bmm_fp8"])
+    # a wrapper of FlashInfer's over a door (it copies the door's attributes) stays: its warning is given
+    assert said["trial"] == [3, True, ["ExperimentalWarning"]]
     (refused,) = [x for x in load(out) if x["operation"] == said["door"]]
     assert refused["error"] == said["refused"] and refused["args"]["backend"] == "none"

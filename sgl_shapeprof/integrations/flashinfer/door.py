@@ -13,13 +13,36 @@ as any call that raised."""
 from __future__ import annotations
 
 import functools
-import inspect
+import weakref
+from typing import Callable
 
 from ...on_import import is_ours, mark
 from ...recording.doors import OPERATION_ATTR, api_door, operation_name
 from .seam import PACKAGE
 from .seam import PREFIX as LIBRARY
 
+
+
+# The doors flashinfer_api made, each with what it calls (FlashInfer's own
+# decorator's result) and the function it describes: backend_requirement
+# moves only these above its checks, never a wrapper that copied a door's
+# attributes (functools.wraps copies OPERATION_ATTR and __wrapped__ too).
+_DOORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _door(fn: Callable, operation: str, described: Callable) -> Callable:
+    """A door over fn, recorded as operation. When fn is a wrapper of
+    FlashInfer's (its logging, its checks), FlashInfer may keep state on it
+    while a call runs and read it back through the function's module name,
+    which now holds the door (`bmm_fp8.suitable_auto_backends`): the door and
+    fn then share one set of attributes, live, never a copy. A plain
+    function's are copied (sharing would make its __wrapped__ itself)."""
+    door = api_door(fn, operation, described)
+    if "__wrapped__" in getattr(fn, "__dict__", {}):
+        door.__dict__ = fn.__dict__
+        setattr(door, OPERATION_ATTR, operation)
+    _DOORS[door] = (fn, described)
+    return door
 
 
 def patch_api_logging_module(module) -> None:
@@ -34,7 +57,7 @@ def patch_api_logging_module(module) -> None:
         if func is None:  # @flashinfer_api(trace=...)
             return lambda f: flashinfer_api(f, *args, **kwargs)
         wrapped = original(func, *args, **kwargs)
-        return api_door(wrapped, operation_name(LIBRARY, func, PACKAGE), func)
+        return _door(wrapped, operation_name(LIBRARY, func, PACKAGE), func)
 
     mark(flashinfer_api, original)
     module.flashinfer_api = flashinfer_api
@@ -42,8 +65,8 @@ def patch_api_logging_module(module) -> None:
 
 def patch_utils_module(module) -> None:
     """flashinfer.utils was just imported: its backend_requirement becomes
-    one that, over a door, takes the door off, checks what was under it
-    and puts the door back over the checks (one door, outermost)."""
+    one that, over one of flashinfer_api's doors, checks what the door
+    called and puts a door over the checks (one door, outermost)."""
     original = getattr(module, "backend_requirement", None)
     if original is None or is_ours(original):
         return
@@ -53,19 +76,11 @@ def patch_utils_module(module) -> None:
         decorate = original(*args, **kwargs)
 
         def door_outside(func):
-            operation = getattr(func, OPERATION_ATTR, None)
-            under = getattr(func, "__wrapped__", None)
-            if operation is None or under is None:
+            made = _DOORS.get(func) if callable(func) else None
+            if made is None:
                 return decorate(func)
-            checked = decorate(under)
-            door = api_door(checked, operation, inspect.unwrap(func))
-            # FlashInfer keeps state on the checked function, set while it
-            # runs and read through its module's name, now the door's
-            # (`bmm_fp8.suitable_auto_backends`): the two share one set of
-            # attributes, live, never a copy
-            door.__dict__ = checked.__dict__
-            setattr(door, OPERATION_ATTR, operation)
-            return door
+            under, described = made
+            return _door(decorate(under), getattr(func, OPERATION_ATTR), described)
         return door_outside
 
     mark(backend_requirement, original)
