@@ -45,6 +45,20 @@ def test_sglang_deep_gemm_ops_are_gemms(tmp_path, capsys, op):
 I8, I32, U8 = "torch.int8", "torch.int32", "torch.uint8"
 
 
+def test_sglangs_bf16_gemm_dispatch_is_a_linear(tmp_path, capsys):
+    """SGLang's bf16 linear under torch.compile with its CuTe/GEMV back-ends
+    (layers/quantization/unquant.py): bf16_gemm_dispatch(x [..., K],
+    weight [N, K], bias) returns x @ weight^T."""
+    op = "sglang.bf16_gemm_dispatch.default"
+    ins = {"x": t([2, 3, 2048], BF16), "weight": t([5120, 2048], BF16)}
+    path = tmp_path / "b.jsonl"
+    write(path, [{"operation": op, "inputs": ins, "outputs": t([2, 3, 5120], BF16)}])
+    capsys.readouterr()
+    assert main(["gemm", str(path), "--json"]) == 0
+    (g,) = json.loads(capsys.readouterr().out)
+    assert (g["operation"], g["m"], g["n"], g["k"], g["flops"]) == (op, 6, 5120, 2048, 2 * 6 * 5120 * 2048)
+
+
 def test_vllms_gemm_ops_are_gemms(tmp_path, capsys):
     """vLLM's GEMM ops by their schemas (csrc/torch_bindings.cpp):
     cutlass_scaled_mm writes a [M, K] @ b [K, N] into out; gptq_marlin_gemm

@@ -98,7 +98,10 @@ GEMM_OPS = {f"{OP_NAMESPACE}.deep_gemm_fp8_fp8_bf16_nt": ("A", "B", "C"),
             # block-FP8 without DeepGEMM (kernels/ops/gemm/fp8_blockwise_gemm.py):
             # fp8_blockwise_scaled_mm(Tensor! out, Tensor mat_a, Tensor mat_b,
             # Tensor scales_a, Tensor scales_b), mat_b the weight transposed, [K, N]
-            f"{OP_NAMESPACE}.fp8_blockwise_scaled_mm": ("mat_a", "mat_b", "out")}
+            f"{OP_NAMESPACE}.fp8_blockwise_scaled_mm": ("mat_a", "mat_b", "out"),
+            # bf16 linear layers under torch.compile with the CuTe or GEMV back-end
+            # (layers/quantization/unquant.py): bf16_gemm_dispatch(x, weight [N, K], bias)
+            f"{OP_NAMESPACE}.bf16_gemm_dispatch": ("x", "weight", None)}
 # ...and DeepGEMM's own, which SGLang 0.5.23 pins (sgl-deep-gemm==0.2.3.post2)
 # and calls from layers/deep_gemm_wrapper/entrypoint.py: a TORCH_LIBRARY
 # module (deep_gemm/_C.so; the schemas are its own), so each call reaches
