@@ -161,10 +161,13 @@ def test_gemm_reads_past_hostile_scale_and_output_shapes(tmp_path, capsys):
             {"operation": "triton:sglang.kernels.ops.moe.fused_moe_triton_kernels.fused_moe_kernel",
              "inputs": {"a_ptr": t([2, k], BF16), "b_ptr": t([8, n, k], BF16), "c_ptr": t(["a", "b", n], BF16),
                         "b_scale_ptr": t([8, -2, "x"], F32)},
-             "args": {"N": n, "K": k, "num_valid_tokens": 4, "top_k": True}, "outputs": None}]
+             "args": {"N": n, "K": k, "num_valid_tokens": 4, "top_k": True}, "outputs": None},
+            {"operation": "triton:sglang.kernels.ops.moe.fused_moe_triton_kernels.fused_moe_kernel",
+             "inputs": {"a_ptr": t([2, k], BF16), "b_ptr": t(["x", n, k], BF16), "c_ptr": t([2, 3, n], BF16)},
+             "args": {"N": n, "K": k, "num_valid_tokens": 6, "top_k": 3}, "outputs": None}]
     path = tmp_path / "g.jsonl"
     write(path, recs)
     capsys.readouterr()
     assert main(["gemm", str(path), "--json"]) == 0
     got = sorted((g["m"], g["b_scaling"], g["experts"], g["top_k"]) for g in json.loads(capsys.readouterr().out))
-    assert got == [(3, None, None, None), (4, None, 8, None)]
+    assert got == [(3, None, None, None), (4, None, 8, None), (6, None, None, None)]

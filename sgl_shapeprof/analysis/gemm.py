@@ -10,7 +10,7 @@ from ..records.ledger import is_launch
 from ..records.signature import Signature
 from ..records.values import broadcast_shape, short_dtype
 from ..integrations.registry import gemm_ops
-from .kernel_calls import FLASHINFER, MASKED, gemms_of, positive_dims, weight_scaling
+from .kernel_calls import FLASHINFER, MASKED, expert_weights, gemms_of, positive_dims, weight_scaling
 
 # operation name (no namespace, no overload) -> names of its (A, B) inputs
 GEMM_OPS: Dict[str, Tuple[str, str]] = {
@@ -122,12 +122,12 @@ def launch_gemm(sig: Signature) -> Optional[Gemm]:
         return None
     sb = list(b["shape"])
     layout = "NK" if sb[-2:] == [n, k] else "KN"
-    moe = spec[0] == "a_ptr" and len(sb) == 3 and positive_dims(sb) is not None  # a fused MoE launch: B, its experts' weights
+    moe = expert_weights(sig)  # a fused MoE launch: B holds its experts' weights
     top_k = _launch_top_k(a, c, m, sig.args.get("top_k")) if moe else None
     return Gemm(sig.operation, m, n, k, 1, short_dtype(a.get("dtype")), short_dtype(b.get("dtype")),  # type: ignore[arg-type]
                 short_dtype(c.get("dtype")) if c else "", sig.count, 2 * m * n * k,  # type: ignore[operator]
                 list(a["shape"]), sb, layout, sig.phase, a_stride=_stride(a), b_stride=_stride(b),
-                experts=sb[0] if moe else None, top_k=top_k,
+                experts=moe.experts if moe else None, top_k=top_k,
                 b_scaling=weight_scaling(sig.inputs, spec[1], n, k, layout))  # type: ignore[arg-type]
 
 

@@ -368,8 +368,8 @@ def expert_weights(sig: Signature) -> Optional[ExpertWeights]:
     if grouped is not None and grouped.groups and grouped.per_group:
         return ExpertWeights((), grouped.groups, grouped.m, grouped.per_group)
     if is_launch(sig.operation) and sig.operation.rsplit(".", 1)[-1] == TRITON_MOE:
-        b, rows = _shape(sig, "b_ptr"), _int(sig, "num_valid_tokens")
-        if b and len(b) == 3 and rows and rows > 0 and b[0] > 0:
+        b, rows = positive_dims(_shape(sig, "b_ptr")), _int(sig, "num_valid_tokens")
+        if b and len(b) == 3 and rows and rows > 0:
             return ExpertWeights(("b_",), b[0], rows)
     return None
 

@@ -296,10 +296,6 @@ def test_cost_counts_every_gemms_flops(which, request):
     assert {op: got.get(op) for op in want} == want
 
 
-def weight_bytes(shapes_and_sizes):
-    return sum(n * size for n, size in shapes_and_sizes)
-
-
 def test_cost_reads_only_the_routed_experts_weights_in_decode(deepseek, qwen3):
     """Decode: tokens x top-k rows reach at most that many of E experts
     (4 x 8 = 32 of 256, and of 128); extend: 16 x 8 = 128 rows, every one
@@ -323,7 +319,7 @@ def test_cost_reads_only_the_routed_experts_weights_in_decode(deepseek, qwen3):
         assert len(got) == 2 and all(w <= g < w + 2 * e * 2 * i * h // e for g, w in zip(got, want)), (got, want)
 
 
-def test_tune_writes_each_tuners_input(deepseek, qwen3, tmp_path):
+def test_tune_writes_each_tuners_input(deepseek, qwen3):
     """DeepSeek-V3: DeepGEMM's (N, K) list with the M that ran; FlashInfer's
     fused MoE with its tokens. Qwen3: SGLang's Triton MoE config key, and
     the config each launch ran against SGLang's own lookup."""

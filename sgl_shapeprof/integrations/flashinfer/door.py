@@ -13,6 +13,7 @@ as any call that raised."""
 from __future__ import annotations
 
 import functools
+import types
 import weakref
 from typing import Callable
 
@@ -76,7 +77,7 @@ def patch_utils_module(module) -> None:
         decorate = original(*args, **kwargs)
 
         def door_outside(func):
-            made = _DOORS.get(func) if callable(func) else None
+            made = _DOORS.get(func) if isinstance(func, types.FunctionType) else None  # doors are functions
             if made is None:
                 return decorate(func)
             under, described = made
