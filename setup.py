@@ -99,8 +99,10 @@ class BuildExt(cpp_extension.BuildExtension):
         super().run()
         target = os.path.dirname(self.get_ext_fullpath("sgl_shapeprof._C"))
         with open(os.path.join(target, "_build.py"), "w") as f:
-            f.write('"""Written by setup.py: the torch this build of sgl_shapeprof._C is for."""\n'
-                    f"TORCH_VERSION = {torch.__version__!r}\n")
+            f.write('"""Written by setup.py: the torch this build of sgl_shapeprof._C is for, and\n'
+                    'the CUPTI headers it reads kernels with (None: none), for the tests\' stand-in."""\n'
+                    f"TORCH_VERSION = {torch.__version__!r}\n"
+                    f"CUPTI_INCLUDE = {CUPTI_INCLUDE!r}\nCUPTI_CRT = {CUPTI_CRT!r}\n")
 
 
 class BuildPy(build_py):
@@ -153,12 +155,39 @@ print(f"sgl_shapeprof: NVTX ranges {'from ' + NVTX_INCLUDE if NVTX_INCLUDE else 
       file=sys.stderr)
 NVTX_FLAGS = ["-isystem", NVTX_INCLUDE, "-DSP_HAVE_NVTX=1"] if NVTX_INCLUDE else []
 
+def cupti_include():
+    """Where CUPTI's headers (cupti.h) are, for GPU kernel times
+    (SHAPEPROF_TIME=kernels), or None: CUPTI_INCLUDE_DIR, the NVIDIA wheels
+    that CUDA builds of torch install (nvidia-cuda-cupti-cu12's
+    nvidia/cuda_cupti, CUDA 13's nvidia/cu13), or the CUDA toolkit's
+    extras. The library itself is loaded at run time, never linked."""
+    cuda = cpp_extension.CUDA_HOME or "/usr/local/cuda"
+    found = [os.environ.get("CUPTI_INCLUDE_DIR", "")]
+    crt = [os.path.join(cuda, "include")]
+    for site in sys.path:
+        found += [os.path.join(site, "nvidia", sub, "include") for sub in ("cu13", "cuda_cupti", "cu12")]
+        crt += [os.path.join(site, "nvidia", sub, "include") for sub in ("cu13", "cuda_runtime", "cuda_nvcc")]
+        crt.append(os.path.join(site, "triton", "backends", "nvidia", "include"))
+    found += [os.path.join(cuda, "extras", "CUPTI", "include"), os.path.join(cuda, "include")]
+    cupti = next((d for d in found if d and os.path.isfile(os.path.join(d, "cupti.h"))), None)
+    # cupti.h includes the runtime's types, which include crt/host_defines.h:
+    # CUDA 13's wheels leave crt/ to the compiler's wheel, which Triton carries
+    host = next((d for d in [cupti] + crt if d and os.path.isfile(os.path.join(d, "crt", "host_defines.h"))), None)
+    return (cupti, host) if cupti and host else (None, None)
+
+
+CUPTI_INCLUDE, CUPTI_CRT = cupti_include()
+print(f"sgl_shapeprof: GPU kernel times {'from ' + CUPTI_INCLUDE if CUPTI_INCLUDE else 'not built (no CUPTI headers)'}",
+      file=sys.stderr)
+CUPTI_FLAGS = (["-isystem", CUPTI_INCLUDE] + (["-idirafter", CUPTI_CRT] if CUPTI_CRT != CUPTI_INCLUDE else [])
+               + ["-DSP_HAVE_CUPTI=1"]) if CUPTI_INCLUDE else []
+
 extension = cpp_extension.CppExtension(
     "sgl_shapeprof._C",
     sources=["csrc/core/sp_core.c", "csrc/torch/sp_torch.cpp",
              "csrc/python/sp_pyerror.cpp", "csrc/python/sp_pytensor.cpp", "csrc/python/sp_module.c",
              "csrc/python/sp_pycall.c", "csrc/python/sp_launch.c", "csrc/python/sp_door.c"],
-    extra_compile_args=WARNINGS + system_includes + NVTX_FLAGS + ["-iquote", "csrc", "-O2",
+    extra_compile_args=WARNINGS + system_includes + NVTX_FLAGS + CUPTI_FLAGS + ["-iquote", "csrc", "-O2",
                                                      "-fvisibility=hidden"] + TLS,
     extra_link_args=[f"-Wl,-rpath,{torch_lib}", "-ldl"],  # dlopen: sync mode asks the CUDA driver
 )

@@ -55,6 +55,11 @@ Checks, in the order they run (the gate first, the riskiest last):
              explained when the op that launched it, or one it ran inside,
              is a recorded operation, or it is a recorded Triton or
              Inductor launch's kernel. Target 98%; the others by name
+  timed      time="kernels" (CUPTI) against torch.profiler on the same
+             decode steps, eager and CUDA-graph replays: every kernel
+             torch.profiler saw is in the kernels file, at least 98% of
+             kernel time under records, and each operator's kernels and
+             time beside those torch.profiler puts under it (eager)
   cost_profiler
              decode at batch 1 (eager and CUDA-graph) and the prefill under
              torch.profiler(record_shapes=True) against off: CUPTI with
@@ -115,6 +120,7 @@ CHECKS = {
     "cost": Check(None, 120, 90),
     "pytest": Check("needs CUDA (on the CPU these are the suite's own)", 120, 120),
     "coverage": Check("needs CUDA (the kernels CUPTI traces)", 60, 60),
+    "timed": Check("needs CUDA (CUPTI's kernels)", 90, 60),
     "cost_profiler": Check(None, 90, 60),
 }
 CAPTURE = {"guard": "the device guard (torch 2.13+)",

@@ -965,9 +965,132 @@ def check_coverage(out, tmp, reduced):
     out["summary"] = f"at least {100 * (worst or 0):.1f}% of kernel launches and time explained by records"
 
 
+# ----------------------------------------------------------------- timed --
+def profiler_kernels(trace):
+    """torch.profiler's kernels of a trace: {recorded operator's profiler
+    name or '(no op)': [launches, us]} and {kernel name: [launches, us]}."""
+    by_op, by_name = {}, {}
+    for e in trace.events():
+        if str(e.device_type).endswith("CPU") and e.kernels and e.cpu_parent is None:
+            kernels, key = e.kernels, e.name
+        elif not str(e.device_type).endswith("CPU") and not e.name.startswith(("Memcpy", "Memset")):
+            kernels, key = [e], None
+        else:
+            continue
+        for k in kernels:
+            us = k.duration if hasattr(k, "duration") else k.time_range.elapsed_us()
+            if key is not None:
+                v = by_op.setdefault(key, [0, 0.0])
+                v[0] += 1
+                v[1] += us
+            else:
+                v = by_name.setdefault(k.name, [0, 0.0])
+                v[0] += 1
+                v[1] += us
+    return by_op, by_name
+
+
+def check_timed(out, tmp, reduced):
+    """time="kernels" against torch.profiler on the same workload, graphs
+    off and on: every kernel torch.profiler saw is in our kernels file (by
+    name and launches), 98% of kernel time is under records, and each
+    operator's kernel launches and time agree with the ones torch.profiler
+    puts under that operator (eager)."""
+    if not CUDA:
+        raise Skip("needs CUDA (CUPTI's kernels)")
+    from torch.profiler import ProfilerActivity, profile
+    from sgl_shapeprof.analysis.kernel_time import ledger
+    from sgl_shapeprof.records.kernels import read_kernels
+    torch.manual_seed(0)
+    model = dense_lm(reduced).to(DEVICE, torch.bfloat16).eval()
+    ids = torch.randint(1, 512, (4, 1), device=DEVICE)
+    with torch.inference_mode():
+        model(ids)
+    graph = torch.cuda.CUDAGraph()
+
+    def steps(prof, graphed):
+        for _ in range(4):
+            if prof is not None:
+                prof.start_forward_pass("decode")
+            with torch.inference_mode():
+                if graphed:
+                    graph.replay()
+                    if prof is not None:
+                        prof.graph_replayed(4)
+                else:
+                    model(ids)
+            if prof is not None:
+                prof.end_forward_pass()
+        sync()
+
+    def capture(prof):
+        """A fresh graph of one decode step (warm-up on a side stream, as
+        capture wants), captured inside a recorded capture when prof is given."""
+        nonlocal graph
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.inference_mode():
+            model(ids)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        cm = prof.capture_graph(4) if prof is not None else contextlib.nullcontext()
+        with torch.inference_mode(), cm, torch.cuda.graph(graph):
+            model(ids)
+
+    for graphed in (False, True):
+        name = "graphs" if graphed else "eager"
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
+            if graphed:
+                capture(None)
+            steps(None, graphed)
+        ref_ops, ref_names = profiler_kernels(trace)
+        prof = ShapeProfiler(os.path.join(tmp, f"timed-{name}.jsonl"), time="kernels")
+        if prof.kernels_path is None:
+            out["failures"].append(f"{name}: time='kernels' was refused (see the profiler's messages)")
+            prof.close()
+            return
+        if graphed:  # captured again under the collector: its nodes are noted
+            capture(prof)
+        steps(prof, graphed)
+        prof.close()
+        kf = read_kernels(prof.kernels_path)
+        led = ledger(name, prof.path, kf)
+        ours = {}
+        for k in kf.kernels:
+            v = ours.setdefault(k.name, [0, 0.0])
+            v[0] += 1
+            v[1] += k.ns / 1e3
+        want = ref_names  # every kernel torch.profiler saw (the capture's own warm-up included)
+        lost = {k: v[0] - ours.get(k, [0])[0] for k, v in want.items() if ours.get(k, [0])[0] < v[0]}
+        share = led.explained_share
+        row = {"mode": name, "kernels": led.kernels, "kernel us": round(led.total_ns / 1e3, 1),
+               "under records": f"{100 * share:.1f}%", "missing vs torch.profiler": len(lost),
+               "unexplained": ", ".join(f"{n} x{c}" for n, c, _ in led.unexplained[:5]) or "-"}
+        if not graphed:
+            worst = []
+            for o in led.operations.values():
+                ref = ref_ops.get(profiler_name(o.operation))
+                if ref and ref[1] >= 0.05 * (led.total_ns / 1e3):
+                    worst.append((abs(o.ns / 1e3 - ref[1]) / ref[1], o.operation, o.kernels, ref[0]))
+            worst.sort(reverse=True)
+            row["largest op time gap"] = f"{100 * worst[0][0]:.1f}% ({worst[0][1]})" if worst else "-"
+            for gap, op, n_ours, n_ref in worst:
+                if n_ours != n_ref:
+                    out["failures"].append(f"eager: {op}: {n_ours} kernels recorded, torch.profiler {n_ref}")
+        out.row(row)
+        if lost:
+            out["failures"].append(f"{name}: kernels torch.profiler saw that the kernels file lacks: "
+                                   + ", ".join(f"{k} x{v}" for k, v in list(lost.items())[:5]))
+        if share < 0.98:
+            out["failures"].append(f"{name}: {100 * share:.1f}% of kernel time under records (target 98%)")
+    out["summary"] = "; ".join(f"{r['mode']}: {r['under records']} of {r['kernel us']} us under records"
+                               for r in out["rows"])
+
+
 CHECKS = {"native": check_native, "parity": check_parity, "graphs": check_graphs, "sync": check_sync,
           "custom_ops": check_custom_ops, "triton": check_triton, "kill": check_kill, "cost": check_cost,
-          "pytest": check_pytest, "coverage": check_coverage, "cost_profiler": check_cost_profiler}
+          "pytest": check_pytest, "coverage": check_coverage, "timed": check_timed,
+          "cost_profiler": check_cost_profiler}
 
 
 def main():

@@ -27,5 +27,6 @@
 #include "sp_pass.c"
 #include "sp_format.c"
 #include "sp_nvtx.c"
+#include "sp_cupti.c"
 #include "sp_record.c"
 #include "sp_signal.c"

@@ -53,7 +53,9 @@ typedef struct sp_config {
                               (a request's file is never an earlier one) */
   int time;                /* measure each recorded call's wall time on its
                               thread (FORMAT.md: "time_us", and with dedupe
-                              the summary's "signature_times") */
+                              the summary's "signature_times");
+                              SP_TIME_KERNELS: its GPU kernels too, while
+                              the collector runs (sp_cupti_start) */
   int nvtx;                /* a range per recorded call, named by its
                               operation and input shapes: SP_RANGES_NVTX
                               (sp_nvtx_built()) or SP_RANGES_ROCTX
@@ -109,6 +111,7 @@ int sp_pass_reopen(sp_profiler *p);
  * (sp_config.args; the encoding below). Lock-free. */
 #define SP_LOGGING_ARGS 2
 #define SP_LOGGING_TIME 4 /* sp_config.time */
+#define SP_LOGGING_KERNELS 8 /* SP_TIME_KERNELS, with the collector running */
 int sp_logging(const sp_profiler *p);
 
 /* Graph captures (CUDA graphs and the like): the calls run while a graph is
@@ -174,6 +177,24 @@ typedef struct sp_stats {
   long long bytes;            /* bytes of records written */
 } sp_stats;
 void sp_get_stats(sp_profiler *p, sp_stats *out);
+
+/* ---- GPU kernel times (sp_cupti.c; FORMAT.md "Kernels") ---------------- */
+enum { SP_TIME_CALLS = 1, SP_TIME_KERNELS = 2 }; /* sp_config.time */
+/* The CUPTI_API_VERSION this build reads CUPTI with, or 0: its headers were
+ * not found when it was built. */
+int sp_cupti_built(void);
+/* Starts the process's one collector: CUPTI from the library at lib_path,
+ * its lines to a new file at out_path (never an existing one). 0, or -1
+ * with why in err (n bytes): no CUPTI in this build, the library cannot
+ * load or is another major version, another tool holds CUPTI, ... */
+int sp_cupti_start(const char *lib_path, const char *out_path, char *err, size_t n);
+/* Flushes what the device still holds and stops: 0, or -1 with why (lines
+ * lost). Nothing to stop: 0. */
+int sp_cupti_stop(char *err, size_t n);
+/* A launch recorded after it ran (sp_launch.c): the id pushed around it
+ * (0: none: no collector), handed to its call as pub.gpu_ext, and popped. */
+uint64_t sp_cupti_region_begin(void);
+void sp_cupti_region_end(uint64_t ext);
 
 /* Whether this build has NVTX ranges (sp_config.nvtx): its headers were
  * found when it was built. */
@@ -285,6 +306,9 @@ struct sp_thread_public {
    * clock then. A caller that timed the call itself (a launch recorded
    * after it ran) sets both (sp_call_span). */
   int64_t t0, t1;
+  /* A launch recorded after it ran, under a kernels-timed profiler: the id
+   * its caller pushed around it (sp_cupti_region_begin), else 0. */
+  uint64_t gpu_ext;
 };
 
 /* The one clock of every call's time: CLOCK_MONOTONIC, in ns (Python's

@@ -230,6 +230,10 @@ struct sp_thread {
   struct nvtx_name *nvtx_names; /* NVTX range names registered (sp_nvtx.c), or NULL */
   struct nvtx_name *roctx_names; /* rocTX range names made (sp_nvtx.c: handle a string), or NULL */
   int nvtx_open;   /* the call in flight pushed a range: SP_RANGES_NVTX or _ROCTX */
+  uint64_t gpu_ext;  /* the call in flight's CUPTI id (sp_cupti.c), or 0 */
+  int gpu_pushed;    /* ...pushed at its begin (popped as it ends) */
+  long long gpu_call; /* what its id became: the record written, or (gpu_repeat) */
+  int gpu_repeat;     /* ...the record it repeats; 0: none */
   int grow_ask;    /* its record asked the grower for room (spinlock held) */
 #ifdef SP_DEBUG
   int in_call;     /* sp_call_begin returned nonzero; end or fail not yet */
@@ -751,6 +755,12 @@ SP_PRIVATE size_t format_record_bound(const sp_profiler *p, const sp_thread *t, 
 
 /* ---- sp_nvtx.c [nvtx_]: NVTX ranges, one per recorded call (sp_config.nvtx) ---- */
 /* t's call's range (ranges: sp_config.nvtx), pushed as it begins, popped as it ends. */
+/* sp_cupti.c: the collector's side of a call and a pass */
+SP_PRIVATE int cupti_on(void);
+SP_PRIVATE uint64_t cupti_push(void);
+SP_PRIVATE void cupti_pop(void);
+SP_PRIVATE void cupti_called(uint64_t ext, long long call_id, int repeat);
+SP_PRIVATE void cupti_pass(int begun);
 SP_PRIVATE void nvtx_push(sp_thread *t, int ranges);
 SP_PRIVATE void nvtx_pop(sp_thread *t);
 

@@ -48,6 +48,12 @@ static inline int call_begin(sp_profiler *p, sp_thread *t);
  * (not a launch's: it ran already), then its time starts. */
 static SP_OUTLINE void call_begun(const sp_profiler *p, sp_thread *t) {
   if (p->cfg.nvtx && !t->op->launch) nvtx_push(t, p->cfg.nvtx);
+  if (p->cfg.time == SP_TIME_KERNELS) {
+    /* a launch ran already, under the id its caller pushed around it */
+    t->gpu_ext = t->op->launch ? t->pub.gpu_ext : 0;
+    if (!t->op->launch && cupti_on()) t->gpu_pushed = (t->gpu_ext = cupti_push()) != 0;
+  }
+  t->pub.gpu_ext = 0;
   if (p->cfg.time) {
     t->pub.t1 = 0;
     t->pub.t0 = sp_clock_ns();
@@ -73,10 +79,34 @@ static inline int64_t call_ended(sp_thread *t) {
   if (__builtin_expect(t->nvtx_open, 0)) nvtx_pop(t); /* the call returned: its range ends */
   int64_t t0 = t->pub.t0;
   if (__builtin_expect(!t0, 1)) return -1;
+  if (t->gpu_pushed) { /* a kernels-timed call (timed too): its id is no longer pushed */
+    cupti_pop();
+    t->gpu_pushed = 0;
+  }
   int64_t end = t->pub.t1 ? t->pub.t1 : sp_clock_ns();
   t->call_start = t0;
   t->pub.t0 = t->pub.t1 = 0;
   return end > t0 ? end - t0 : 0;
+}
+
+/* A kernels-timed call's id: what it became, for the kernels file (the
+ * record it was written as, or repeats), said once its call is done, with
+ * no lock held. A call that became neither leaves its id unclaimed. Only
+ * timed calls have one (ns >= 0: a test of a register on the untimed path;
+ * a stale id is replaced at the next call's begin). */
+static inline void gpu_said(sp_thread *t, int64_t ns) {
+  if (__builtin_expect(ns < 0, 1) || !t->gpu_ext) return;
+  cupti_called(t->gpu_ext, t->gpu_call, t->gpu_repeat);
+  t->gpu_ext = 0;
+  t->gpu_call = 0;
+  t->gpu_repeat = 0;
+}
+
+/* ...the record of signature sig, whose repeat it was. Spinlock held. */
+static inline void gpu_repeat_of(const sp_profiler *p, sp_thread *t, long sig) {
+  if (!t->gpu_ext || sig < 0 || sig >= p->sigs.n_recs) return;
+  t->gpu_call = p->sigs.recs[sig].rep_id;
+  t->gpu_repeat = 1;
 }
 
 /* A signature's call took ns (a deduplicated file's signature_times).
@@ -86,11 +116,14 @@ static SP_OUTLINE void time_signature(sp_profiler *p, long sig, int64_t ns) {
   if (!sig_time_add(&p->sigs.recs[sig], ns)) err_fail(p, "out of memory timing signatures for ", 0);
 }
 
-/* A repeat counted at its begin (of signature t->prim) took ns. */
-static SP_OUTLINE void time_repeat(sp_profiler *p, sp_thread *t, int64_t ns) {
+/* A repeat counted at its begin (of signature t->prim) took ns (-1: not
+ * timed); its kernels, if any, are its signature's. */
+static SP_OUTLINE void repeat_ended(sp_profiler *p, sp_thread *t, int64_t ns) {
   lock_acquire(&p->lock);
-  time_signature(p, t->prim, ns);
+  if (ns >= 0) time_signature(p, t->prim, ns);
+  gpu_repeat_of(p, t, t->prim);
   lock_release(&p->lock);
+  gpu_said(t, ns);
 }
 
 /* The room a record's "start_us" and "time_us" take. */
@@ -321,6 +354,10 @@ static void commit(sp_profiler *p, sp_thread *t, const char *suffix, size_t suff
     p->sigs.recs[t->sig].reps++;
   }
   next_call_id(p);
+  if (t->gpu_ext) {
+    t->gpu_call = p->records; /* its call_id */
+    t->gpu_repeat = 0;
+  }
   if (!p->grow_asked && !p->grow_off && f->len - f->cut_len >= SP_STREAM && file_runway(f) < SP_AHEAD / 2) {
     /* little room left ahead: the grower makes more (asked for once the
      * spinlock is let go), so that writers seldom stop for a syscall */
@@ -448,7 +485,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
     /* A repeat of its inputs' primary signature if the outputs are its
      * (no lock: the arena never moves, and these words never change). */
     if (!out->failed && out->n == t->pub.expect_n && words_same(out->w, t->pub.expect, out->n)) {
-      if (__builtin_expect(ns >= 0, 0)) time_repeat(p, t, ns);
+      if (__builtin_expect(ns >= 0, 0)) repeat_ended(p, t, ns);
       return;
     }
     /* Other outputs: another signature. Take the count back; the call is
@@ -465,13 +502,18 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   if (!atomic_load_explicit(&p->logging, memory_order_relaxed) || p->file.closed) {
     drop_spec(p, t);
     lock_release(&p->lock);
+    gpu_said(t, ns);
     return;
   }
   int has_tensor = t->pub.in.tensors > 0 || (!out->failed && out->tensors > 0);
   if (!has_tensor || !observe(p, t, 0)) {
-    if (__builtin_expect(ns >= 0, 0) && has_tensor) time_signature(p, t->sig, ns); /* a repeat */
+    if (has_tensor) { /* a repeat */
+      if (__builtin_expect(ns >= 0, 0)) time_signature(p, t->sig, ns);
+      gpu_repeat_of(p, t, t->sig);
+    }
     drop_spec(p, t);
     lock_release(&p->lock);
+    gpu_said(t, ns);
     return;
   }
   if (__builtin_expect(ns >= 0, 0)) time_signature(p, t->sig, ns);
@@ -487,6 +529,7 @@ void sp_call_end(sp_profiler *p, sp_thread *t) {
   else
     commit(p, t, text, text_n);
   release_and_ask(p, t);
+  gpu_said(t, ns);
 }
 
 void sp_call_repeat(sp_profiler *p, sp_thread *t) {
@@ -496,7 +539,7 @@ void sp_call_repeat(sp_profiler *p, sp_thread *t) {
   t->in_call = 0;
 #endif
   int64_t ns = call_ended(t);
-  if (__builtin_expect(ns >= 0, 0)) time_repeat(p, t, ns);
+  if (__builtin_expect(ns >= 0, 0)) repeat_ended(p, t, ns);
 }
 
 void sp_call_fail(sp_profiler *p, sp_thread *t, const char *type, const char *msg) {
@@ -524,6 +567,7 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
       !observe(p, t, 1)) {
     drop_spec(p, t);
     lock_release(&p->lock);
+    gpu_said(t, ns);
     return;
   }
   sp_buf *s = &t->line;
@@ -542,6 +586,7 @@ void sp_call_fail_n(sp_profiler *p, sp_thread *t, const char *type, size_t type_
     p->errors++;
   }
   release_and_ask(p, t);
+  gpu_said(t, ns);
 }
 
 /* A dying thread's call in flight whose inputs another thread's record

@@ -34,14 +34,17 @@ static int int_tuple(PyObject *v) {
  * name, a constexpr by its value). start_ns, end_ns: when the launch began
  * and returned (time.perf_counter_ns(), the core's clock), for a timed
  * profiler (mode has SP_LOGGING_TIME); without them it has no time (its
- * record is made after it ran). True if it was filed. */
+ * record is made after it ran); gpu_ext: the id pushed around it
+ * (sp_cupti_region_begin), whose kernels are its record's. True if it was
+ * filed. */
 PyObject *sp_launch(PyObject *m, PyObject *args) {
   PyObject *key, *operation, *arg_names, *values, *error = Py_None, *convert = Py_None;
   long mode;
   long long start_ns = 0, end_ns = 0;
+  unsigned long long gpu_ext = 0;
   (void)m;
-  if (!PyArg_ParseTuple(args, "OUO!O!l|OOLL:launch", &key, &operation, &PyTuple_Type, &arg_names,
-                        &PyTuple_Type, &values, &mode, &error, &convert, &start_ns, &end_ns))
+  if (!PyArg_ParseTuple(args, "OUO!O!l|OOLLK:launch", &key, &operation, &PyTuple_Type, &arg_names,
+                        &PyTuple_Type, &values, &mode, &error, &convert, &start_ns, &end_ns, &gpu_ext))
     return NULL;
   if (!sp_pycall_tensor_type) {
     PyErr_SetString(PyExc_RuntimeError, "launch: door_types() was not given");
@@ -78,6 +81,7 @@ PyObject *sp_launch(PyObject *m, PyObject *args) {
   PyErr_Clear();
   if (e->failed) Py_RETURN_FALSE;
   sp_thread_enc(t)->within = sp_fallback_open_op(); /* a custom op's kernel launching */
+  sp_thread_enc(t)->gpu_ext = gpu_ext; /* the id pushed around it, under a kernels-timed profiler */
   int state = sp_call_begin(p, t);
   if (state == SP_CALL_SKIP) Py_RETURN_FALSE;
   sp_call_span(t, start_ns, end_ns); /* none given: no time (it ran before this) */

@@ -46,7 +46,7 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
     PyErr_SetString(PyExc_RuntimeError, "Profiler is already initialised");
     return -1;
   }
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppzLppi", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|LLLpzppzLpii", kwlist,
                                    PyUnicode_FSConverter, &path_obj, &rank,
                                    &skip, &limit, &dedupe, &phases, &with_args, &sync, &worker,
                                    &max_bytes, &exclusive, &timed, &nvtx))
@@ -55,6 +55,11 @@ static int Profiler_init(PyObject *self_, PyObject *args, PyObject *kw) {
                    .log_n_passes = limit, .dedupe = dedupe, .phases = phases, .args = with_args,
                    .worker = worker, .max_bytes = max_bytes, .exclusive = exclusive,
                    .time = timed, .nvtx = nvtx};
+  if (timed < 0 || timed > SP_TIME_KERNELS) {
+    Py_DECREF(path_obj);
+    PyErr_SetString(PyExc_ValueError, "time: 0, 1 (each call's wall time) or 2 (and its GPU kernels)");
+    return -1;
+  }
   if (nvtx < 0 || nvtx > SP_RANGES_ROCTX) {
     Py_DECREF(path_obj);
     PyErr_SetString(PyExc_ValueError, "nvtx: 0, 1 (NVTX) or 2 (rocTX)");
@@ -270,6 +275,58 @@ static PyObject *mod_roctx_load(PyObject *m, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+static PyObject *mod_cupti_built(PyObject *m, PyObject *noargs) {
+  (void)m;
+  (void)noargs;
+  return PyLong_FromLong(sp_cupti_built());
+}
+
+static PyObject *mod_cupti_start(PyObject *m, PyObject *args) {
+  (void)m;
+  PyObject *lib = NULL, *out = NULL;
+  if (!PyArg_ParseTuple(args, "O&O&:cupti_start", PyUnicode_FSConverter, &lib, PyUnicode_FSConverter, &out)) {
+    Py_XDECREF(lib);
+    return NULL;
+  }
+  char err[512];
+  int rc;
+  Py_BEGIN_ALLOW_THREADS /* CUPTI may flush buffers whose callback needs no GIL, but takes time */
+  rc = sp_cupti_start(PyBytes_AS_STRING(lib), PyBytes_AS_STRING(out), err, sizeof err);
+  Py_END_ALLOW_THREADS
+  Py_DECREF(lib);
+  Py_DECREF(out);
+  if (rc) return PyErr_Format(PyExc_OSError, "%s", err);
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_cupti_stop(PyObject *m, PyObject *noargs) {
+  (void)m;
+  (void)noargs;
+  char err[512];
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = sp_cupti_stop(err, sizeof err);
+  Py_END_ALLOW_THREADS
+  if (rc) return PyErr_Format(PyExc_OSError, "%s", err);
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_cupti_region_begin(PyObject *m, PyObject *noargs) {
+  (void)m;
+  (void)noargs;
+  /* inside an API call the launch is that call's part (sp_launch): its
+   * kernels are under the call's id */
+  return PyLong_FromUnsignedLongLong(sp_door_open() ? 0 : sp_cupti_region_begin());
+}
+
+static PyObject *mod_cupti_region_end(PyObject *m, PyObject *arg) {
+  (void)m;
+  unsigned long long ext = PyLong_AsUnsignedLongLong(arg);
+  if (ext == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  sp_cupti_region_end(ext);
+  Py_RETURN_NONE;
+}
+
 static PyObject *mod_nvtx_built(PyObject *m, PyObject *noargs) {
   (void)m;
   (void)noargs;
@@ -320,9 +377,10 @@ static PyTypeObject ProfilerType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Profiler(path, rank=0, skip_warmup=0, log_n_passes=0, "
               "dedupe=False, phases=None, args=False, sync=False, worker=None, max_bytes=0, "
-              "exclusive=False, time=False, nvtx=False)\n--\n\nThe native profiler. max_bytes: the "
+              "exclusive=False, time=0, nvtx=False)\n--\n\nThe native profiler. max_bytes: the "
               "records file's cap (0: the default, -1: none); exclusive: the file must not exist; "
-              "time: each call timed; nvtx: an NVTX range per call (nvtx_built()).",
+              "time: 1 each call timed, 2 and its GPU kernels (cupti_start()); nvtx: an NVTX range per "
+              "call (nvtx_built()).",
     .tp_new = PyType_GenericNew,
     .tp_init = Profiler_init,
     .tp_dealloc = Profiler_dealloc,
@@ -403,6 +461,20 @@ static PyMethodDef module_methods[] = {
     {"roctx_load", mod_roctx_load, METH_O,
      "roctx_load($module, path, /)\n--\n\nLoads rocTX's ranges from the library at path (libroctx64.so) for "
      "Profiler(nvtx=2); OSError with the loader's reason."},
+    {"cupti_built", mod_cupti_built, METH_NOARGS,
+     "cupti_built($module, /)\n--\n\nThe CUPTI_API_VERSION of the headers this build reads CUPTI with (GPU "
+     "kernel times), or 0: none were found when it was built."},
+    {"cupti_start", mod_cupti_start, METH_VARARGS,
+     "cupti_start($module, library, kernels_path, /)\n--\n\nStarts the process's GPU kernel collector: CUPTI "
+     "from library, its lines to a new file at kernels_path; OSError with the reason it cannot."},
+    {"cupti_stop", mod_cupti_stop, METH_NOARGS,
+     "cupti_stop($module, /)\n--\n\nFlushes the device's kernels to the kernels file and stops; OSError if "
+     "lines were lost."},
+    {"cupti_region_begin", mod_cupti_region_begin, METH_NOARGS,
+     "cupti_region_begin($module, /)\n--\n\nFor a launch recorded after it ran: pushes an id around it "
+     "and returns it (0: no collector runs); give it to launch(gpu_ext=) and cupti_region_end."},
+    {"cupti_region_end", mod_cupti_region_end, METH_O,
+     "cupti_region_end($module, ext, /)\n--\n\nPops the id cupti_region_begin pushed."},
     {"nvtx_built", mod_nvtx_built, METH_NOARGS,
      "nvtx_built($module, /)\n--\n\nWhether this build has NVTX ranges (its headers were found when it was built)."},
     {"logging_flags", sp_pycall_logging_flags, METH_NOARGS,
@@ -411,7 +483,7 @@ static PyMethodDef module_methods[] = {
      "recording, 1 recording, 3 with arguments; a launch's and an API call's mode."},
     {"launch", sp_launch, METH_VARARGS,
      "launch($module, key, operation, arg_names, values, mode, error=None, convert=None, start_ns=0, "
-     "end_ns=0, /)\n--\n\n"
+     "end_ns=0, gpu_ext=0, /)\n--\n\n"
      "Record one kernel launch (integrations/triton/door.py), a value per name; True if it was filed."},
     {"door_types", sp_pycall_set_types, METH_VARARGS,
      "door_types($module, tensor_type, enum_type, dtype_type, missing, /)\n--\n\n"

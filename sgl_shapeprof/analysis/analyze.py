@@ -37,6 +37,8 @@ class Analysis:
     flt: Filter
     ops: Dict[str, OpView]
     signatures: List[Signature]  # merged across sources
+    # per file recorded with time="kernels": its GPU kernels' ledger (kernel_time.py)
+    kernel_ledgers: list = field(default_factory=list)
 
     @property
     def calls(self) -> int:
@@ -83,6 +85,8 @@ def build(sources: List[Source]) -> Analysis:
             m.records += sig.records
             if sig.timed:
                 m.add_time(sig.timed, sig.time_ns, sig.time_min, sig.time_max)
+            if sig.kernel_calls:
+                m.add_kernel_time(sig.kernel_calls, sig.kernel_ns, sig.kernel_min, sig.kernel_max)
             o = ops.get(sig.operation)
             if o is None:
                 o = ops[sig.operation] = OpView(sig.operation)

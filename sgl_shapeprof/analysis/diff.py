@@ -25,6 +25,8 @@ class Diff:
     # signatures timed on both sides (a timed recording): sig, mean ns per call in A, in B; most
     # time gained or lost over B's calls first
     times: List[Tuple[Signature, float, float]] = field(default_factory=list)
+    # the same of GPU kernel time per call, where both recorded kernels (FORMAT.md "Kernels")
+    kernel_times: List[Tuple[Signature, float, float]] = field(default_factory=list)
 
     @property
     def differs(self) -> bool:
@@ -51,6 +53,8 @@ def _index(srcs: List[Source], by_phase: bool, with_outputs: bool, shapes_only: 
             m.records += s.records
         if s.timed:
             m.add_time(s.timed, s.time_ns, s.time_min, s.time_max)
+        if s.kernel_calls:
+            m.add_kernel_time(s.kernel_calls, s.kernel_ns, s.kernel_min, s.kernel_max)
     return out
 
 
@@ -78,6 +82,9 @@ def diff(a: List[Source], b: List[Source], by_phase: bool = False, shapes_only: 
     both = [(ia[k], ia[k].time_ns / ia[k].timed, ib[k].time_ns / ib[k].timed)
             for k in ia.keys() & ib.keys() if ia[k].timed and ib[k].timed]
     d.times = sorted(both, key=lambda t: (-abs(t[2] - t[1]) * t[0].count, t[0].operation, _text(t[0])))
+    both = [(ia[k], ia[k].kernel_ns / ia[k].kernel_calls, ib[k].kernel_ns / ib[k].kernel_calls)
+            for k in ia.keys() & ib.keys() if ia[k].kernel_calls and ib[k].kernel_calls]
+    d.kernel_times = sorted(both, key=lambda t: (-abs(t[2] - t[1]) * t[0].count, t[0].operation, _text(t[0])))
     opa: Dict[str, int] = {}
     opb: Dict[str, int] = {}
     for s in ia.values():

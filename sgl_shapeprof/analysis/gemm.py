@@ -59,7 +59,18 @@ class Gemm:
     # a timed recording's measure (FORMAT.md "time_us"): `timed` of its calls took time_ns
     time_ns: int = 0
     timed: int = 0
+    # a kernels-timed recording's (FORMAT.md "Kernels"): `kernel_calls` of its calls ran kernel_ns of kernels
+    kernel_ns: int = 0
+    kernel_calls: int = 0
     roofline_us: Optional[float] = None  # cost's roofline for this shape, per call (with a GPU given)
+
+    @property
+    def measured(self) -> Optional[Tuple[int, int]]:
+        """(ns, calls) of its best measure: its kernels' device time where
+        recorded (what the GEMM cost), else its calls' wall time."""
+        if self.kernel_calls:
+            return self.kernel_ns, self.kernel_calls
+        return (self.time_ns, self.timed) if self.timed else None
 
     @property
     def total_flops(self) -> int:
@@ -68,12 +79,14 @@ class Gemm:
     @property
     def us_per_call(self) -> Optional[float]:
         """Measured time per call, or None when its calls were not timed."""
-        return self.time_ns / self.timed / 1000 if self.timed else None
+        m = self.measured
+        return m[0] / m[1] / 1000 if m else None
 
     @property
     def tflops(self) -> Optional[float]:
         """Achieved TFLOP/s over its timed calls (FLOPs per ns / 1000)."""
-        return self.flops * self.timed / self.time_ns / 1000 if self.timed and self.time_ns else None
+        m = self.measured
+        return self.flops * m[1] / m[0] / 1000 if m and m[0] else None
 
 
 def _t(v: object) -> Optional[dict]:
@@ -298,6 +311,7 @@ def gemms(signatures: List[Signature], custom: Optional[Dict] = None,
         found = [g for g in found if g is not None]
         if len(found) == 1:
             found[0].time_ns, found[0].timed = s.time_ns, s.timed
+            found[0].kernel_ns, found[0].kernel_calls = s.kernel_ns, s.kernel_calls
             seconds = roofline(s) if roofline is not None else None
             found[0].roofline_us = seconds * 1e6 if seconds is not None else None
         for g in found:
@@ -313,6 +327,8 @@ def _merge(merged: Dict[tuple, Gemm], g: Gemm) -> None:
         m.count += g.count
         m.time_ns += g.time_ns
         m.timed += g.timed
+        m.kernel_ns += g.kernel_ns
+        m.kernel_calls += g.kernel_calls
         if m.roofline_us is None:
             m.roofline_us = g.roofline_us
     else:

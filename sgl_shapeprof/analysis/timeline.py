@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ..records.filter import Filter
+from ..records.kernels import join, kernels_beside
 from ..records.reader import InputError, ReadReport, RecordReader, SummaryError, open_records, read_summary
 from ..records.scan import ns_of_us
 from ..records.signature import signature_of
@@ -67,6 +68,23 @@ class FileTimeline:
     stood_for: int = 0  # the calls its records stand for (more than its calls with dedupe)
     report: ReadReport = field(default_factory=ReadReport)  # what the reader could not take
     no_time: int = 0  # records with no readable start_us and time_us: left out (said)
+    # a kernels-timed recording's GPU kernels (FORMAT.md "Kernels"), of the
+    # calls kept and those no record explains
+    kernels: List["KernelSlice"] = field(default_factory=list)
+
+
+@dataclass
+class KernelSlice:
+    """A kernel on its device and stream (CLOCK_MONOTONIC, ns), and the
+    record it is under (None: unexplained)."""
+    start: int
+    dur: int
+    name: str
+    device: int
+    stream: int
+    grid: Tuple[int, ...]
+    block: Tuple[int, ...]
+    call_id: Optional[int]
 
 
 def _untimed(path: str, why: str) -> InputError:
@@ -121,7 +139,22 @@ def read_timeline(path: str, flt: Optional[Filter] = None) -> FileTimeline:
     tl.calls = len(calls)
     tl.lanes = lay_out(calls)
     tl.passes = pass_spans(calls)
+    tl.kernels = _kernels(path, {c.call_id for c in calls})
     return tl
+
+
+def _kernels(path: str, kept: set) -> List[KernelSlice]:
+    """The kernels beside a records file: those under a kept call, and
+    those no record explains (filters keep them: they are the window's)."""
+    kf = kernels_beside(path)
+    if kf is None:
+        return []
+    j = join(kf)
+    out = [KernelSlice(k.start_ns, k.ns, k.name, k.device, k.stream, k.grid, k.block, cid)
+           for cid, ck in j.by_call.items() if cid in kept for k in ck.kernels]
+    out += [KernelSlice(k.start_ns, k.ns, k.name, k.device, k.stream, k.grid, k.block, None)
+            for k in j.unexplained]
+    return sorted(out, key=lambda k: (k.device, k.stream, k.start))
 
 
 def lay_out(calls: List[Call]) -> List[List[Call]]:

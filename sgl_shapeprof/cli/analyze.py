@@ -62,6 +62,11 @@ def run(args: argparse.Namespace) -> int:
         if timeline is not None:
             tfile.close()
     a = build(srcs)
+    from ..analysis.kernel_time import ledger_beside
+    try:
+        a.kernel_ledgers = [led for led in (ledger_beside(s.label, s.path) for s in srcs) if led is not None]
+    except InputError as e:
+        raise fail(str(e)) from None
     if args.sort == "time" and not a.timed:
         raise fail("--sort time: no file here was recorded with time (record --time, SHAPEPROF_TIME=1, "
                    "ShapeProfiler(time=True))")

@@ -27,6 +27,10 @@ def add_parser(sub: "argparse._SubParsersAction") -> None:
     r.add_argument("--time", action="store_true",
                    help="measure each recorded call's wall time (records' time_us; with --dedupe, per "
                         "signature count, total, min, median and max in the summary)")
+    r.add_argument("--kernels", action="store_true",
+                   help="--time, and each recorded call's GPU kernels through CUPTI (name, grid, block, device "
+                        "time) in FILE_kernels.jsonl beside the records; refused in one line without a CUDA "
+                        "device or under torch.profiler (docs/time.md)")
     r.add_argument("--nvtx", action="store_true",
                    help="an NVTX range per recorded call, named by its operation and input shapes: under nsys "
                         "each kernel sits under the shapes that launched it")
@@ -77,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         config.ENV_LOG_N_PASSES: str(args.log_n_passes),
         config.ENV_ARGS: "1" if args.args else "0",
         config.ENV_SYNC: "1" if args.sync else "0",
-        config.ENV_TIME: "1" if args.time else "0",
+        config.ENV_TIME: config.KERNELS if args.kernels else "1" if args.time else "0",
         config.ENV_NVTX: "1" if args.nvtx else "0",
     }
     if args.max_mb is not None:

@@ -27,6 +27,8 @@ ENV_SYNC = "SGLANG_PROFILE_SHAPES_SYNC"
 ENV_TIME = "SGLANG_PROFILE_SHAPES_TIME"
 ENV_NVTX = "SGLANG_PROFILE_SHAPES_NVTX"
 ENV_ROCTX_LIBRARY = "SGLANG_PROFILE_SHAPES_ROCTX_LIBRARY"
+ENV_CUPTI_LIBRARY = "SGLANG_PROFILE_SHAPES_CUPTI_LIBRARY"
+KERNELS = "kernels"  # time's value for each call's GPU kernels too (CUPTI)
 ENV_MAX_MB = "SGLANG_PROFILE_SHAPES_MAX_MB"
 
 DEFAULT_FILE = "shapes.jsonl"
@@ -52,7 +54,7 @@ class EnvConfig:
     sync: bool = False  # wait for the device after each recorded call (debugging)
     workers: Optional[dict] = None  # SGLANG_PROFILE_SHAPES_WORKERS: ranks per dimension (selection.py)
     max_mb: Optional[float] = None  # the records file's cap (None: the default; 0: none)
-    time: bool = False  # measure each recorded call's wall time (FORMAT.md: time_us)
+    time: "bool | str" = False  # each recorded call's wall time (FORMAT.md: time_us); KERNELS: and its GPU kernels
     nvtx: bool = False  # an NVTX range per recorded call (nsys sees the shapes)
 
     def profiles_rank(self, rank: int) -> bool:
@@ -180,6 +182,23 @@ def _flag(name: str, value: str) -> bool:
     raise ConfigError(f"{name}={value!r} must be 0 or 1")
 
 
+def parse_time(name: str, value: str) -> "bool | str":
+    """0, 1 (each call's wall time) or "kernels" (and its GPU kernels)."""
+    v = value.strip()
+    if v.lower() == KERNELS:
+        return KERNELS
+    if v in ("0", "1", ""):
+        return v == "1"
+    raise ConfigError(f"{name}={value!r} must be 0, 1 or {KERNELS}")
+
+
+def cupti_library(environ: Optional[Mapping[str, str]] = None) -> Optional[Tuple[str, str]]:
+    """(the spelling read, the CUPTI library it names), or None: the one
+    beside torch's CUDA (recording/kernels.py)."""
+    found = _Settings(os.environ if environ is None else environ).get(ENV_CUPTI_LIBRARY)
+    return found if found and found[1].strip() else None
+
+
 def parse_ranks(value: str, name: str = ENV_RANK) -> Optional[FrozenSet[int]]:
     """"0", "0,2", or "all" (None: every rank)."""
     v = value.strip()
@@ -276,7 +295,8 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> EnvConfig:
     phases = parse_phases(phases_set[1], phases_set[0]) if phases_set else None
     args = bool(env.flag(ENV_ARGS))
     sync = bool(env.flag(ENV_SYNC))
-    timed = bool(env.flag(ENV_TIME))
+    found = env.get(ENV_TIME)
+    timed = parse_time(*found) if found else False
     nvtx = bool(env.flag(ENV_NVTX))
     cap = env.get(ENV_MAX_MB)
     max_mb = parse_max_mb(*cap) if cap else None

@@ -183,6 +183,10 @@ def positional_door(fn: Callable, operation: str) -> Callable:
 # recorded after it ran, is timed by its door (time.perf_counter_ns, the
 # core's clock) and its span given to _C.launch.
 LOGGING_TIME = 4
+# ...and its GPU kernels (SP_LOGGING_KERNELS): the door pushes CUPTI's id
+# around the launch (_C.cupti_region_begin) and gives it to _C.launch after
+# the span, so that the kernels it ran are its record's.
+LOGGING_KERNELS = 8
 OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "maxnreg", "launch_options")
 # the launching library's own value types, given by its door when it is put
 # on (launch_types): its dtype class, written by name, and the module of its

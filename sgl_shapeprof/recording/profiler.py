@@ -14,7 +14,8 @@ import weakref
 from typing import ContextManager, Iterable, Optional, Union
 
 from ..on_import import imported_before
-from .config import ENV_ROCTX_LIBRARY, INT_MAX, parse_max_mb, phase_filter, roctx_library
+from . import kernels
+from .config import ENV_ROCTX_LIBRARY, INT_MAX, KERNELS, parse_max_mb, phase_filter, roctx_library
 from .switch import neutral_name
 from .messages import say, say_once
 from .nesting import NESTED, REFUSED, OpenPass, Passes, nest
@@ -195,7 +196,11 @@ class ShapeProfiler(PassContext):
     (inclusive of the calls recorded within it; its kernels' device time
     only with sync): the records' "time_us", and with dedupe each
     signature's count, total, min, median and max in the summary's
-    "signature_times" (docs/FORMAT.md). nvtx: push an NVTX range per
+    "signature_times" (docs/FORMAT.md); time="kernels": each call's GPU
+    kernels too (name, grid, block, device time), through CUPTI, in the
+    kernels file beside the records (shapes_kernels.jsonl; refused in one
+    line, keeping the CPU times, without a CUDA device or under
+    torch.profiler: recording/kernels.py). nvtx: push an NVTX range per
     recorded call, named by its operation and input shapes, so that under
     nsys each kernel sits under the shapes that launched it (a build
     without NVTX's headers refuses it: ValueError); on a ROCm build of
@@ -248,7 +253,11 @@ class ShapeProfiler(PassContext):
         self.dedupe = bool(dedupe)
         self.args = bool(args)
         self.sync = bool(sync)
+        if time not in (False, True, 0, 1, KERNELS):
+            raise ValueError(f"time must be True, False or {KERNELS!r}, not {time!r}")
         self.time = bool(time)
+        self.kernels = time == KERNELS  # each call's GPU kernels too (recording/kernels.py)
+        self.kernels_path: Optional[str] = None
         self.nvtx = bool(nvtx)
         ranges = ranges_of(_C, self.nvtx)
         if worker is not None and not isinstance(worker, Worker):
@@ -259,7 +268,7 @@ class ShapeProfiler(PassContext):
             return _C.Profiler(at, rank=rank, skip_warmup=skip_warmup, log_n_passes=log_n_passes,
                                dedupe=self.dedupe, phases=phase_list, args=self.args, sync=self.sync,
                                worker=identity, max_bytes=cap, exclusive=bool(exclusive),
-                               time=self.time, nvtx=ranges)
+                               time=2 if self.kernels else int(self.time), nvtx=ranges)
         try:
             self._native = native(path)
         except BlockingIOError:
@@ -269,6 +278,10 @@ class ShapeProfiler(PassContext):
             own = f"{stem}.pid{os.getpid()}{ext}"
             say(f"{path} is in use by another process; writing {own} instead")
             self._native = native(own)
+        if self.kernels:
+            self.kernels_path, why = kernels.start(_C, self._native.path)
+            if why:
+                say(f"time={KERNELS}: {why}; each call's CPU time is recorded, no GPU kernel")
         self._closed = False
         self._broken = False
         self._forked = False
@@ -480,6 +493,11 @@ class ShapeProfiler(PassContext):
             return
         finally:
             passes_ended()
+            if self.kernels_path:  # after the last record: every id is claimed
+                from ._native import load
+                lost = kernels.stop(load())
+                if lost:
+                    say(f"{self.kernels_path}: {lost}")
         if self._phase_filter is not None and stats["passes"] and not stats["logged_passes"]:
             seen = ", ".join(sorted(repr(p) for p in self._phases_seen))
             say(f"{self._phases_from}={self._phase_filter!r} matched none of the {stats['passes']} passes "

@@ -6,7 +6,7 @@ import glob
 import os
 from typing import Iterable, List, Tuple
 
-from .reader import InputError, is_summary
+from .reader import InputError, is_kernels, is_summary
 from .worker import label_order
 
 
@@ -20,7 +20,7 @@ def expand_paths(patterns: Iterable[str]) -> List[str]:
     for p in patterns:
         if os.path.isdir(p):
             hits = [os.path.join(d, f) for d, _, files in os.walk(p) for f in files
-                    if f.endswith((".jsonl", ".jsonl.zst"))]
+                    if f.endswith((".jsonl", ".jsonl.zst")) and not is_kernels(f)]
             if not hits:
                 raise InputError(f"no records file (*.jsonl) in folder {p}")
             out.extend(sorted(hits, key=order))
@@ -28,7 +28,7 @@ def expand_paths(patterns: Iterable[str]) -> List[str]:
             hits = glob.glob(p)
             if not hits:
                 raise InputError(f"no file matches {p}")
-            hits = [h for h in hits if not is_summary(h)] or hits
+            hits = [h for h in hits if not is_summary(h) and not is_kernels(h)] or hits
             out.extend(sorted(hits, key=order))
         else:
             out.append(p)

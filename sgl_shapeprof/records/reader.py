@@ -37,6 +37,7 @@ class SummaryError(InputError):
 # (the C core's sp_profiler.c names it the same way: tests/test_format.py
 # checks the two agree on files it writes)
 SUMMARY_SUFFIX = "_summary.json"
+KERNELS_SUFFIX = "_kernels.jsonl"
 
 
 def is_summary(path: str) -> bool:
@@ -46,6 +47,20 @@ def is_summary(path: str) -> bool:
 def summary_path_for(records_path: PathLike) -> str:
     """shapes.jsonl -> shapes_summary.json, as the profiler names it (a
     compressed copy, shapes.jsonl.gz, maps to the same summary)."""
+    return _beside(records_path, SUMMARY_SUFFIX)
+
+
+def kernels_path_for(records_path: PathLike) -> str:
+    """shapes.jsonl -> shapes_kernels.jsonl: the GPU kernels of a
+    kernels-timed recording (FORMAT.md "Kernels")."""
+    return _beside(records_path, KERNELS_SUFFIX)
+
+
+def is_kernels(path: str) -> bool:
+    return path.endswith(KERNELS_SUFFIX)
+
+
+def _beside(records_path: PathLike, suffix: str) -> str:
     d, base = os.path.split(os.fspath(records_path))
     for ext in (".gz", ".zst"):
         if base.endswith(ext) and len(base) > len(ext):
@@ -55,7 +70,7 @@ def summary_path_for(records_path: PathLike) -> str:
         if base.endswith(ext) and len(base) > len(ext):
             base = base[: -len(ext)]
             break
-    return os.path.join(d, base + SUMMARY_SUFFIX)
+    return os.path.join(d, base + suffix)
 
 
 def read_summary(path: PathLike) -> dict:

@@ -22,6 +22,7 @@ from .filter import Filter
 from .graphs import eager_sizes, graph_replays
 from .reader import (InputError, LineParser, ReadReport, SummaryError, open_records, read_summary,
                      records_after_summary)
+from .kernels import join, kernels_beside
 from .signature import Signature, float_key, key_of, signature_of
 from .worker import Worker, rank_in_name
 
@@ -60,6 +61,11 @@ class Source:
     records_after_summary: int = 0   # records past the summary's records_bytes (killed before it caught up)
     timed: bool = False              # its records carry their calls' time (FORMAT.md "time_us")
     dispatch_key: Optional[str] = None  # the summary's "dispatch_key": the route its calls came by
+    # a kernels-timed recording's GPU kernel time per call, by record call_id
+    # (as bytes; records/kernels.py's join), and why the kernels file beside
+    # it could not be read, if it could not
+    kernel_times: Dict[bytes, List[int]] = field(default_factory=dict)
+    kernels_note: Optional[str] = None
 
     @property
     def filtered(self) -> bool:
@@ -107,6 +113,12 @@ def scan(path: str, flt: Optional[Filter] = None, label: Optional[str] = None,
     src.graphs = graph_replays(summary)
     src.eager_sizes = eager_sizes(summary)
     src.records_after_summary = records_after_summary(path, summary)
+    try:
+        kf = kernels_beside(path)
+    except InputError as e:
+        kf, src.kernels_note = None, str(e)
+    if kf is not None:
+        src.kernel_times = {str(cid).encode(): ck.per_call_ns for cid, ck in join(kf).by_call.items()}
     f = open_records(path)
     try:
         _scan_lines(f, src, flt, counts, times, on_record, progress)
@@ -158,6 +170,12 @@ def _add_time(src: Source, sig: Signature, cid: bytes, us: object,
         sig.add_time(1, ns, ns, ns)
 
 
+def _add_kernel_time(sig: Signature, per_call: Optional[List[int]]) -> None:
+    """A record's calls' kernel time (each call's kernels summed), if any ran."""
+    if per_call:
+        sig.add_kernel_time(len(per_call), sum(per_call), min(per_call), max(per_call))
+
+
 _TIME = b', "time_us": '
 _START = b', "start_us": '   # just before time_us: the call's start (FORMAT.md)
 
@@ -200,6 +218,7 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
     limit = flt.max_entries or -1
     parser = LineParser(rep)
     get_count = counts.get if counts else None
+    kernel_times = src.kernel_times.get if src.kernel_times else None
     prefix, pass_word, id_at, pass_at = _PREFIX, _PASS, _ID_AT, _PASS_AT  # locals: the loop is hot
     n_records = 0
     for line in f:
@@ -264,6 +283,8 @@ def _scan_lines(f: IO[bytes], src: Source, flt: Filter, counts: Dict[bytes, int]
                         _add_time(src, sig, cid, float(us), times)
                     except ValueError:
                         pass
+                if kernel_times is not None:
+                    _add_kernel_time(sig, kernel_times(cid))
                 pass_calls[fp] = pass_calls.get(fp, 0) + n
                 if on_record is not None:
                     on_record(int(cid), sig, n)
@@ -330,6 +351,8 @@ def _add_slow(src: Source, flt: Filter, rec: dict, counts: Dict[bytes, int],
     sig.count += n
     if "time_us" in rec:
         _add_time(src, sig, str(cid).encode(), rec["time_us"], times)
+    if src.kernel_times:
+        _add_kernel_time(sig, src.kernel_times.get(str(cid).encode()))
     if isinstance(fp, int) and fp:
         src.passes[fp] = src.passes.get(fp, 0) + n
     if on_record is not None:

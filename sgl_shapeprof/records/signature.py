@@ -39,6 +39,21 @@ class Signature:
     time_min: Optional[int] = None
     time_max: Optional[int] = None
 
+    # measured GPU kernel time (a kernels-timed recording, FORMAT.md "Kernels"),
+    # in ns, of `kernel_calls` of its calls, each call's kernels summed (a
+    # capture's record: its replays')
+    kernel_ns: int = 0
+    kernel_calls: int = 0
+    kernel_min: Optional[int] = None
+    kernel_max: Optional[int] = None
+
+    def add_kernel_time(self, calls: int, total: int, low: int, high: int) -> None:
+        """calls more of its calls ran total ns of kernels, the least low, the most high."""
+        self.kernel_calls += calls
+        self.kernel_ns += total
+        self.kernel_min = low if self.kernel_min is None else min(self.kernel_min, low)
+        self.kernel_max = high if self.kernel_max is None else max(self.kernel_max, high)
+
     def add_time(self, calls: int, total: int, low: int, high: int) -> None:
         """calls more of its calls took total ns, the least low, the most high."""
         self.timed += calls

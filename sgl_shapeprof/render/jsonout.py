@@ -65,6 +65,9 @@ def sig_json(s: Signature) -> dict:
     if s.timed:  # a timed recording's measure: of timed_calls of its calls
         d.update(time_us=s.time_ns / 1000, timed_calls=s.timed, min_us=s.time_min / 1000,
                  max_us=s.time_max / 1000)
+    if s.kernel_calls:  # a kernels-timed recording's: of kernel_calls of its calls
+        d.update(kernel_us=s.kernel_ns / 1000, kernel_calls=s.kernel_calls, kernel_min_us=s.kernel_min / 1000,
+                 kernel_max_us=s.kernel_max / 1000)
     return d
 
 
@@ -106,6 +109,7 @@ def analysis_json(a: Analysis, top: Optional[int] = None, by: str = "calls") -> 
         "errors": [sig_json(s) for s in a.errors],
         "attention": [{"operation": s.operation, "phase": s.phase, "calls": s.count, **asdict(c)}
                       for s, c in attention_calls(a.signatures)],
+        "kernels": [kernel_ledger_json(led) for led in a.kernel_ledgers],
         "operations": [
             {"operation": o.operation, "calls": o.calls, "records": o.records, "errors": o.errors,
              "output_elements": o.out_elements, "by_file": o.by_source, **_op_time(o),
@@ -113,6 +117,20 @@ def analysis_json(a: Analysis, top: Optional[int] = None, by: str = "calls") -> 
             for o in a.ranked(top, by)
         ],
     }
+
+
+def kernel_ledger_json(led) -> dict:
+    """A file's GPU kernels (analysis/kernel_time.py), times in us."""
+    return {"file": led.label, "kernels_file": led.path, "kernels": led.kernels,
+            "total_us": led.total_ns / 1e3, "explained_us": led.explained_ns / 1e3,
+            "explained_share": led.explained_share,
+            "by_door_us": {d: ns / 1e3 for d, ns in led.by_door.items()},
+            "unexplained": [{"kernel": n, "launches": c, "us": ns / 1e3} for n, c, ns in led.unexplained],
+            "operations": [{"operation": o.operation, "calls": o.calls, "kernels": o.kernels, "us": o.ns / 1e3}
+                           for o in sorted(led.operations.values(), key=lambda o: (-o.ns, o.operation))],
+            "signature_kernel_times": {str(k): v for k, v in sorted(led.signatures.items())},
+            "outside_passes": led.outside, "unknown_records": led.unknown_records, "dropped": led.dropped,
+            "unreadable_lines": led.bad_lines, "collector_stopped": led.ended}
 
 
 def tail_json(tail: Tail) -> dict:
@@ -133,6 +151,9 @@ def diff_json(d: Diff) -> dict:
         "operation_changes": [{"operation": op, "calls_a": x, "calls_b": y} for op, x, y in d.ops],
         "time_changes": [{"operation": s.operation, "inputs": s.inputs, "outputs": s.outputs, "phase": s.phase,
                           "us_per_call_a": x / 1000, "us_per_call_b": y / 1000} for s, x, y in d.times],
+        "kernel_time_changes": [{"operation": s.operation, "inputs": s.inputs, "outputs": s.outputs,
+                                 "phase": s.phase, "kernel_us_per_call_a": x / 1000,
+                                 "kernel_us_per_call_b": y / 1000} for s, x, y in d.kernel_times],
     }
 
 
@@ -178,6 +199,7 @@ def use_json(u: MoeUse, device: str, triton: Optional[str]) -> dict:
         "per_channel_quant": u.key.per_channel_quant, "device": device, "triton": triton,
         "hidden_size": u.hidden, "operations": u.operations, "calls": u.total,
         **({"time_us": u.time_ns / 1000, "timed_calls": u.timed} if u.timed else {}),
+        **({"kernel_us": u.kernel_ns / 1000, "kernel_calls": u.kernel_calls} if u.kernel_calls else {}),
         "file_name": lk.name, "file": lk.path, "file_triton": lk.version,
         "other_triton_version": lk.other_version, "tuned_m": lk.tuned, "assumed": u.assumed,
         "down_file_name": u.down.name if u.down else None, "down_file": u.down.path if u.down else None,

@@ -58,12 +58,27 @@ def trace_events(timelines: List[FileTimeline], base: int) -> List[dict]:
             for c in lane:
                 ev.append({"ph": "X", "cat": "call", "name": c.operation, "pid": pid, "tid": tid,
                            "ts": _us(c.start - base), "dur": _us(c.dur), "args": _call_args(c)})
+        # the GPU: a track per device and stream, after the calls' lanes
+        streams = sorted({(k.device, k.stream) for k in tl.kernels})
+        track = {ds: len(names) + i for i, ds in enumerate(streams)}
+        for (dev, stream), tid in track.items():
+            ev.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                       "args": {"name": f"GPU {dev}, stream {stream} (kernels)"}})
+            ev.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                       "args": {"sort_index": tid}})
+        for k in tl.kernels:
+            args: Dict[str, object] = {"grid": list(k.grid), "block": list(k.block)}
+            if k.call_id is not None:
+                args["call_id"] = k.call_id
+            ev.append({"ph": "X", "cat": "kernel" if k.call_id is not None else "kernel, unexplained",
+                       "name": k.name, "pid": pid, "tid": track[(k.device, k.stream)],
+                       "ts": _us(k.start - base), "dur": _us(k.dur), "args": args})
     return ev
 
 
 def write_trace(out: TextIO, timelines: List[FileTimeline], notes: List[str]) -> int:
     """Writes the trace, an event a line; the events written."""
-    starts = [p.start for tl in timelines for p in tl.passes]
+    starts = [p.start for tl in timelines for p in tl.passes] + [k.start for tl in timelines for k in tl.kernels]
     base = min(starts) if starts else 0
     events = trace_events(timelines, base)
     out.write('{"displayTimeUnit": "ns",\n "otherData": ')

@@ -73,6 +73,8 @@ class MoeUse:
     lookup: Optional[Lookup] = None
     down: Optional[Lookup] = None     # the `_down` file (fused-MoE keys only)
     time_ns: int = 0                  # measured time of `timed` of its calls (a timed recording)
+    kernel_ns: int = 0                # GPU kernel time of `kernel_calls` of its calls (time="kernels")
+    kernel_calls: int = 0
     timed: int = 0
 
     @property
@@ -207,12 +209,14 @@ def count_call(u: MoeUse, sig: Signature, m: int) -> None:
         ms[m] = ms.get(m, 0) + sig.count
     u.time_ns += sig.time_ns
     u.timed += sig.timed
+    u.kernel_ns += sig.kernel_ns
+    u.kernel_calls += sig.kernel_calls
 
 
 def ranked(uses: Iterable[MoeUse], *tie: Callable[[MoeUse], object]) -> List[MoeUse]:
     """What to tune first: the most measured time when the records were
     timed (docs/time.md), else the most calls; then tie's keys."""
-    return sorted(uses, key=lambda u: (-u.time_ns, -u.total, *(f(u) for f in tie)))
+    return sorted(uses, key=lambda u: (-u.kernel_ns, -u.time_ns, -u.total, *(f(u) for f in tie)))
 
 
 def tuner_command(u: MoeUse, model: Optional[str] = None, tp: Optional[int] = None,

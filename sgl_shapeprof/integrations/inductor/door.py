@@ -22,7 +22,7 @@ import time
 from typing import Optional
 
 from ...on_import import is_ours, mark
-from ...recording.doors import LOGGING_TIME, MISSING, OPTIONS, launch_value, native_types, operation_key
+from ...recording.doors import LOGGING_KERNELS, LOGGING_TIME, MISSING, OPTIONS, launch_value, native_types, operation_key
 from ...recording.messages import say_once
 from .seam import PREFIX
 
@@ -118,17 +118,24 @@ def patch_triton_heuristics(module) -> None:
             return original(self, *args, stream=stream, **kwargs)
         paused = native.pause_thread()  # its autotuning's benchmarks and copies
         span = [time.perf_counter_ns()] if mode & LOGGING_TIME else []
+        ext = native.cupti_region_begin() if mode & LOGGING_KERNELS else 0
         try:
             out = original(self, *args, stream=stream, **kwargs)
         except BaseException as e:
             if span:
                 span.append(time.perf_counter_ns())
+            if ext:
+                native.cupti_region_end(ext)
+                span.append(ext)
             if paused:
                 native.resume_thread()
             _file_launch(native, self, args, mode, e, span)
             raise
         if span:
             span.append(time.perf_counter_ns())
+        if ext:
+            native.cupti_region_end(ext)
+            span.append(ext)
         if paused:
             native.resume_thread()
         _file_launch(native, self, args, mode, None, span)

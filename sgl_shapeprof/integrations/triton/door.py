@@ -33,7 +33,7 @@ import weakref
 from typing import Callable, Dict, Optional, Tuple
 
 from ...on_import import is_ours, mark
-from ...recording.doors import LOGGING_TIME, MISSING, OPTIONS, launch_types, launch_value, native_types, operation_key, pass_door
+from ...recording.doors import LOGGING_KERNELS, LOGGING_TIME, MISSING, OPTIONS, launch_types, launch_value, native_types, operation_key, pass_door
 from ...recording.messages import say_once
 from ...recording.pauses import pause_thread, resume_thread
 from .seam import AUTOTUNER, INTERPRETER, JIT, PACKAGE, PREFIX
@@ -142,17 +142,24 @@ def _launcher(original, interpreted: bool = False):
         else:
             launched.append(grid)
         span = [time.perf_counter_ns()] if mode & LOGGING_TIME else []
+        ext = _C.cupti_region_begin() if mode & LOGGING_KERNELS else 0
         try:
             kernel = original(self, *args, grid=grid, warmup=warmup, **kwargs)
         except BaseException as e:
             if span:
                 span.append(time.perf_counter_ns())
+            if ext:
+                _C.cupti_region_end(ext)
+                span.append(ext)
             if paused:
                 resume_thread()
             _file_launch(self, args, kwargs, launched, None, mode, e, span)
             raise
         if span:
             span.append(time.perf_counter_ns())
+        if ext:
+            _C.cupti_region_end(ext)
+            span.append(ext)
         if paused:
             resume_thread()
         _file_launch(self, args, kwargs, launched, kernel, mode, None, span)

@@ -135,6 +135,41 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.3f}"
 
 
+def _us(ns: int) -> str:
+    return f"{ns / 1e3:,.3f}"
+
+
+def _print_kernels(led, top: int, w) -> None:
+    """A file's GPU kernels (time="kernels"): time per operation, the
+    share of kernel time under records by door, and what no record explains."""
+    w(f"\nGPU kernels of {led.label} (CUPTI, {led.path}): {_n(led.kernels)} kernels, "
+      f"{_us(led.total_ns)} us, {100 * led.explained_share:.1f}% under records\n")
+    if led.by_door:
+        w("  by door: " + ", ".join(f"{d} {_us(ns)} us" for d, ns in led.by_door.items()) + "\n")
+    ops = sorted(led.operations.values(), key=lambda o: (-o.ns, o.operation))[:top]
+    if ops:
+        w(f"{'kernel us':>14} {'calls':>10} {'kernels':>8} {'mean us':>10}  operation\n")
+        for o in ops:
+            w(f"{_us(o.ns):>14} {_n(o.calls):>10} {_n(o.kernels):>8} {o.ns / max(o.calls, 1) / 1e3:>10.3f}  "
+              f"{o.operation}\n")
+    if led.unexplained:
+        w(f"  unexplained (launched in a logged pass, under no record): {_us(led.unexplained_ns)} us\n")
+        for name, n, ns in led.unexplained[:top]:
+            w(f"{_us(ns):>14} {_n(n):>10}x  {name}\n")
+    notes = []
+    if led.unknown_records:
+        notes.append(f"{_n(led.unknown_records)} kernels under a call_id with no record line (a cut file)")
+    if led.dropped:
+        notes.append(f"CUPTI dropped {_n(led.dropped)} activity records (its buffers were full)")
+    if led.bad_lines:
+        notes.append(f"{_n(led.bad_lines)} unreadable lines")
+    if not led.ended:
+        notes.append("the process ended before the collector stopped: the kernels still in CUPTI's buffers "
+                     "are not here")
+    for n in notes:
+        w(f"  note: {n}\n")
+
+
 def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sections] = None) -> None:
     w = (out or sys.stdout).write
     sec = sec or Sections()
@@ -206,6 +241,8 @@ def print_analysis(a: Analysis, out: Optional[TextIO] = None, sec: Optional[Sect
             hidden = len(o.signatures) - len(shown)
             if hidden > 0:
                 w(f"{'':>12} {'':>6}   ... {hidden} more (--max-shapes)\n")
+    for led in a.kernel_ledgers:
+        _print_kernels(led, sec.top or 10, w)
     attention = attention_calls(a.signatures)
     if attention:
         _print_attention(attention, w)

@@ -22,7 +22,7 @@ def print_diff(d: Diff, out: TextIO, top: Optional[int] = None) -> None:
           "does not keep its repeats' outputs)\n")
     if not d.differs:
         w("no differences" + (" in signatures" if d.shapes_only else "") + "\n")
-        if not d.times:
+        if not d.times and not d.kernel_times:
             return
 
     def rows(items):
@@ -39,11 +39,17 @@ def print_diff(d: Diff, out: TextIO, top: Optional[int] = None) -> None:
         for op, x, y in rows(d.ops):
             ch = f"{(y - x) / x * 100:+.0f}%" if x else "new"
             w(f"  {x:>12,} {y:>12,} {ch:>9}  {op}\n")
-    if d.times:
-        w(f"\nMeasured time per call of the signatures timed in both ({len(d.times)}; most time moved "
-          "first: the change times A's calls; wall time on the calling thread, FORMAT.md time_us):\n")
+    for times, what in ((d.kernel_times, "GPU kernel time per call of the signatures whose kernels both "
+                         "recorded ({n}; most time moved first: the change times A's calls; CUPTI, each call's "
+                         "kernels summed, FORMAT.md Kernels)"),
+                        (d.times, "Measured time per call of the signatures timed in both ({n}; most time "
+                         "moved first: the change times A's calls; wall time on the calling thread, "
+                         "FORMAT.md time_us)")):
+        if not times:
+            continue
+        w(f"\n{what.format(n=len(times))}:\n")
         w(f"  {'A us':>10} {'B us':>10} {'change':>8}  operation  shapes\n")
-        shown = rows(d.times)
+        shown = rows(times)
         for (s, x, y), apart in zip(shown, tell_apart([s for s, _, _ in shown], d.every)):
             ch = f"{(y - x) / x * 100:+.0f}%" if x else "-"
             w(f"  {x / 1000:>10.3f} {y / 1000:>10.3f} {ch:>8}  {s.operation}  {s.text}"

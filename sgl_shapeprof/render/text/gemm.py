@@ -21,11 +21,14 @@ def gemm_text(gs: List[Gemm], srcs: List[Source], out: TextIO, top: Optional[int
           + "\n")
         return
     total = sum(g.total_flops for g in gs) or 1
-    timed = any(g.timed for g in gs)
+    timed = any(g.measured for g in gs)
+    kernels = any(g.kernel_calls for g in gs)
     roofline = any(g.roofline_us is not None for g in gs)
     o(f"{len(gs)} distinct GEMMs, {human(total)} FLOP in all\n")
     if timed:
-        o("(us/call and TFLOP/s: measured wall time per call on the calling thread (FORMAT.md time_us); "
+        o(("(us/call and TFLOP/s: GPU kernel time per call, each call's kernels summed (CUPTI, FORMAT.md "
+           "Kernels), where its kernels were recorded, else " if kernels else "(us/call and TFLOP/s: ")
+          + "measured wall time per call on the calling thread (FORMAT.md time_us); "
           "on a GPU a launch's, not its kernel's, unless recorded with sync"
           + ("; x roofline: that time over cost's roofline for the shape" if roofline else "") + ")\n")
     o(f"{'M':>8} {'N':>7} {'K':>7} {'batch':>6} {'dtypes (A,B->out)':>26} {'count':>9} "

@@ -160,7 +160,8 @@ def print_keys(uses: List[MoeUse], triton: Optional[str], missing: Callable[[Moe
     o = out.write
     for u in uses:
         lk = u.lookup
-        took = f", {u.time_ns / 1e6:,.3f} ms measured over {u.timed:,}" if u.timed else ""
+        took = (f", {u.kernel_ns / 1e6:,.3f} ms of GPU kernels over {u.kernel_calls:,}" if u.kernel_calls else
+                f", {u.time_ns / 1e6:,.3f} ms measured over {u.timed:,}" if u.timed else "")
         o(f"\n{u.key.text}  K={u.hidden}  {u.total:,} calls{took}  ({', '.join(u.operations)})\n")
         if lk is not None and lk.path:
             o(f"  tuned: {lk.path}\n")
