@@ -155,6 +155,19 @@ print(f"sgl_shapeprof: NVTX ranges {'from ' + NVTX_INCLUDE if NVTX_INCLUDE else 
       file=sys.stderr)
 NVTX_FLAGS = ["-isystem", NVTX_INCLUDE, "-DSP_HAVE_NVTX=1"] if NVTX_INCLUDE else []
 
+def cupti_major(include: str) -> "int | None":
+    """The CUDA major of the CUPTI headers in include: CUPTI_API_VERSION is
+    13xxyy from CUDA 13 on, and a small number (18 to 99) for CUDA 12."""
+    import re
+    try:
+        with open(os.path.join(include, "cupti_version.h")) as f:
+            m = re.search(r"#define\s+CUPTI_API_VERSION\s+(\d+)", f.read())
+    except OSError:
+        return None
+    v = int(m.group(1)) if m else 0
+    return v // 10000 if v >= 10000 else 12 if v >= 18 else None
+
+
 def cupti_include():
     """Where CUPTI's headers (cupti.h) are, for GPU kernel times
     (SHAPEPROF_TIME=kernels), or None: CUPTI_INCLUDE_DIR, the NVIDIA wheels
@@ -169,7 +182,13 @@ def cupti_include():
         crt += [os.path.join(site, "nvidia", sub, "include") for sub in ("cu13", "cuda_runtime", "cuda_nvcc")]
         crt.append(os.path.join(site, "triton", "backends", "nvidia", "include"))
     found += [os.path.join(cuda, "extras", "CUPTI", "include"), os.path.join(cuda, "include")]
-    cupti = next((d for d in found if d and os.path.isfile(os.path.join(d, "cupti.h"))), None)
+    found = [d for d in found if d and os.path.isfile(os.path.join(d, "cupti.h"))]
+    # a CUDA build of torch runs its own CUPTI major (its wheel's libcupti):
+    # headers of another major would read records of the wrong layout
+    torch_cuda = (torch.version.cuda or "").split(".")[0]
+    if torch_cuda.isdigit():
+        found = [d for d in found if cupti_major(d) == int(torch_cuda)]
+    cupti = found[0] if found else None
     # cupti.h includes the runtime's types, which include crt/host_defines.h:
     # CUDA 13's wheels leave crt/ to the compiler's wheel, which Triton carries
     host = next((d for d in [cupti] + crt if d and os.path.isfile(os.path.join(d, "crt", "host_defines.h"))), None)

@@ -328,3 +328,77 @@ p.close()
     r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", "shapes.jsonl"], capture_output=True,
                        text=True, cwd=tmp_path, timeout=120)
     assert r.returncode != 0 and "is not a kernels file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@needs_cupti
+def test_a_second_kernels_profiler_is_refused_and_never_joins_the_first_ones_file(standin, tmp_path):
+    r = _run(standin, tmp_path, """
+a = ShapeProfiler("shapes.jsonl", time="kernels")
+b = ShapeProfiler("other.jsonl", time="kernels")
+assert a.kernels_path and b.kernels_path is None
+with a.forward_pass("decode"):
+    work(torch.ones(2), 1000)
+with b.forward_pass("decode"):       # b's call_ids are a's too: 1 and 2
+    work(torch.ones(3), 2000)
+b.close()
+a.close()
+""")
+    said = [x for x in r.stderr.splitlines() if "sgl_shapeprof" in x]
+    assert len(said) == 1 and "another profiler of this process collects" in said[0], r.stderr
+    led = _analyze(tmp_path)["kernels"][0]
+    assert [(o["operation"], o["us"]) for o in led["operations"]] == [("standin.work.default", 1.0)]
+    assert led["outside_passes"] == 1 and led["unexplained"] == []  # b's kernel: not a's
+
+
+@needs_cupti
+def test_a_forked_child_never_writes_to_the_parents_kernels_file(standin, tmp_path):
+    _run(standin, tmp_path, """
+import os
+p = ShapeProfiler("shapes.jsonl", time="kernels")
+with p.forward_pass("decode"):
+    work(torch.ones(2), 1000)
+pid = os.fork()
+if pid == 0:
+    p.close()                         # the parent's profiler, closed in the child
+    os._exit(0)
+assert os.waitpid(pid, 0)[1] == 0
+with p.forward_pass("decode"):
+    work(torch.ones(3), 2000)
+p.close()
+""")
+    lines = [json.loads(x) for x in open(tmp_path / "shapes_kernels.jsonl")]
+    assert [x for x in lines if x.get("end")] == [lines[-1]]  # one end, the parent's, last
+    led = _analyze(tmp_path)["kernels"][0]
+    assert sorted(v["total_us"] for v in led["signature_kernel_times"].values()) == [1.0, 2.0]
+
+
+def _file(**kw):
+    from sgl_shapeprof.records.kernels import Kernel, KernelsFile
+    kf = KernelsFile("k.jsonl")
+    for k, v in kw.items():
+        setattr(kf, k, v)
+    return kf, Kernel
+
+
+def test_the_window_is_the_union_of_every_threads_passes():
+    from sgl_shapeprof.records.kernels import join, windows
+    # thread A's pass 0..100, thread B's 10..20 inside it, then a pass 200.. still open at a kill
+    kf, K = _file(pass_begins=[0, 10, 200], pass_ends=[20, 100])
+    kf.kernels = [K("in_a_after_b", 1, 50, 60, launch_ns=50), K("between", 2, 150, 160, launch_ns=150),
+                  K("open", 3, 300, 310, launch_ns=300)]
+    assert windows(kf) == [(0, 100), (200, 310)]
+    j = join(kf)
+    assert [k.name for k in j.unexplained] == ["in_a_after_b", "open"] and j.outside == 1
+
+
+def test_a_replay_is_a_call_and_a_graph_launched_by_a_call_is_one():
+    from sgl_shapeprof.records.kernels import join
+    kf, K = _file(call_of_ext={1: (5, False), 2: (6, False)}, ext_of_node={10: 1, 11: 2},
+                  cloned_from={11: 10}, ext_of_correlation={40: 2})
+    kf.kernels = [K("replay", 30, 0, 100, graph=1, graph_node=11), K("replay", 31, 0, 100, graph=1, graph_node=11),
+                  # a call (ext 2) that itself launched a graph: its kernels are one call's
+                  K("in_call", 40, 0, 10, graph=2, graph_node=99), K("in_call", 40, 20, 30, graph=2, graph_node=98)]
+    j = join(kf)
+    # node 11 is a clone of 10 (made under id 1), though noted under id 2 as it was cloned: the original's
+    assert sorted(j.by_call[5].per_call_ns) == [100, 100]
+    assert j.by_call[6].per_call_ns == [20]

@@ -183,13 +183,15 @@ enum { SP_TIME_CALLS = 1, SP_TIME_KERNELS = 2 }; /* sp_config.time */
 /* The CUPTI_API_VERSION this build reads CUPTI with, or 0: its headers were
  * not found when it was built. */
 int sp_cupti_built(void);
-/* Starts the process's one collector: CUPTI from the library at lib_path,
- * its lines to a new file at out_path (never an existing one). 0, or -1
- * with why in err (n bytes): no CUPTI in this build, the library cannot
- * load or is another major version, another tool holds CUPTI, ... */
-int sp_cupti_start(const char *lib_path, const char *out_path, char *err, size_t n);
-/* Flushes what the device still holds and stops: 0, or -1 with why (lines
- * lost). Nothing to stop: 0. */
+/* Starts the process's one collector, for owner's calls and passes only:
+ * CUPTI from the library at lib_path, its lines to a new file at out_path
+ * (never an existing one). 0, or -1 with why in err (n bytes): no CUPTI in
+ * this build, the library cannot load or is another major version, another
+ * tool holds CUPTI, another profiler collects, ... */
+int sp_cupti_start(const sp_profiler *owner, const char *lib_path, const char *out_path, char *err, size_t n);
+/* Flushes what CUPTI holds and stops (the caller waits for the device
+ * first: CUPTI does not): 0, or -1 with why (lines lost). Nothing to
+ * stop: 0. */
 int sp_cupti_stop(char *err, size_t n);
 /* A launch recorded after it ran (sp_launch.c): the id pushed around it
  * (0: none: no collector), handed to its call as pub.gpu_ext, and popped. */

@@ -35,12 +35,20 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-/* Whether the collector runs: call_begun pushes only then. */
-static _Atomic int g_cupti_on;
+/* The profiler the collector runs for (NULL: none): only its calls push
+ * ids and say what they became, and only its passes are the window; a
+ * second kernels-timed profiler of the process is refused and records its
+ * CPU times only. Compared, never dereferenced. */
+static _Atomic(const sp_profiler *) g_owner;
 
 #ifdef SP_HAVE_CUPTI
 #include <cupti.h>
+#if CUDA_VERSION < 12000 /* CUDA 11's CUPTI has no CUpti_ActivityKernel9: not read */
+#undef SP_HAVE_CUPTI
+#endif
+#endif
 
+#ifdef SP_HAVE_CUPTI
 int sp_cupti_built(void) { return CUPTI_API_VERSION; }
 
 /* The ids pushed: 1, 2, ... for the process (0: none). */
@@ -68,14 +76,22 @@ static __typeof__(&cuptiActivityRegisterTimestampCallback) f_timestamp_cb;
 
 static void *g_lib;
 static CUpti_SubscriberHandle g_subscriber;
-/* The kernels file and what waits to go to it: the core's lines and each
- * completed buffer's, under g_out_mu (CUPTI's own thread, the threads whose
- * calls end, and the one that stops). */
+/* Start and stop, one at a time. */
+static pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
+/* What waits to go to the kernels file: the core's lines and each completed
+ * buffer's, appended under g_out_mu (held only to append or to swap: the
+ * threads whose calls end take it). The file is written under g_write_mu,
+ * taken before g_out_mu, so that lines go out in the order appended. */
 static pthread_mutex_t g_out_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_write_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_fd = -1;
 static sp_buf g_out;
 static int g_out_failed; /* a write failed: said once at the stop */
-static long long g_dropped;
+/* CUPTI's buffer thread's own (and the stopping thread's flush), under
+ * g_api_mu, which no calling thread takes: */
+static pthread_mutex_t g_api_mu = PTHREAD_MUTEX_INITIALIZER;
+static long long g_dropped;    /* records CUPTI dropped (its buffers full) */
+static long long g_incomplete; /* records not finished when their buffer came back */
 
 /* The calling thread's ids pushed, innermost last (a graph node made now
  * belongs to the innermost). Deeper nesting is pushed to CUPTI but not
@@ -99,28 +115,41 @@ static struct api_slot {
   uint32_t corr;
   uint32_t thread;
   uint64_t start;
-} *g_api;
+} *g_api; /* under g_api_mu */
 
 static uint64_t CUPTIAPI monotonic_ts(void) { return (uint64_t)sp_clock_ns(); }
 
-/* Writes what waits, g_out_mu held. */
-static void out_flush_locked(void) {
+/* Writes what waits: swapped out under g_out_mu, written under g_write_mu
+ * (held by the caller), so that appending never waits for the disk. */
+static sp_buf g_writing; /* under g_write_mu */
+static void out_write_locked(void) {
+  pthread_mutex_lock(&g_out_mu);
+  sp_buf b = g_out;
+  g_out = g_writing;
+  g_out.n = 0;
+  int fd = g_fd;
+  pthread_mutex_unlock(&g_out_mu);
   size_t at = 0;
-  while (g_fd >= 0 && at < g_out.n) {
-    ssize_t w = write(g_fd, g_out.p + at, g_out.n - at);
+  while (fd >= 0 && at < b.n) {
+    ssize_t w = write(fd, b.p + at, b.n - at);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
+      pthread_mutex_lock(&g_out_mu);
       g_out_failed = errno ? errno : EIO;
+      pthread_mutex_unlock(&g_out_mu);
       break;
     }
     at += (size_t)w;
   }
-  g_out.n = 0;
+  b.n = 0;
+  g_writing = b;
 }
 
-/* One line to the kernels file, from the core or CUPTI's thread. */
+/* One line (or several) to the kernels file, from the core or CUPTI's
+ * thread; past 64 KiB waiting, written now unless another thread writes. */
 static void out_line(const char *s, size_t n) {
   pthread_mutex_lock(&g_out_mu);
+  int full = 0;
   if (g_fd >= 0) {
     buf_put(&g_out, s, n);
     if (g_out.failed) { /* the line is lost: said at the stop */
@@ -128,9 +157,13 @@ static void out_line(const char *s, size_t n) {
       g_out.failed = 0;
       g_out.n = 0;
     }
-    if (g_out.n >= (1u << 16)) out_flush_locked();
+    full = g_out.n >= (1u << 16);
   }
   pthread_mutex_unlock(&g_out_mu);
+  if (full && pthread_mutex_trylock(&g_write_mu) == 0) {
+    out_write_locked();
+    pthread_mutex_unlock(&g_write_mu);
+  }
 }
 
 static const char *result_text(CUptiResult r) {
@@ -179,15 +212,18 @@ static void kernel_line(sp_buf *b, const sp_kernel_rec *k) {
 }
 
 /* CUPTI hands back a buffer it filled (on its own thread, or on the one
- * that flushes): its kernels and correlations as lines. */
+ * that flushes): its kernels and correlations as lines, made without the
+ * lock the calling threads take. A record still running when its buffer
+ * came back (a forced flush) ends the buffer's reading: counted. */
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                       size_t valid) {
   (void)size;
   sp_buf b = {0};
   char num[32];
   CUpti_Activity *r = NULL;
-  pthread_mutex_lock(&g_out_mu); /* g_api is this thread's while it is held */
-  while (valid && f_cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
+  pthread_mutex_lock(&g_api_mu);
+  CUptiResult rc = CUPTI_SUCCESS;
+  while (valid && (rc = f_cuptiActivityGetNextRecord(buffer, valid, &r)) == CUPTI_SUCCESS) {
     if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME || r->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
       const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)r;
       struct api_slot *s = &g_api[a->correlationId % API_SLOTS];
@@ -195,7 +231,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
       s->thread = a->threadId;
       s->start = a->start;
     } else if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
-      kernel_line(&b, (const sp_kernel_rec *)r);
+      const sp_kernel_rec *k = (const sp_kernel_rec *)r;
+      if (!k->start && !k->end) g_incomplete++; /* not run yet when flushed: no time to say */
+      else kernel_line(&b, k);
     } else if (r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
       const CUpti_ActivityExternalCorrelation *e = (const CUpti_ActivityExternalCorrelation *)r;
       if (e->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) continue;
@@ -206,10 +244,11 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
       BUF_LIT(&b, "}\n");
     }
   }
+  if (valid && rc != CUPTI_ERROR_MAX_LIMIT_REACHED) g_incomplete++; /* the rest of the buffer is unread */
   size_t dropped = 0;
   if (f_cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
     g_dropped += (long long)dropped;
-  pthread_mutex_unlock(&g_out_mu);
+  pthread_mutex_unlock(&g_api_mu);
   free(buffer);
   if (b.failed) {
     pthread_mutex_lock(&g_out_mu);
@@ -287,9 +326,27 @@ static void undo(size_t kinds) {
   g_subscriber = NULL;
 }
 
-int sp_cupti_start(const char *lib_path, const char *out_path, char *err, size_t n) {
-  if (atomic_load(&g_cupti_on)) {
-    snprintf(err, n, "GPU kernel times are being collected already in this process");
+/* A forked child has the parent's collector's state but not its CUPTI
+ * thread, and shares its file's offset: the child collects nothing and
+ * never writes to the file (the parent's lines stay the parent's). */
+static void cupti_at_fork_child(void) {
+  atomic_store(&g_owner, NULL);
+  g_fd = -1; /* the parent's: not closed here (fork's copy; CLOEXEC for exec) */
+  g_out.n = 0;
+  g_writing.n = 0;
+  pthread_mutex_init(&g_out_mu, NULL);
+  pthread_mutex_init(&g_write_mu, NULL);
+  pthread_mutex_init(&g_api_mu, NULL);
+  pthread_mutex_init(&g_start_mu, NULL);
+}
+
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+static void watch_fork(void) { pthread_atfork(NULL, NULL, cupti_at_fork_child); }
+
+static int start_locked(const sp_profiler *owner, const char *lib_path, const char *out_path, char *err,
+                        size_t n) {
+  if (atomic_load(&g_owner)) {
+    snprintf(err, n, "another profiler of this process collects GPU kernel times already");
     return -1;
   }
   if (load(lib_path, err, n)) return -1;
@@ -297,18 +354,18 @@ int sp_cupti_start(const char *lib_path, const char *out_path, char *err, size_t
     snprintf(err, n, "out of memory");
     return -1;
   }
-  CUptiResult r = f_cuptiSubscribe(&g_subscriber, (CUpti_CallbackFunc)on_callback, NULL);
+  CUpti_SubscriberHandle sub = NULL;
+  CUptiResult r = f_cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_callback, NULL);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    g_subscriber = NULL;
     snprintf(err, n, "CUPTI is held by another tool (%s): one CUPTI client per process; "
              "stop torch.profiler, nsys or the other one first", result_text(r));
     return -1;
   }
   if (r != CUPTI_SUCCESS) {
-    g_subscriber = NULL;
     snprintf(err, n, "CUPTI refused to start (cuptiSubscribe: %s): no CUDA driver or device?", result_text(r));
     return -1;
   }
+  g_subscriber = sub;
   size_t kinds = 0;
   const char *what = "cuptiEnableCallback";
   if ((r = f_cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE,
@@ -333,9 +390,11 @@ int sp_cupti_start(const char *lib_path, const char *out_path, char *err, size_t
   pthread_mutex_lock(&g_out_mu);
   g_fd = fd;
   g_out_failed = 0;
-  g_dropped = 0;
   g_out.n = 0;
   pthread_mutex_unlock(&g_out_mu);
+  pthread_mutex_lock(&g_api_mu);
+  g_dropped = g_incomplete = 0;
+  pthread_mutex_unlock(&g_api_mu);
   char head[256];
   int len = snprintf(head, sizeof head,
                      "{\"kernels_file\": 1, \"clock\": \"%s\", \"cupti_ns\": %llu, \"monotonic_ns\": %lld, "
@@ -346,12 +405,14 @@ int sp_cupti_start(const char *lib_path, const char *out_path, char *err, size_t
   what = "cuptiActivityEnable";
   for (; kinds < N_KINDS; kinds++)
     if ((r = f_cuptiActivityEnable(KINDS[kinds])) != CUPTI_SUCCESS) goto fail_open;
-  atomic_store(&g_cupti_on, 1);
+  pthread_once(&g_fork_once, watch_fork);
+  atomic_store_explicit(&g_owner, owner, memory_order_release); /* after the functions it calls were loaded */
   return 0;
 fail_open:
   pthread_mutex_lock(&g_out_mu);
   close(g_fd);
   g_fd = -1;
+  g_out.n = 0;
   pthread_mutex_unlock(&g_out_mu);
   unlink(out_path); /* ours: made above */
 fail:
@@ -360,24 +421,42 @@ fail:
   return -1;
 }
 
+int sp_cupti_start(const sp_profiler *owner, const char *lib_path, const char *out_path, char *err, size_t n) {
+  pthread_mutex_lock(&g_start_mu);
+  int rc = start_locked(owner, lib_path, out_path, err, n);
+  pthread_mutex_unlock(&g_start_mu);
+  return rc;
+}
+
 int sp_cupti_stop(char *err, size_t n) {
-  if (!atomic_exchange(&g_cupti_on, 0)) return 0;
-  /* the kernels still on the device land in the buffers (forced: the
-   * last, partly filled ones too), then nothing more is made */
+  pthread_mutex_lock(&g_start_mu);
+  if (!atomic_exchange(&g_owner, NULL)) {
+    pthread_mutex_unlock(&g_start_mu);
+    return 0;
+  }
+  /* what CUPTI holds of finished work first, then every buffer, the last
+   * partly filled ones too (the caller waited for the device), then
+   * nothing more is made */
+  f_cuptiActivityFlushAll(0);
   CUptiResult r = f_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   undo(N_KINDS);
   f_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  pthread_mutex_lock(&g_api_mu);
+  long long dropped = g_dropped, incomplete = g_incomplete;
+  pthread_mutex_unlock(&g_api_mu);
+  char tail[96];
+  int len = snprintf(tail, sizeof tail, "{\"end\": true, \"dropped\": %lld, \"incomplete\": %lld}\n", dropped,
+                     incomplete);
+  out_line(tail, (size_t)len);
+  pthread_mutex_lock(&g_write_mu);
+  out_write_locked();
   pthread_mutex_lock(&g_out_mu);
-  char tail[64];
-  int len = snprintf(tail, sizeof tail, "{\"end\": true, \"dropped\": %lld}\n", g_dropped);
-  buf_put(&g_out, tail, (size_t)len);
-  out_flush_locked();
   int failed = g_out_failed;
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
-  free(g_out.p);
-  memset(&g_out, 0, sizeof g_out);
   pthread_mutex_unlock(&g_out_mu);
+  pthread_mutex_unlock(&g_write_mu);
+  pthread_mutex_unlock(&g_start_mu);
   if (failed) {
     snprintf(err, n, "the kernels file lost lines: %s", strerror(failed));
     return -1;
@@ -407,7 +486,8 @@ SP_PRIVATE void cupti_pop(void) {
 
 #else /* no CUPTI headers */
 int sp_cupti_built(void) { return 0; }
-int sp_cupti_start(const char *lib_path, const char *out_path, char *err, size_t n) {
+int sp_cupti_start(const sp_profiler *owner, const char *lib_path, const char *out_path, char *err, size_t n) {
+  (void)owner;
   (void)lib_path;
   (void)out_path;
   snprintf(err, n, "this build has no CUPTI (its headers were not found when it was built)");
@@ -426,12 +506,14 @@ static void out_line(const char *s, size_t n) {
 }
 #endif
 
-SP_PRIVATE int cupti_on(void) { return atomic_load_explicit(&g_cupti_on, memory_order_relaxed); }
+SP_PRIVATE int cupti_for(const sp_profiler *p) {
+  return atomic_load_explicit(&g_owner, memory_order_acquire) == p;
+}
 
 /* The call that pushed ext was written as record call_id (repeat 0), or was
  * a repeat of record call_id: its kernels are that record's. */
 SP_PRIVATE void cupti_called(uint64_t ext, long long call_id, int repeat) {
-  if (!ext || call_id <= 0 || !cupti_on()) return;
+  if (!ext || call_id <= 0 || !atomic_load_explicit(&g_owner, memory_order_relaxed)) return;
   char line[96], *o = line;
   o = PUT_LIT(o, "{\"ext\": ");
   o = text_put_i64(o, (int64_t)ext);
@@ -443,8 +525,8 @@ SP_PRIVATE void cupti_called(uint64_t ext, long long call_id, int repeat) {
 
 /* A logged pass began (1) or ended (0) on this thread, now: the window in
  * which a kernel no record explains is the ledger's. */
-SP_PRIVATE void cupti_pass(int begun) {
-  if (!cupti_on()) return;
+SP_PRIVATE void cupti_pass(const sp_profiler *p, int begun) {
+  if (!p || !cupti_for(p)) return;
   char line[64], *o = line;
   o = begun ? PUT_LIT(o, "{\"pass_begin_ns\": ") : PUT_LIT(o, "{\"pass_end_ns\": ");
   o = text_put_i64(o, sp_clock_ns());
@@ -454,7 +536,7 @@ SP_PRIVATE void cupti_pass(int begun) {
 
 /* For a launch recorded after it ran (sp_launch.c): an id pushed around the
  * launch, handed to its record (sp_call_begin then pushes none). */
-uint64_t sp_cupti_region_begin(void) { return cupti_on() ? cupti_push() : 0; }
+uint64_t sp_cupti_region_begin(void) { return atomic_load_explicit(&g_owner, memory_order_acquire) ? cupti_push() : 0; }
 void sp_cupti_region_end(uint64_t ext) {
   if (ext) cupti_pop();
 }

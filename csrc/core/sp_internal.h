@@ -756,11 +756,11 @@ SP_PRIVATE size_t format_record_bound(const sp_profiler *p, const sp_thread *t, 
 /* ---- sp_nvtx.c [nvtx_]: NVTX ranges, one per recorded call (sp_config.nvtx) ---- */
 /* t's call's range (ranges: sp_config.nvtx), pushed as it begins, popped as it ends. */
 /* sp_cupti.c: the collector's side of a call and a pass */
-SP_PRIVATE int cupti_on(void);
+SP_PRIVATE int cupti_for(const sp_profiler *p);
 SP_PRIVATE uint64_t cupti_push(void);
 SP_PRIVATE void cupti_pop(void);
 SP_PRIVATE void cupti_called(uint64_t ext, long long call_id, int repeat);
-SP_PRIVATE void cupti_pass(int begun);
+SP_PRIVATE void cupti_pass(const sp_profiler *p, int begun);
 SP_PRIVATE void nvtx_push(sp_thread *t, int ranges);
 SP_PRIVATE void nvtx_pop(sp_thread *t);
 

@@ -21,7 +21,7 @@ SP_PRIVATE int pass_phase_wanted(const sp_profiler *p, const char *phase) {
 static int logging_value(const sp_profiler *p) {
   return p->tally.open_logged > 0 && !p->file.closed && !p->failed
              ? 1 | (p->cfg.args ? SP_LOGGING_ARGS : 0) | (p->cfg.time ? SP_LOGGING_TIME : 0) |
-                   (p->cfg.time == SP_TIME_KERNELS && cupti_on() ? SP_LOGGING_KERNELS : 0)
+                   (p->cfg.time == SP_TIME_KERNELS && cupti_for(p) ? SP_LOGGING_KERNELS : 0)
              : 0;
 }
 
@@ -242,7 +242,7 @@ int sp_pass_begin(sp_profiler *p, const char *phase) {
     }
   }
   logged = pass_opened(p, ps, logged, 0);
-  if (logged && p->cfg.time == SP_TIME_KERNELS) cupti_pass(1); /* the kernels file's window */
+  if (logged && p->cfg.time == SP_TIME_KERNELS) cupti_pass(p, 1); /* the kernels file's window */
   return logged;
 }
 
@@ -262,18 +262,19 @@ int sp_pass_reopen(sp_profiler *p) {
    * counted again */
   int logged = ps->last == p->serial && ps->last_logged && !p->failed;
   logged = pass_opened(p, ps, logged, 0);
-  if (logged && p->cfg.time == SP_TIME_KERNELS) cupti_pass(1);
+  if (logged && p->cfg.time == SP_TIME_KERNELS) cupti_pass(p, 1);
   return logged;
 }
 
 /* The end of sp_pass_end, pass_mu held (let go here). */
 static void pass_end_locked(sp_profiler *p) {
   lock_acquire(&p->lock);
-  int window = t_pass.p == p && t_pass.logged && !t_pass.capture && p->cfg.time == SP_TIME_KERNELS;
+  const sp_profiler *window = t_pass.p == p && t_pass.logged && !t_pass.capture &&
+                              p->cfg.time == SP_TIME_KERNELS ? p : NULL; /* compared only, after p may go */
   int ended = t_pass.p == p && pass_close(p, &t_pass);
   lock_release(&p->lock);
   lock_mu_release(&p->pass_mu, SP_LOCK_PASS);
-  if (window) cupti_pass(0);
+  if (window) cupti_pass(window, 0);
   prof_uninherit(p); /* before the pass's reference goes */
   /* The file is cut to its records and the summary rewritten by the
    * flusher thread, off this thread, once no pass is open (debounced:

@@ -45,19 +45,23 @@ static inline void room_for(sp_profiler *p, size_t need) {
 static inline int call_begin(sp_profiler *p, sp_thread *t);
 
 /* A call that a timed or NVTX profiler records begins: its range is pushed
- * (not a launch's: it ran already), then its time starts. */
+ * (not a launch's: it ran already), its CUPTI id (a kernels-timed
+ * profiler's, while the collector runs for it: a launch's was pushed
+ * around it by its caller), then its time starts. */
 static SP_OUTLINE void call_begun(const sp_profiler *p, sp_thread *t) {
   if (p->cfg.nvtx && !t->op->launch) nvtx_push(t, p->cfg.nvtx);
-  if (p->cfg.time == SP_TIME_KERNELS) {
-    /* a launch ran already, under the id its caller pushed around it */
-    t->gpu_ext = t->op->launch ? t->pub.gpu_ext : 0;
-    if (!t->op->launch && cupti_on()) t->gpu_pushed = (t->gpu_ext = cupti_push()) != 0;
-  }
-  t->pub.gpu_ext = 0;
   if (p->cfg.time) {
+    t->gpu_ext = 0; /* none stale: only a timed call's is said (gpu_said) */
+    t->gpu_call = 0;
+    t->gpu_repeat = 0;
+    if (p->cfg.time == SP_TIME_KERNELS && cupti_for(p)) {
+      if (t->op->launch) t->gpu_ext = t->pub.gpu_ext;
+      else t->gpu_pushed = (t->gpu_ext = cupti_push()) != 0;
+    }
     t->pub.t1 = 0;
     t->pub.t0 = sp_clock_ns();
   }
+  t->pub.gpu_ext = 0;
 }
 
 int sp_call_begin(sp_profiler *p, sp_thread *t) {
@@ -73,16 +77,22 @@ int sp_call_begin(sp_profiler *p, sp_thread *t) {
   return r;
 }
 
-/* The call ended (its end, repeat or failure: once): its NVTX range is
- * popped; its time in ns, or -1 when the profiler is not timed. */
-static inline int64_t call_ended(sp_thread *t) {
-  if (__builtin_expect(t->nvtx_open, 0)) nvtx_pop(t); /* the call returned: its range ends */
-  int64_t t0 = t->pub.t0;
-  if (__builtin_expect(!t0, 1)) return -1;
-  if (t->gpu_pushed) { /* a kernels-timed call (timed too): its id is no longer pushed */
+/* The call returned: its NVTX range ends, and its CUPTI id is popped (on
+ * every path, timed or not: CUPTI's stack of ids is per thread). */
+static SP_OUTLINE void ranges_end(sp_thread *t) {
+  if (t->nvtx_open) nvtx_pop(t);
+  if (t->gpu_pushed) {
     cupti_pop();
     t->gpu_pushed = 0;
   }
+}
+
+/* The call ended (its end, repeat or failure: once): its NVTX range is
+ * popped; its time in ns, or -1 when the profiler is not timed. */
+static inline int64_t call_ended(sp_thread *t) {
+  if (__builtin_expect(t->nvtx_open | t->gpu_pushed, 0)) ranges_end(t); /* the call returned */
+  int64_t t0 = t->pub.t0;
+  if (__builtin_expect(!t0, 1)) return -1;
   int64_t end = t->pub.t1 ? t->pub.t1 : sp_clock_ns();
   t->call_start = t0;
   t->pub.t0 = t->pub.t1 = 0;
@@ -96,7 +106,7 @@ static inline int64_t call_ended(sp_thread *t) {
  * a stale id is replaced at the next call's begin). */
 static inline void gpu_said(sp_thread *t, int64_t ns) {
   if (__builtin_expect(ns < 0, 1) || !t->gpu_ext) return;
-  cupti_called(t->gpu_ext, t->gpu_call, t->gpu_repeat);
+  if (t->gpu_call) cupti_called(t->gpu_ext, t->gpu_call, t->gpu_repeat);
   t->gpu_ext = 0;
   t->gpu_call = 0;
   t->gpu_repeat = 0;

@@ -283,15 +283,23 @@ static PyObject *mod_cupti_built(PyObject *m, PyObject *noargs) {
 
 static PyObject *mod_cupti_start(PyObject *m, PyObject *args) {
   (void)m;
-  PyObject *lib = NULL, *out = NULL;
-  if (!PyArg_ParseTuple(args, "O&O&:cupti_start", PyUnicode_FSConverter, &lib, PyUnicode_FSConverter, &out)) {
+  PyObject *lib = NULL, *out = NULL, *owner = NULL;
+  if (!PyArg_ParseTuple(args, "O&O&O!:cupti_start", PyUnicode_FSConverter, &lib, PyUnicode_FSConverter, &out,
+                        &ProfilerType, &owner)) {
     Py_XDECREF(lib);
+    Py_XDECREF(out);
+    return NULL;
+  }
+  if (!check((ProfilerObject *)owner)) {
+    Py_DECREF(lib);
+    Py_DECREF(out);
     return NULL;
   }
   char err[512];
   int rc;
+  const sp_profiler *p = ((ProfilerObject *)owner)->p;
   Py_BEGIN_ALLOW_THREADS /* CUPTI may flush buffers whose callback needs no GIL, but takes time */
-  rc = sp_cupti_start(PyBytes_AS_STRING(lib), PyBytes_AS_STRING(out), err, sizeof err);
+  rc = sp_cupti_start(p, PyBytes_AS_STRING(lib), PyBytes_AS_STRING(out), err, sizeof err);
   Py_END_ALLOW_THREADS
   Py_DECREF(lib);
   Py_DECREF(out);
@@ -465,8 +473,9 @@ static PyMethodDef module_methods[] = {
      "cupti_built($module, /)\n--\n\nThe CUPTI_API_VERSION of the headers this build reads CUPTI with (GPU "
      "kernel times), or 0: none were found when it was built."},
     {"cupti_start", mod_cupti_start, METH_VARARGS,
-     "cupti_start($module, library, kernels_path, /)\n--\n\nStarts the process's GPU kernel collector: CUPTI "
-     "from library, its lines to a new file at kernels_path; OSError with the reason it cannot."},
+     "cupti_start($module, library, kernels_path, owner, /)\n--\n\nStarts the process's GPU kernel collector "
+     "for the Profiler owner (time=2): CUPTI from library, its lines to a new file at kernels_path; OSError "
+     "with the reason it cannot."},
     {"cupti_stop", mod_cupti_stop, METH_NOARGS,
      "cupti_stop($module, /)\n--\n\nFlushes the device's kernels to the kernels file and stops; OSError if "
      "lines were lost."},

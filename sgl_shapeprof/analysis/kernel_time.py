@@ -39,6 +39,7 @@ class KernelLedger:
     outside: int = 0                # kernels of this process outside every logged pass
     unknown_records: int = 0        # kernels under a call_id no record line has (a cut file)
     dropped: int = 0                # activity records CUPTI dropped (its buffers were full)
+    incomplete: int = 0             # records CUPTI had not finished at the stop (left out)
     bad_lines: int = 0
     ended: bool = True              # the collector stopped (else the process died first: the rest is lost)
 
@@ -70,12 +71,13 @@ def operations_by_call(records_path: str) -> Dict[int, str]:
 def ledger(label: str, records_path: str, kf: KernelsFile) -> KernelLedger:
     joined: Joined = join(kf)
     ops = operations_by_call(records_path)
-    led = KernelLedger(label, kf.path, outside=joined.outside, dropped=kf.dropped, bad_lines=kf.bad_lines,
-                       ended=kf.ended)
+    led = KernelLedger(label, kf.path, outside=joined.outside, dropped=kf.dropped, incomplete=kf.incomplete,
+                       bad_lines=kf.bad_lines, ended=kf.ended)
     for call_id, ck in joined.by_call.items():
         op = ops.get(call_id)
         if op is None:
             led.unknown_records += len(ck.kernels)
+            led.kernels += len(ck.kernels)
             led.unexplained_ns += ck.ns
             continue
         door = door_of(op)

@@ -71,6 +71,7 @@ class FileTimeline:
     # a kernels-timed recording's GPU kernels (FORMAT.md "Kernels"), of the
     # calls kept and those no record explains
     kernels: List["KernelSlice"] = field(default_factory=list)
+    kernels_note: Optional[str] = None  # why the kernels file beside it could not be read
 
 
 @dataclass
@@ -139,7 +140,10 @@ def read_timeline(path: str, flt: Optional[Filter] = None) -> FileTimeline:
     tl.calls = len(calls)
     tl.lanes = lay_out(calls)
     tl.passes = pass_spans(calls)
-    tl.kernels = _kernels(path, {c.call_id for c in calls})
+    try:
+        tl.kernels = _kernels(path, {c.call_id for c in calls})
+    except InputError as e:
+        tl.kernels_note = str(e)
     return tl
 
 

@@ -45,7 +45,12 @@ def run(args: argparse.Namespace) -> int:
     if len(hosts) > 1:
         notes.append("the files come from several machines (" + ", ".join(sorted(str(h) for h in hosts)) +
                      "): each machine's clock is its own, so only the files of one machine are aligned")
-    notes.append("CPU time only: no GPU kernel times are recorded yet")
+    for tl in timelines:
+        if tl.kernels_note:
+            notes.append(f"{tl.label}: its kernels are left out: {tl.kernels_note}")
+    if not any(tl.kernels for tl in timelines):
+        notes.append("CPU time only: no GPU kernels in these files (record with SHAPEPROF_TIME=kernels, "
+                     "record --kernels, on a GPU)")
     out: str = args.output
     with new_output(out, args.force) as f:
         write_trace(f, timelines, notes)

@@ -32,7 +32,7 @@ def libraries(version: int) -> List[str]:
     nvidia/cuda_cupti), then CUDA_HOME's, then the loader's search."""
     # CUPTI_API_VERSION: CUDA 13's are 130000 and on; CUDA 12's were small numbers
     soname = f"libcupti.so.{version // 10000 if version >= 10000 else 12}"
-    found: List[str] = []
+    found: List[str] = loaded(soname)
     for site in sys.path:
         for sub in ("cu13", "cuda_cupti", "cu12"):
             found += sorted(glob.glob(os.path.join(site, "nvidia", sub, "lib", soname)))
@@ -43,6 +43,16 @@ def libraries(version: int) -> List[str]:
             found.append(path)
     found.append(soname)  # the loader's own search (LD_LIBRARY_PATH, ldconfig)
     return list(dict.fromkeys(found))
+
+
+def loaded(soname: str) -> List[str]:
+    """The CUPTI of that name this process has loaded already (torch's own,
+    say): the one to use, never a second copy beside it."""
+    try:
+        with open("/proc/self/maps") as f:
+            return sorted({line.split()[-1] for line in f if line.rstrip().endswith("/" + soname)})
+    except OSError:
+        return []
 
 
 def refusal(native) -> Optional[str]:
@@ -62,19 +72,20 @@ def refusal(native) -> Optional[str]:
     return None
 
 
-def start(native, records_path: str) -> "tuple[Optional[str], Optional[str]]":
-    """Starts the collector for the records at records_path: (the kernels
-    file's path, None), or (None, why not, in one line)."""
+def start(native, profiler) -> "tuple[Optional[str], Optional[str]]":
+    """Starts the collector for the native profiler (its calls only; the
+    kernels file beside its records): (the kernels file's path, None), or
+    (None, why not, in one line)."""
     why = refusal(native)
     if why:
         return None, why
-    out = kernels_path_for(records_path)
+    out = kernels_path_for(profiler.path)
     named = cupti_library()
     tried = [named[1]] if named else libraries(native.cupti_built())
     errors = []
     for lib in tried:
         try:
-            native.cupti_start(lib, out)
+            native.cupti_start(lib, out, profiler)
             return out, None
         except OSError as e:
             errors.append(str(e))
@@ -87,7 +98,16 @@ def start(native, records_path: str) -> "tuple[Optional[str], Optional[str]]":
 
 
 def stop(native) -> Optional[str]:
-    """Flushes the device's kernels and stops: None, or what was lost."""
+    """Waits for the devices (CUPTI's flush does not: a kernel still
+    running has no time yet), flushes the kernels and stops: None, or what
+    was lost."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            for d in range(torch.cuda.device_count()):
+                torch.cuda.synchronize(d)
+    except Exception:  # a device in a bad state: its kernels' records say what they can
+        pass
     try:
         native.cupti_stop()
     except OSError as e:

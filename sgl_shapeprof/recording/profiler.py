@@ -279,7 +279,7 @@ class ShapeProfiler(PassContext):
             say(f"{path} is in use by another process; writing {own} instead")
             self._native = native(own)
         if self.kernels:
-            self.kernels_path, why = kernels.start(_C, self._native.path)
+            self.kernels_path, why = kernels.start(_C, self._native)
             if why:
                 say(f"time={KERNELS}: {why}; each call's CPU time is recorded, no GPU kernel")
         self._closed = False
@@ -493,7 +493,7 @@ class ShapeProfiler(PassContext):
             return
         finally:
             passes_ended()
-            if self.kernels_path:  # after the last record: every id is claimed
+            if self.kernels_path and not self._forked:  # after the last record: every id is claimed
                 from ._native import load
                 lost = kernels.stop(load())
                 if lost:

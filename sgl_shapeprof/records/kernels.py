@@ -19,6 +19,7 @@ A kernels file is untrusted data: a line that is not what the format says
 is counted and left out, never raised."""
 from __future__ import annotations
 
+import bisect
 import os
 import statistics
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ class KernelsFile:
     pass_begins: List[int] = field(default_factory=list)
     pass_ends: List[int] = field(default_factory=list)
     dropped: int = 0
+    incomplete: int = 0  # activity records CUPTI had not finished when their buffer came back
     ended: bool = False  # its last line is the collector's stop: nothing was cut
     bad_lines: int = 0
 
@@ -150,6 +152,7 @@ def read_kernels(path: str) -> KernelsFile:
                     (kf.pass_begins if "pass_begin_ns" in d else kf.pass_ends).append(t)
             elif d.get("end") is True:
                 kf.dropped = _int(d.get("dropped")) or 0
+                kf.incomplete = _int(d.get("incomplete")) or 0
                 kf.ended = True
             else:
                 kf.bad_lines += 1
@@ -164,21 +167,31 @@ def kernels_beside(records_path: str) -> Optional[KernelsFile]:
 
 
 def windows(kf: KernelsFile) -> List[Tuple[int, int]]:
-    """The logged passes' spans, merged: each begin with the first end after
-    it (a pass still open at a kill: to the file's last kernel)."""
+    """The time some logged pass was open, as sorted disjoint spans: the
+    begins and ends (of any thread: lines carry none) swept in time order,
+    open while more passes began than ended; one still open at the end (a
+    process killed in a pass) runs to the file's last kernel."""
     last = max((k.end_ns for k in kf.kernels), default=0)
-    ends = sorted(kf.pass_ends)
-    spans = []
-    for b in sorted(kf.pass_begins):
-        e = next((x for x in ends if x >= b), max(last, b))
-        spans.append((b, e))
-    merged: List[Tuple[int, int]] = []
-    for b, e in spans:
-        if merged and b <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
-        else:
-            merged.append((b, e))
-    return merged
+    events = sorted([(t, 1) for t in kf.pass_begins] + [(t, -1) for t in kf.pass_ends], key=lambda e: (e[0], -e[1]))
+    spans: List[Tuple[int, int]] = []
+    depth, opened = 0, 0
+    for t, step in events:
+        if step > 0:
+            if depth == 0:
+                opened = t
+            depth += 1
+        elif depth > 0:  # an end with no begin before it (a cut file): nothing to close
+            depth -= 1
+            if depth == 0:
+                spans.append((opened, t))
+    if depth > 0:
+        spans.append((opened, max(last, opened)))
+    return spans
+
+
+def _inside(spans: List[Tuple[int, int]], starts: List[int], t: int) -> bool:
+    i = bisect.bisect_right(starts, t) - 1
+    return i >= 0 and t <= spans[i][1]
 
 
 @dataclass
@@ -213,34 +226,38 @@ class Joined:
         return sum(k.ns for k in self.unexplained)
 
 
-def _ext_of(kf: KernelsFile, k: Kernel) -> Optional[int]:
+def _ext_of(kf: KernelsFile, k: Kernel) -> Tuple[Optional[int], bool]:
+    """The id a kernel ran under, and whether it came through its graph node
+    (a replay's kernel, each replay a call): its API call's id, else its
+    node's, following clones to the node made under a call first (a clone
+    made while some call had its id pushed is noted under that id too)."""
     ext = kf.ext_of_correlation.get(k.correlation)
     if ext is not None or not k.graph_node:
-        return ext
+        return ext, False
     node = k.graph_node
     for _ in range(CLONE_DEPTH):
-        ext = kf.ext_of_node.get(node)
-        if ext is not None or node not in kf.cloned_from:
-            return ext
+        if node not in kf.cloned_from:
+            break
         node = kf.cloned_from[node]
-    return None
+    ext = kf.ext_of_node.get(node)
+    if ext is None:
+        ext = kf.ext_of_node.get(k.graph_node)
+    return ext, ext is not None
 
 
 def join(kf: KernelsFile) -> Joined:
     """Each kernel to the record it is under, or to the ledger's unexplained."""
     spans = windows(kf)
-
-    def inside(t: int) -> bool:
-        return any(b <= t <= e for b, e in spans)
-
+    starts = [b for b, _ in spans]
     by_call: Dict[int, CallKernels] = {}
-    per_ext: Dict[Tuple[int, int], int] = {}  # a call's kernel time, by (id, its replay's launch)
+    # a call's kernel time, by (its id, the replay's launch: 0 for a call's own kernels)
+    per_call: Dict[Tuple[int, int], int] = {}
     unexplained, outside = [], 0
     for k in kf.kernels:
-        ext = _ext_of(kf, k)
+        ext, via_node = _ext_of(kf, k)
         call = kf.call_of_ext.get(ext) if ext is not None else None
         if call is None:
-            if inside(k.launch_ns if k.launch_ns is not None else k.start_ns):
+            if _inside(spans, starts, k.launch_ns if k.launch_ns is not None else k.start_ns):
                 unexplained.append(k)
             else:
                 outside += 1
@@ -249,10 +266,8 @@ def join(kf: KernelsFile) -> Joined:
         if c is None:
             c = by_call[call[0]] = CallKernels(call[0])
         c.kernels.append(k)
-        # a graph's replays run a node's kernel again under the same id: each
-        # replay is a call of the captured record's
-        key = (ext, k.correlation) if k.graph_node else (ext, 0)
-        per_ext[key] = per_ext.get(key, 0) + k.ns
-    for (ext, _), ns in per_ext.items():
+        key = (ext, k.correlation if via_node else 0)
+        per_call[key] = per_call.get(key, 0) + k.ns
+    for (ext, _), ns in per_call.items():
         by_call[kf.call_of_ext[ext][0]].per_call_ns.append(ns)
     return Joined(by_call, unexplained, outside)

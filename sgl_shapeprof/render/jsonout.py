@@ -130,6 +130,7 @@ def kernel_ledger_json(led) -> dict:
                            for o in sorted(led.operations.values(), key=lambda o: (-o.ns, o.operation))],
             "signature_kernel_times": {str(k): v for k, v in sorted(led.signatures.items())},
             "outside_passes": led.outside, "unknown_records": led.unknown_records, "dropped": led.dropped,
+            "incomplete": led.incomplete,
             "unreadable_lines": led.bad_lines, "collector_stopped": led.ended}
 
 

@@ -161,6 +161,9 @@ def _print_kernels(led, top: int, w) -> None:
         notes.append(f"{_n(led.unknown_records)} kernels under a call_id with no record line (a cut file)")
     if led.dropped:
         notes.append(f"CUPTI dropped {_n(led.dropped)} activity records (its buffers were full)")
+    if led.incomplete:
+        notes.append(f"{_n(led.incomplete)} activity records were unfinished when CUPTI returned them "
+                     "(left out)")
     if led.bad_lines:
         notes.append(f"{_n(led.bad_lines)} unreadable lines")
     if not led.ended:
