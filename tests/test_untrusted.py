@@ -301,3 +301,38 @@ def test_a_summarys_dispatch_key_is_said_only_when_it_is_a_key_name(tmp_path, ca
     assert "recorded through" not in said.out and "owned" not in said.out and "all good" not in said.out
     assert cli(["analyze", str(tmp_path / "s.jsonl"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["files"][0]["dispatch_key"] is None
+
+
+# Tensor shapes that are not a list of whole numbers (a corrupted or forged
+# file): every reader read past them, never a traceback. The tensor whose
+# shape cannot be read is not read as a tensor (records/values.readable).
+HOSTILE_SHAPES = ['[2, null]', '["x", 3]', '[-1, 4]', '{"a": 1}', '[1e400, 2]', '[true, 2]', '"8x8"',
+                  '[99999999999999999999999, 4]']
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_tensor_shape_that_is_not_whole_numbers_is_read_past_in_every_reader(tmp_path, capsys, true_records,
+                                                                               command):
+    lines, summary = true_records
+    clean = tmp_path / "clean" / "shapes.jsonl"
+    clean.parent.mkdir()
+    clean.write_bytes(b"".join(lines))
+    (clean.parent / "shapes_summary.json").write_bytes(summary)
+    bad_lines = [(f'{{"call_id": {9000 + i}, "forward_pass": 1, "operation": "aten.mm.default", "inputs": '
+                  f'{{"self": {{"shape": {s}, "dtype": "torch.float32"}}, "mat2": {{"shape": [16, 4], '
+                  f'"dtype": "torch.float32"}}}}, "outputs": {{"shape": {s}, "dtype": "torch.float32"}}}}\n').encode()
+                 for i, s in enumerate(HOSTILE_SHAPES)]
+    bad = tmp_path / "bad" / "shapes.jsonl"
+    bad.parent.mkdir()
+    bad.write_bytes(lines[0] + b"".join(bad_lines) + b"".join(lines[1:]))
+    (bad.parent / "shapes_summary.json").write_bytes(summary)
+    code_clean, _, _ = _command(tmp_path / "clean", capsys, command, clean)
+    code, out, err = _command(tmp_path / "bad", capsys, command, bad)
+    assert code == code_clean, out + err
+    assert "Traceback" not in out + err
+    if command == "analyze-json":  # the calls are counted; no tensor of theirs is read from a bad shape
+        mm = next(o for o in json.loads(out)["operations"] if o["operation"] == "aten.mm.default")
+        assert mm["calls"] == 1 + len(HOSTILE_SHAPES) + 1  # the true mm, the hostile ones, the true one that raised
+        unread = [s for s in mm["signatures"] if isinstance(s.get("outputs"), dict) and "shape" not in s["outputs"]]
+        # the hostile calls kept and counted, their shapes not read: one signature of unreadable shapes
+        assert [s["count"] for s in unread] == [len(HOSTILE_SHAPES)]

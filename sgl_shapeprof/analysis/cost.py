@@ -180,15 +180,19 @@ def flops(sig: Signature) -> Optional[int]:
             break
         v = sig.inputs.get(a.name)
         if isinstance(v, dict):
+            if "shape" not in v:  # a tensor whose shape could not be read (values.readable): no count
+                return None
             args.append(tuple(v["shape"]))
         elif isinstance(v, list):
-            args.append([tuple(t["shape"]) if isinstance(t, dict) else None for t in v])
+            args.append([tuple(t["shape"]) if isinstance(t, dict) and "shape" in t else None for t in v])
         else:
             args.append(a.default_value if a.default_value is not None else _default(a))
     out = sig.outputs
+    if isinstance(out, dict) and "shape" not in out:
+        return None
     # the registered formulas take tensors or shapes alike (shape_wrapper)
     out_shape = (tuple(out["shape"]) if isinstance(out, dict)
-                 else [tuple(t["shape"]) if isinstance(t, dict) else None for t in out]
+                 else [tuple(t["shape"]) if isinstance(t, dict) and "shape" in t else None for t in out]
                  if isinstance(out, list) else None)
     try:
         return int(f(*args, out_val=out_shape))

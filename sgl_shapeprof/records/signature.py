@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .values import elements, format_inputs, format_value
+from .values import elements, format_inputs, format_value, readable
 
 
 @dataclass
@@ -115,10 +115,13 @@ def float_key(rec: dict) -> Optional[bytes]:
 
 
 def signature_of(rec: dict) -> Signature:
-    """The signature of a parsed record."""
-    out = rec.get("outputs")
+    """The signature of a parsed record, its tensors' shapes readable
+    (values.readable: a record from an untrusted file)."""
+    out = readable(rec.get("outputs"))
+    inputs = rec.get("inputs")
     return Signature(
-        operation=str(rec.get("operation", "?")), inputs=rec.get("inputs") or {},
+        operation=str(rec.get("operation", "?")),
+        inputs={k: readable(v) for k, v in inputs.items()} if isinstance(inputs, dict) else {},
         outputs=out, error=rec.get("error"), phase=rec.get("phase"),
         incomplete=bool(rec.get("incomplete")), out_elements=elements(out),
         args=rec.get("args") if isinstance(rec.get("args"), dict) else None,

@@ -6,12 +6,39 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 
+# A dimension as large as a tensor can have (torch's sizes are int64).
+MAX_DIM = (1 << 63) - 1
+
+
+def is_shape(v: object) -> bool:
+    """A shape as the profiler writes one: a list of whole numbers >= 0
+    (not bools), each at most int64's largest."""
+    return isinstance(v, list) and all(type(d) is int and 0 <= d <= MAX_DIM for d in v)
+
+
+def readable(value: object) -> object:
+    """A recorded value whose tensors all have readable shapes: a tensor
+    whose "shape" is not one (a records file is untrusted: [2, null], "8x8",
+    -1) keeps its other fields and loses its shape, so that no reader takes
+    it for a tensor ("shape" is what makes one). Everything else as it is."""
+    if isinstance(value, dict):
+        if "shape" in value and not is_shape(value["shape"]):
+            return {k: v for k, v in value.items() if k != "shape"}
+        return value
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        return [readable(v) for v in value]
+    return value
+
+
 def elements(value: object) -> int:
     """Elements in a tensor value as recorded (a list: the sum over its tensors)."""
     if isinstance(value, dict):
+        shape = value.get("shape")
+        if not is_shape(shape):
+            return 0
         n = 1
-        for s in value.get("shape") or []:
-            n *= int(s)
+        for s in shape:
+            n *= s
         return n
     if isinstance(value, list):
         return sum(elements(v) for v in value)
