@@ -44,6 +44,11 @@
  * only across fork(2) (sp_profiler.c's at_fork_*), in this order; none is
  * taken while a profiler's lock is held. A thread holds one profiler's
  * locks at a time.
+ *
+ * The GPU kernel collector's mutexes (sp_cupti.c: start, write, out, api)
+ * are outside this order: none is taken while any lock above is held (a
+ * call says what its id became after letting go of its profiler's lock),
+ * and they are taken among themselves in that order.
  */
 
 #ifndef SP_INTERNAL_H
@@ -732,6 +737,17 @@ SP_PRIVATE void prof_inherit(sp_profiler *p);
  * or it was closed). The caller holds a reference. */
 SP_PRIVATE void prof_uninherit(sp_profiler *p);
 
+/* ---- sp_cupti.c [cupti_]: GPU kernel times (sp_config.time == SP_TIME_KERNELS) ---- */
+/* Whether the collector runs for p (its owner): only p's calls push ids. */
+SP_PRIVATE int cupti_for(const sp_profiler *p);
+/* A fresh id pushed on this thread (0: CUPTI refused), and popped. */
+SP_PRIVATE uint64_t cupti_push(void);
+SP_PRIVATE void cupti_pop(void);
+/* What the call that pushed ext became: record call_id, or a repeat of it. */
+SP_PRIVATE void cupti_called(uint64_t ext, long long call_id, int repeat);
+/* One of p's logged passes began (1) or ended (0) now: the ledger's window. */
+SP_PRIVATE void cupti_pass(const sp_profiler *p, int begun);
+
 /* ---- sp_pass.c [pass_]: passes and graph captures ---- */
 /* This thread's pass of p, for a call it records (spinlock held). */
 /* Whether p logs passes of this phase label (its phase filter). */
@@ -755,12 +771,6 @@ SP_PRIVATE size_t format_record_bound(const sp_profiler *p, const sp_thread *t, 
 
 /* ---- sp_nvtx.c [nvtx_]: NVTX ranges, one per recorded call (sp_config.nvtx) ---- */
 /* t's call's range (ranges: sp_config.nvtx), pushed as it begins, popped as it ends. */
-/* sp_cupti.c: the collector's side of a call and a pass */
-SP_PRIVATE int cupti_for(const sp_profiler *p);
-SP_PRIVATE uint64_t cupti_push(void);
-SP_PRIVATE void cupti_pop(void);
-SP_PRIVATE void cupti_called(uint64_t ext, long long call_id, int repeat);
-SP_PRIVATE void cupti_pass(const sp_profiler *p, int begun);
 SP_PRIVATE void nvtx_push(sp_thread *t, int ranges);
 SP_PRIVATE void nvtx_pop(sp_thread *t);
 
