@@ -94,7 +94,7 @@ def main() -> None:
         subprocess.run([cc, "-shared", "-fPIC", "-O2", "-isystem", CUPTI_INCLUDE]
                        + (["-idirafter", CUPTI_CRT] if CUPTI_CRT and CUPTI_CRT != CUPTI_INCLUDE else [])
                        + ["-o", lib, os.path.join(ROOT, "tests", "cupti_standin.c")], check=True)
-        env = dict(os.environ, SHAPEPROF_CUPTI_LIBRARY=lib, PYTHONPATH=ROOT)
+        env = dict(os.environ, SHAPEPROF_CUPTI_LIBRARY=lib, SHAPEPROF_TEST_CUPTI_STANDIN="1", PYTHONPATH=ROOT)
         ns = {row: [] for row in ROWS}
         for r in range(a.rounds):
             order = list(ROWS)

@@ -11,7 +11,7 @@ kernels. Each scenario runs in a process of its own: CUPTI is one per
 process, and the library loaded stays.
 
 Refusals, each in one line with the CPU times kept: no CUDA device, the
-real libcupti on this GPU-less machine, CUPTI held by another tool, a
+real libcupti named on this GPU-less machine (never touched), CUPTI held by another tool, a
 build without CUPTI's headers."""
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def capture(x: torch.Tensor, node: int) -> torch.Tensor:
 
 def _run(standin, tmp_path, body: str, **env):
     r = run_python(PRELUDE + body, args=[standin], cwd=tmp_path, env_extra={
-        "SHAPEPROF_CUPTI_LIBRARY": standin, **env})
+        "SHAPEPROF_CUPTI_LIBRARY": standin, "SHAPEPROF_TEST_CUPTI_STANDIN": "1", **env})
     assert r.returncode == 0, r.stderr
     return r
 
@@ -199,8 +199,9 @@ print(p.kernels_path)
     assert r.returncode == 0, r.stderr
     said = [x for x in r.stderr.splitlines() if "sgl_shapeprof" in x]
     assert len(said) == 1 and "time=kernels:" in said[0], r.stderr
-    # named: CUPTI itself refuses (no driver); not named: no CUDA device, CUPTI untouched
-    assert ("CUPTI refused to start" in said[0]) if real else ("no CUDA device" in said[0])
+    # named or not, CUPTI is never touched without a device (a real libcupti
+    # with no driver crashed the process under torch 2.15)
+    assert "no CUDA device" in said[0], said
     assert r.stdout.strip() == "None"
     assert all("time_us" in x for x in load(str(tmp_path / "shapes.jsonl")))
 
@@ -252,7 +253,7 @@ def _cli(tmp_path, *args) -> dict:
 def test_the_analyses_read_kernel_time_where_it_was_recorded(standin, tmp_path):
     for name, times in (("a.jsonl", "2000,4000"), ("b.jsonl", "1000,1000")):
         r = run_python(PRELUDE + MM, args=[standin, name, times], cwd=tmp_path,
-                       env_extra={"SHAPEPROF_CUPTI_LIBRARY": standin})
+                       env_extra={"SHAPEPROF_CUPTI_LIBRARY": standin, "SHAPEPROF_TEST_CUPTI_STANDIN": "1"})
         assert r.returncode == 0, r.stderr
     flops = 2 * 64 * 32 * 16
     g = _cli(tmp_path, "gemm", "a.jsonl", "--op", "standin.mm:a,b")

@@ -26,6 +26,9 @@ from ..records.reader import kernels_path_for
 from .config import ENV_CUPTI_LIBRARY, cupti_library, neutral_name
 
 
+STANDIN_VAR = "SHAPEPROF_TEST_CUPTI_STANDIN"  # tests only: CUPTI is the stand-in, no device needed
+
+
 def libraries(version: int) -> List[str]:
     """Where CUPTI of the build's major version may be, best first: the
     wheels beside torch (CUDA 13's nvidia/cu13, CUDA 12's
@@ -67,7 +70,10 @@ def refusal(native) -> Optional[str]:
     enabled = getattr(autograd, "_profiler_enabled", None)
     if enabled is not None and enabled():
         return "torch.profiler is running, and CUPTI takes one client per process: stop it first"
-    if cupti_library() is None and not (torch is not None and torch.cuda.is_available()):
+    # Never touch CUPTI without a device: a real libcupti with no driver may
+    # crash the process (CUPTI 13.x under torch 2.15 did, here). The tests'
+    # stand-in CUPTI (tests/cupti_standin.c) is let through by STANDIN_VAR.
+    if os.environ.get(STANDIN_VAR) != "1" and not (torch is not None and torch.cuda.is_available()):
         return "there is no CUDA device (torch.cuda.is_available() is False)"
     return None
 
