@@ -84,11 +84,16 @@ def _run(standin, tmp_path, body: str, **env):
     return r
 
 
-def _analyze(tmp_path) -> dict:
-    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", "analyze", "shapes.jsonl", "--json"],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+def _cli(tmp_path, *args) -> dict:
+    """A command's --json output, run in tmp_path."""
+    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", *args, "--json"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
+
+
+def _analyze(tmp_path) -> dict:
+    return _cli(tmp_path, "analyze", "shapes.jsonl")
 
 
 @needs_cupti
@@ -240,13 +245,6 @@ with p.forward_pass("decode"):
         mm(a, b, ns)
 p.close()
 """
-
-
-def _cli(tmp_path, *args) -> dict:
-    r = subprocess.run([sys.executable, "-m", "sgl_shapeprof", *args, "--json"], capture_output=True, text=True,
-                       cwd=tmp_path, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
 
 
 @needs_cupti
