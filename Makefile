@@ -93,9 +93,21 @@ endif
 
 env: install-test
 
+# The suites issue 55 names (parity, crash, threads, custom ops) and the
+# key's order (-m second_route: tests/placement.py), on the second route: on
+# every torch besides 2.13's, where test-second-route runs all the
+# torch-dependent ones
+second_route_suites = SHAPEPROF_TEST_FAKE_OWNER=1 $(1)/bin/pytest -q -m second_route $(PYTEST_ARGS)
+ifeq ($(TORCH),2.13.0)
+SECOND_ROUTE_HERE := true
+else
+SECOND_ROUTE_HERE := $(call second_route_suites,$(VENV))
+endif
+
 # bin/pytest, not python -m pytest: the checkout must not shadow the install
 test: install-test
 	$(VENV)/bin/pytest -q $(SELECT) $(PYTEST_ARGS)
+	$(SECOND_ROUTE_HERE)
 
 test-matrix:
 	set -e; for t in $(TORCHES); do $(MAKE) --no-print-directory test TORCH=$$t SELECT=; done
@@ -116,6 +128,7 @@ $(OLD_VENV)/.installed-test: $(OLD_VENV)/.torch $(NATIVE) $(PYSRC)
 env-old-torch: $(OLD_VENV)/.installed-test
 test-old-torch: $(OLD_VENV)/.installed-test
 	$(OLD_VENV)/bin/pytest -q -m every_torch $(PYTEST_ARGS)
+	$(call second_route_suites,$(OLD_VENV))
 	cd $(OLD_VENV) && bin/python $(CURDIR)/benchmarks/gpu_check.py --out $(CURDIR)/$(OLD_VENV)/gpu-check
 
 # The torch-dependent suites on the profiler's second route, as on a torch
@@ -144,6 +157,7 @@ env-sglang:
 	bash tests/sglang_env/setup.sh .venv-torch$(SGLANG_TORCH)
 test-sglang: env-sglang
 	.venv-torch$(SGLANG_TORCH)/bin/pytest -q -m "every_torch or engine" $(PYTEST_ARGS)
+	$(call second_route_suites,.venv-torch$(SGLANG_TORCH))
 
 # vLLM's CPU build from PyPI (it pins torch 2.13.0+cpu). It also pulls PyPI's
 # CUDA-linked torchvision, torchaudio and torchcodec, which break vLLM's

@@ -5,7 +5,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from placement import engine, every_torch  # noqa: E402
+from placement import engine, every_torch, second_route  # noqa: E402
 
 # `SHAPEPROF_TEST_FAKE_OWNER=1 pytest ...`: the suites on the second route
 # (tests/fake_owner/sitecustomize.py), here and in every child
@@ -14,17 +14,6 @@ if os.environ.get("SHAPEPROF_TEST_FAKE_OWNER") == "1":
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (FAKE_OWNER, os.environ.get("PYTHONPATH")) if p)
     from fake_owner.sitecustomize import take_fake  # noqa: E402
     take_fake()
-
-# Where the second route's stream still differs from the TorchDispatchMode's
-# (docs/how-it-works.md#the-mechanisms): expected to fail there, strictly, so
-# that a fix shows
-SECOND_ROUTE_DIFFERS = {
-    "tests/test_parity_sweep.py::test_opinfo_sweep_matches_the_reference[no_grad]":
-        "fft.hfft* (the Conjugate fallback's resolutions) and sparse masked.* reductions",
-    "tests/test_parity_sweep.py::test_sparse_masked_reduction_detaches_are_the_modes_own":
-        "sparse masked.* reductions above the Python key",
-}
-
 
 # the profiler's variables under their neutral spelling (SHAPEPROF_WERROR and
 # the tests' own SHAPEPROF_* settings are not among them)
@@ -50,19 +39,19 @@ def _neutral_cwd(tmp_path, monkeypatch):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "every_torch: runs on every supported torch (tests/placement.py)")
+    config.addinivalue_line("markers", "second_route: also runs on the second route on every torch "
+                                       "(tests/placement.py)")
     config.addinivalue_line("markers", "engine: a server's real-engine test (tests/sglang/, tests/vllm/)")
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark each test by tests/placement.py's rule: `-m every_torch` is
     what a torch other than the default runs."""
-    second_route = os.environ.get("SHAPEPROF_TEST_FAKE_OWNER") == "1"
     for item in items:
-        if second_route and item.nodeid in SECOND_ROUTE_DIFFERS:
-            item.add_marker(pytest.mark.xfail(reason="second route: " + SECOND_ROUTE_DIFFERS[item.nodeid],
-                                              strict=True))
         path = str(item.fspath)
         if every_torch(path):
             item.add_marker(pytest.mark.every_torch)
+        if second_route(path):
+            item.add_marker(pytest.mark.second_route)
         if engine(path):
             item.add_marker(pytest.mark.engine)

@@ -31,6 +31,11 @@ EVERY_TORCH = {
     "test_time": "timed recording: each call's time around this torch's dispatch",
 }
 
+# the concerns that also run on the profiler's second route on every torch
+# (`-m second_route`; on 2.13 `make test-second-route` runs all of EVERY_TORCH
+# there): the suites issue 55 names, and the key's order
+SECOND_ROUTE = ("test_parity", "test_crash", "test_errors_threads", "test_custom_ops", "test_key_order")
+
 # the folders of the servers' real-engine tests, by engine (each server's seam says its own)
 ENGINE_DIRS = tuple(s.tests for s in seams() if s.tests)
 
@@ -42,6 +47,11 @@ def every_torch(module_path: str):
     """The concern a test module covers on every torch, or None."""
     name = os.path.basename(module_path)
     return next((why for prefix, why in EVERY_TORCH.items() if name.startswith(prefix)), None)
+
+
+def second_route(module_path: str) -> bool:
+    """Whether a test module runs on the second route on every torch."""
+    return os.path.basename(module_path).startswith(SECOND_ROUTE)
 
 
 def engine(module_path: str):

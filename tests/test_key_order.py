@@ -17,7 +17,7 @@ import sys
 
 import pytest
 import torch
-from helpers import load, run_both
+from helpers import assert_same_stream, load, run_both
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from sgl_shapeprof import ShapeProfiler
@@ -184,6 +184,67 @@ def test_real_tracing_records_the_real_calls(tmp_path):
     ours = record(tmp_path, lambda: make_fx(lambda t: torch.mm(t, t.t()).relu())(real))
     assert calls(ours) == [("aten.t.default", [[4, 5]]), ("aten.mm.default", [[4, 5], [5, 4]]),
                            ("aten.relu.default", [[4, 4]])]
+
+
+def math_bit_calls():
+    """Out-of-place calls on inputs whose conjugate or negative bit is set
+    (ATen's MathOpFallback materializes them with aten.clone before the
+    call), one through a tensor list; each one's result kept."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, dtype=torch.cfloat)
+    return {"conj": lambda: torch.mul(x.conj(), x), "neg": lambda: torch.mul(x.conj().imag, 2),
+            "list": lambda: torch.cat([x.conj(), x]), "view": lambda: x.conj().t()}
+
+
+@pytest.mark.parametrize("grad_mode", ["no_grad", "inference_mode"])
+def test_a_math_bit_input_is_materialized_before_the_call_as_the_python_key_sees_it(tmp_path, grad_mode):
+    """Outside grad mode, on both routes: the fallback's clones first, then
+    the call on them, as the reference TorchDispatchMode records them (the
+    second route, above autograd, makes those clones itself, docs/how-it-works.md);
+    a view is not materialized; and every result is the one made without us
+    (ours: the reference's hfft of a conjugate under inference_mode() is not,
+    torch's own doing)."""
+    for name, call in math_bit_calls().items():
+        with getattr(torch, grad_mode)():
+            alone = call()
+            results = []
+            ref, ours, _ = run_both(tmp_path, lambda m: (m.start_forward_pass(), results.append(call()),
+                                                         m.end_forward_pass()))
+        assert_same_stream(ref, ours)
+        ops = [r["operation"] for r in ours]
+        assert ("aten.clone.default" in ops) == (name != "view"), (name, ops)
+        assert torch.equal(results[1].resolve_conj().resolve_neg(), alone.resolve_conj().resolve_neg()), name
+
+
+def test_math_bits_in_grad_mode_and_in_place(tmp_path):
+    """Where the second route records the call as the caller made it: in
+    grad mode (a clone above autograd would join its graph) and in place (the
+    fallback's clone and copy_ back are left to it). The first route records
+    them as the reference does; the second, the reference's stream less
+    those calls. The gradient is the one made without us."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, dtype=torch.cfloat, requires_grad=True)
+    ys = []
+
+    def grad():
+        ys.append(torch.mul(x.conj(), x.detach()))
+
+    def in_place():
+        with torch.no_grad():
+            torch.randn(3, 4, dtype=torch.cfloat).conj().add_(1)
+    grad()
+    ys.pop().abs().sum().backward()
+    alone, x.grad = x.grad.clone(), None
+    for work in (grad, in_place):
+        ref, ours, _ = run_both(tmp_path, lambda m: (m.start_forward_pass(), work(), m.end_forward_pass()))
+        fallbacks = ("aten.clone.default", "aten.copy_.default")
+        if route_key() != "Fake":
+            ref = [r for r in ref if r["operation"] not in fallbacks]
+        assert [(r["operation"], r["inputs"], r["outputs"]) for r in ours] == \
+            [(r["operation"], r["inputs"], r["outputs"]) for r in ref], work.__name__
+        assert any(r["operation"] in fallbacks for r in ours) == (route_key() == "Fake"), work.__name__
+    ys.pop().abs().sum().backward()   # the graph recorded under us
+    assert torch.equal(x.grad, alone)
 
 
 ROUTE_CHILD = r'''

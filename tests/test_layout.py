@@ -620,6 +620,9 @@ def test_every_torch_covers_the_torch_dependent_concerns():
     for prefix, why in placement.EVERY_TORCH.items():
         assert placement.every_torch(prefix + ".py") == why
     assert placement.every_torch("test_format.py") is None
+    # what runs on the second route on every torch runs on every torch
+    assert all(placement.every_torch(p + ".py") for p in placement.SECOND_ROUTE)
+    assert placement.second_route("test_parity_sweep.py") and not placement.second_route("test_time.py")
 
 
 def test_the_makefile_selects_by_the_rule():

@@ -35,6 +35,7 @@ thread_local ThreadState t_state;
 // has what each route costs and where they differ.
 constexpr c10::DispatchKey kFakeKey = c10::DispatchKey::Fake;
 constexpr c10::DispatchKey kModeKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
+constexpr c10::DispatchKeySet kMathBitKeys({c10::DispatchKey::Conjugate, c10::DispatchKey::Negative});
 
 struct Route {
   c10::DispatchKey key;
@@ -210,6 +211,55 @@ static bool ends_at_autograd(const c10::OperatorHandle& op) {
          !op.hasKernelForAnyDispatchKey(c10::getBackendKeySetFromAutograd(k));
 }
 
+// The mode route: a call with an input whose conjugate or negative bit is
+// set, and no kernel of its own on that bit's key, goes to ATen's
+// MathOpFallback (ATen/native/MathBitsFallback.h), below autograd: it
+// materializes each such input with aten::clone, called from the top, and
+// calls on. The Python key sees those clones, then the call; a key above
+// autograd sees the call first, and the clones inside its own redispatch,
+// where it does not look. So they are made here, as that fallback makes
+// them, before the call is recorded: recorded ahead of it, with the
+// fallback below left nothing to do. Only for an out-of-place call that
+// autograd does not record (a clone above autograd would join its graph):
+// an in-place, out= or view call, or one in grad mode, is recorded as the
+// caller made it (docs/how-it-works.md).
+[[gnu::cold, gnu::noinline]] static void resolve_math_bits(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                                                          torch::jit::Stack* stack) {
+  c10::DispatchKeySet rest = ks & g_route.after;
+  if (!(rest & c10::autograd_dispatch_keyset).empty() && c10::GradMode::is_enabled()) return;
+  const std::vector<c10::Argument>& arguments = op.schema().arguments();
+  size_t n = arguments.size();
+  if (stack->size() < n) return;
+  for (const c10::Argument& a : arguments)
+    if (a.alias_info()) return;
+  static const c10::OperatorHandle clone = c10::Dispatcher::singleton().findSchemaOrThrow("aten::clone", "");
+  for (c10::DispatchKey key : {c10::DispatchKey::Conjugate, c10::DispatchKey::Negative}) {
+    if (!rest.has(key) || op.hasKernelForDispatchKey(key)) continue;
+    auto materialize = [&](at::Tensor& t) {
+      if (!t.defined() || !t.key_set().has(key)) return;
+      torch::jit::Stack s{t, c10::IValue()};
+      clone.callBoxed(&s);
+      t = s[0].toTensor();
+    };
+    for (size_t i = stack->size() - n; i < stack->size(); i++) {
+      c10::IValue& v = (*stack)[i];
+      if (v.isTensor()) {
+        at::Tensor t = std::move(v).toTensor();
+        materialize(t);
+        v = std::move(t);
+      } else if (v.isTensorList()) {
+        c10::List<at::Tensor> list = std::move(v).toTensorList();
+        for (size_t j = 0; j < list.size(); j++) {
+          at::Tensor t = list[j];
+          materialize(t);
+          list[j] = std::move(t);
+        }
+        v = std::move(list);
+      }
+    }
+  }
+}
+
 // Goes on with the key kept in: the calls it becomes are recorded.
 static void pass_through(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   op.redispatchBoxed(ks & g_route.after, stack);
@@ -300,6 +350,7 @@ static void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     // first route's key out: so the second's.
     if (c10::impl::tls_is_dispatch_key_excluded(kFakeKey)) return redispatch(op, ks, stack);
     if (passes_through(op, ks)) return pass_through(op, ks, stack);
+    if (C10_UNLIKELY(!(ks & g_route.after & kMathBitKeys).empty())) resolve_math_bits(op, ks, stack);
   }
   if (C10_UNLIKELY(g_route.above_python)) {
     if (ks.has(c10::DispatchKey::Python)) {
