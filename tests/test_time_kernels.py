@@ -187,6 +187,38 @@ p.close()
 
 
 @needs_cupti
+def test_a_library_that_cannot_be_used_gives_way_to_the_next(standin, tmp_path):
+    """Unnamed, the libraries are tried in order: one that does not load,
+    or that is not CUPTI (libc), gives way to the next (the stand-in), which
+    collects; a CUPTI that refuses (held by another tool) ends the search
+    with its own reason, the ones before it said too."""
+    body = """
+import sgl_shapeprof.recording.kernels as k
+k.libraries = lambda built: ["/nonexistent/libcupti.so.13", "libc.so.6", sys.argv[1], sys.argv[1]]
+p = ShapeProfiler("shapes.jsonl", time="kernels")
+with p.forward_pass("decode"):
+    work(torch.ones(2), 1000)
+p.close()
+print(p.kernels_path)
+"""
+    r = _run(standin, tmp_path, body, SHAPEPROF_CUPTI_LIBRARY="")
+    assert r.stdout.strip().endswith("shapes_kernels.jsonl"), r.stderr
+    assert not [x for x in r.stderr.splitlines() if "sgl_shapeprof" in x], r.stderr
+    r = _run(standin, tmp_path, body.replace("shapes.jsonl", "busy.jsonl"), SHAPEPROF_CUPTI_LIBRARY="",
+             STANDIN_CUPTI_BUSY="1")
+    said = [x for x in r.stderr.splitlines() if "sgl_shapeprof" in x]
+    assert len(said) == 1 and "libc.so.6 has no cupti" in said[0] and "one CUPTI client per process" in said[0], said
+    assert r.stdout.strip() == "None"
+    from sgl_shapeprof import ShapeProfiler, _C
+    p = ShapeProfiler(str(tmp_path / "s.jsonl"))
+    try:
+        with pytest.raises(ImportError, match="cannot load /nonexistent/x.so"):
+            _C.cupti_start("/nonexistent/x.so", str(tmp_path / "k.jsonl"), p._native)
+    finally:
+        p.close()
+
+
+@needs_cupti
 def test_without_a_gpu_the_real_cupti_is_refused_in_one_line(tmp_path):
     from sgl_shapeprof.recording.kernels import libraries
     real = [p for p in libraries(_built()) if os.path.isabs(p) and os.path.exists(p)]

@@ -185,9 +185,12 @@ enum { SP_TIME_CALLS = 1, SP_TIME_KERNELS = 2 }; /* sp_config.time */
 int sp_cupti_built(void);
 /* Starts the process's one collector, for owner's calls and passes only:
  * CUPTI from the library at lib_path, its lines to a new file at out_path
- * (never an existing one). 0, or -1 with why in err (n bytes): no CUPTI in
- * this build, the library cannot load or is another major version, another
- * tool holds CUPTI, another profiler collects, ... */
+ * (never an existing one). 0, or with why in err (n bytes):
+ * SP_CUPTI_NO_LIBRARY, the library at lib_path cannot be used (it does not
+ * load, lacks CUPTI's functions or is another major version: another may
+ * do), or SP_CUPTI_REFUSED (no CUPTI in this build, another tool holds
+ * CUPTI, another profiler collects, CUPTI refuses, ...). */
+enum { SP_CUPTI_REFUSED = -1, SP_CUPTI_NO_LIBRARY = -2 };
 int sp_cupti_start(const sp_profiler *owner, const char *lib_path, const char *out_path, char *err, size_t n);
 /* Flushes what CUPTI holds and stops (the caller waits for the device
  * first: CUPTI does not): 0, or -1 with why (lines lost). Nothing to

@@ -349,7 +349,7 @@ static int start_locked(const sp_profiler *owner, const char *lib_path, const ch
     snprintf(err, n, "another profiler of this process collects GPU kernel times already");
     return -1;
   }
-  if (load(lib_path, err, n)) return -1;
+  if (load(lib_path, err, n)) return SP_CUPTI_NO_LIBRARY;
   if (!g_api && !(g_api = calloc(API_SLOTS, sizeof *g_api))) {
     snprintf(err, n, "out of memory");
     return -1;

@@ -303,6 +303,8 @@ static PyObject *mod_cupti_start(PyObject *m, PyObject *args) {
   Py_END_ALLOW_THREADS
   Py_DECREF(lib);
   Py_DECREF(out);
+  /* ImportError: that library cannot be used (another may); OSError: CUPTI or this process refuses */
+  if (rc == SP_CUPTI_NO_LIBRARY) return PyErr_Format(PyExc_ImportError, "%s", err);
   if (rc) return PyErr_Format(PyExc_OSError, "%s", err);
   Py_RETURN_NONE;
 }
@@ -474,8 +476,8 @@ static PyMethodDef module_methods[] = {
      "kernel times), or 0: none were found when it was built."},
     {"cupti_start", mod_cupti_start, METH_VARARGS,
      "cupti_start($module, library, kernels_path, owner, /)\n--\n\nStarts the process's GPU kernel collector "
-     "for the Profiler owner (time=2): CUPTI from library, its lines to a new file at kernels_path; OSError "
-     "with the reason it cannot."},
+     "for the Profiler owner (time=2): CUPTI from library, its lines to a new file at kernels_path; "
+     "ImportError when that library cannot be used (another may), OSError when CUPTI or the process refuses."},
     {"cupti_stop", mod_cupti_stop, METH_NOARGS,
      "cupti_stop($module, /)\n--\n\nFlushes the device's kernels to the kernels file and stops; OSError if "
      "lines were lost."},

@@ -93,11 +93,11 @@ def start(native, profiler) -> "tuple[Optional[str], Optional[str]]":
         try:
             native.cupti_start(lib, out, profiler)
             return out, None
-        except OSError as e:
+        except ImportError as e:  # that library cannot be used: the next may
             errors.append(str(e))
-            # the library loaded: what refused is CUPTI, not where it was found
-            if "cannot load" not in str(e) and "has no cupti" not in str(e) and " is CUPTI " not in str(e):
-                break
+        except OSError as e:  # CUPTI itself refused: another library would too
+            errors.append(str(e))
+            break
     hint = (f"{named[0]} names the library" if named else
             f"name libcupti.so.<CUDA major> in {neutral_name(ENV_CUPTI_LIBRARY)}")
     return None, f"{'; '.join(errors[-2:])} ({hint})"
