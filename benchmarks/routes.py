@@ -94,7 +94,7 @@ def not_taken(reps: int) -> None:
         return f"{sum(counts.values()):6} seen, {same:5} of the oracle's, {sum(counts.values()) - same:5} others"
 
     workload = WORKLOADS["llama"]()
-    print(f"{'mode':15} {'route':34} {'calls':>46} {'added us/oracle call':>21}")
+    print(f"{'mode':15} {'route':34} {'calls':46} {'added us/oracle call':>21}")
     with tempfile.TemporaryDirectory() as d:
         for mode in MODES:
             with getattr(torch, mode)():
