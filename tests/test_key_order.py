@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -192,7 +193,8 @@ def math_bit_calls():
     call), one through a tensor list; each one's result kept."""
     torch.manual_seed(0)
     x = torch.randn(3, 4, dtype=torch.cfloat)
-    return {"conj": lambda: torch.mul(x.conj(), x), "neg": lambda: torch.mul(x.conj().imag, 2),
+    return {"conj": lambda: torch.mul(x.conj(), x), "both": lambda: torch.mul(x.conj(), x.conj().imag),
+            "neg": lambda: torch.mul(x.conj().imag, 2),
             "list": lambda: torch.cat([x.conj(), x]), "view": lambda: x.conj().t()}
 
 
@@ -214,6 +216,27 @@ def test_a_math_bit_input_is_materialized_before_the_call_as_the_python_key_sees
         ops = [r["operation"] for r in ours]
         assert ("aten.clone.default" in ops) == (name != "view"), (name, ops)
         assert torch.equal(results[1].resolve_conj().resolve_neg(), alone.resolve_conj().resolve_neg()), name
+
+
+def test_a_traced_graph_is_the_one_traced_without_us(tmp_path):
+    """torch.jit.trace inside a logged pass, of a call on a conjugate input,
+    outside grad mode: the graph is the one traced without the profiler
+    (torch's clones of math-bit inputs are made below the tracer, untraced)."""
+    x = torch.randn(3, 4, dtype=torch.cfloat)
+
+    def f(a):
+        return torch.mul(a.conj(), a.conj().imag)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.trace's own
+        alone = str(torch.jit.trace(f, x).graph)
+        prof = ShapeProfiler(tmp_path / "s.jsonl")
+        prof.start_forward_pass()
+        try:
+            ours = str(torch.jit.trace(f, x).graph)
+        finally:
+            prof.end_forward_pass()
+            prof.close()
+    assert "aten::mul" in ours and ours == alone
 
 
 def test_math_bits_in_grad_mode_and_in_place(tmp_path):

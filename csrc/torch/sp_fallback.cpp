@@ -222,18 +222,26 @@ static bool ends_at_autograd(const c10::OperatorHandle& op) {
 // fallback below left nothing to do. Only for an out-of-place call that
 // autograd does not record (a clone above autograd would join its graph):
 // an in-place, out= or view call, or one in grad mode, is recorded as the
-// caller made it (docs/how-it-works.md).
+// caller made it (docs/how-it-works.md); so is one that a key between
+// would see differently: the JIT tracer (which would trace the clone),
+// ZeroTensor (whose fallback makes such an input zeros first) and
+// functorch's transforms (whose levels keep grad modes of their own).
+constexpr c10::DispatchKeySet kMathBitsLeftAlone({c10::DispatchKey::Tracer, c10::DispatchKey::ZeroTensor,
+                                                  c10::DispatchKey::FuncTorchDynamicLayerFrontMode});
+
 [[gnu::cold, gnu::noinline]] static void resolve_math_bits(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                                                           torch::jit::Stack* stack) {
   c10::DispatchKeySet rest = ks & g_route.after;
   if (!(rest & c10::autograd_dispatch_keyset).empty() && c10::GradMode::is_enabled()) return;
+  if (!(rest & kMathBitsLeftAlone).empty()) return;
   const std::vector<c10::Argument>& arguments = op.schema().arguments();
   size_t n = arguments.size();
   if (stack->size() < n) return;
   for (const c10::Argument& a : arguments)
     if (a.alias_info()) return;
   static const c10::OperatorHandle clone = c10::Dispatcher::singleton().findSchemaOrThrow("aten::clone", "");
-  for (c10::DispatchKey key : {c10::DispatchKey::Conjugate, c10::DispatchKey::Negative}) {
+  // in the dispatcher's order: Negative is above Conjugate
+  for (c10::DispatchKey key : {c10::DispatchKey::Negative, c10::DispatchKey::Conjugate}) {
     if (!rest.has(key) || op.hasKernelForDispatchKey(key)) continue;
     auto materialize = [&](at::Tensor& t) {
       if (!t.defined() || !t.key_set().has(key)) return;
