@@ -347,23 +347,23 @@ static int start_locked(const sp_profiler *owner, const char *lib_path, const ch
                         size_t n) {
   if (atomic_load(&g_owner)) {
     snprintf(err, n, "another profiler of this process collects GPU kernel times already");
-    return -1;
+    return SP_CUPTI_REFUSED;
   }
   if (load(lib_path, err, n)) return SP_CUPTI_NO_LIBRARY;
   if (!g_api && !(g_api = calloc(API_SLOTS, sizeof *g_api))) {
     snprintf(err, n, "out of memory");
-    return -1;
+    return SP_CUPTI_REFUSED;
   }
   CUpti_SubscriberHandle sub = NULL;
   CUptiResult r = f_cuptiSubscribe(&sub, (CUpti_CallbackFunc)on_callback, NULL);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     snprintf(err, n, "CUPTI is held by another tool (%s): one CUPTI client per process; "
              "stop torch.profiler, nsys or the other one first", result_text(r));
-    return -1;
+    return SP_CUPTI_REFUSED;
   }
   if (r != CUPTI_SUCCESS) {
     snprintf(err, n, "CUPTI refused to start (cuptiSubscribe: %s): no CUDA driver or device?", result_text(r));
-    return -1;
+    return SP_CUPTI_REFUSED;
   }
   g_subscriber = sub;
   size_t kinds = 0;
@@ -385,7 +385,7 @@ static int start_locked(const sp_profiler *owner, const char *lib_path, const ch
   if (fd < 0) {
     snprintf(err, n, "cannot create %s: %s", out_path, strerror(errno));
     undo(0);
-    return -1;
+    return SP_CUPTI_REFUSED;
   }
   pthread_mutex_lock(&g_out_mu);
   g_fd = fd;
@@ -418,7 +418,7 @@ fail_open:
 fail:
   undo(kinds);
   snprintf(err, n, "%s: %s", what, result_text(r));
-  return -1;
+  return SP_CUPTI_REFUSED;
 }
 
 int sp_cupti_start(const sp_profiler *owner, const char *lib_path, const char *out_path, char *err, size_t n) {
@@ -491,7 +491,7 @@ int sp_cupti_start(const sp_profiler *owner, const char *lib_path, const char *o
   (void)lib_path;
   (void)out_path;
   snprintf(err, n, "this build has no CUPTI (its headers were not found when it was built)");
-  return -1;
+  return SP_CUPTI_REFUSED;
 }
 int sp_cupti_stop(char *err, size_t n) {
   (void)err;
